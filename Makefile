@@ -1,0 +1,34 @@
+# Set-up is part of every target: a fresh clone needs nothing but `make demo` or `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck fuzz bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,interop]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m teir_plan.demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check teir_plan tests benchmarks
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+test: $(STAMP) lint
+	$(PY) -m pytest -q -n 2 tests
+
+fuzz: $(STAMP)
+	TEIR_PLAN_FUZZ=1 $(PY) -m pytest -q -n 2 tests -m "slow or not slow" -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) benchmarks/prims.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

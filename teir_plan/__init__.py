@@ -1,0 +1,38 @@
+"""teir_plan: einsum as Tiled Execution IR (TEIR) programs, planned by a cost model.
+
+The pipeline, one package per stage::
+
+    expression --frontend--> contraction description --planner--> candidate TEIR programs
+               --cost model--> chosen plan --executor--> result
+
+>>> import numpy as np, teir_plan as tp
+>>> a, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
+>>> tp.einsum("ij,jk->ik", a, b).tolist()[0]
+[3.0, 3.0, 3.0, 3.0]
+"""
+
+from teir_plan.errors import (
+    DTypeError,
+    EinsumError,
+    OperandTypeError,
+    PlanError,
+    TEIRError,
+    TEIRPlanError,
+)
+from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, Schedule
+
+__all__ = [
+    "TEIR",
+    "DataType",
+    "DimType",
+    "ExecType",
+    "Prim",
+    "Primitives",
+    "Schedule",
+    "TEIRPlanError",
+    "TEIRError",
+    "EinsumError",
+    "PlanError",
+    "DTypeError",
+    "OperandTypeError",
+]

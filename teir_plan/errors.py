@@ -1,0 +1,38 @@
+"""Every exception teir_plan raises, in one place.
+
+All of them subclass ``TEIRPlanError`` and either ``ValueError`` (bad values:
+malformed programs, expressions, shapes, layouts) or ``TypeError`` (bad types:
+unsupported dtypes, non-array operands), so callers can catch them the way they
+catch numpy's own errors.
+
+>>> import teir_plan as tp
+>>> issubclass(tp.TEIRError, ValueError)
+True
+"""
+
+from __future__ import annotations
+
+
+class TEIRPlanError(Exception):
+    """Base class of every error raised by teir_plan."""
+
+
+class TEIRError(TEIRPlanError, ValueError):
+    """A TEIR program breaks a rule of the specification (section 10.1), or cannot
+    run on the arrays it was given (bounds, dtype, overlap)."""
+
+
+class EinsumError(TEIRPlanError, ValueError):
+    """An einsum expression or its operands are malformed or disagree."""
+
+
+class PlanError(TEIRPlanError, ValueError):
+    """A plan was called with arrays it was not made for, or options are invalid."""
+
+
+class DTypeError(TEIRPlanError, TypeError):
+    """An array has a dtype teir_plan does not support for the requested operation."""
+
+
+class OperandTypeError(TEIRPlanError, TypeError):
+    """An operand is not an array (or something numpy converts to a numeric array)."""

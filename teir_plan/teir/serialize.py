@@ -1,0 +1,125 @@
+"""JSON forms of a TEIR program: teir_plan's own and einsum_ir's ``etops``.
+
+Ours uses the spec's field names, one object, strides as T rows of D integers::
+
+    {"format": "teir", "version": 1, "data_type": "float32", "prim_first": "zero",
+     "prim_main": "brgemm", "prim_last": "none", "dim_types": ["n", ...],
+     "exec_types": ["parallel", ...], "dim_sizes": [...], "strides": [[...], [...], [...]]}
+
+etops' ``TensorOperationConfig.to_json`` writes the same field names but nests
+strides once more, ``[level][tensor][dim]`` (level 0 is the layout, further
+levels describe packing), and spells parallel ``shared`` (or ``sfc`` for its
+space-filling-curve walk over parallel M and N axes).  :func:`from_json` reads
+both; :func:`to_etops_json` writes what ``etops.TensorOperationConfig.from_json``
+loads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from teir_plan.errors import TEIRError
+from teir_plan.teir.enums import ExecType, Prim
+from teir_plan.teir.records import TEIR, Primitives, Schedule
+
+FORMAT_NAME = "teir"
+FORMAT_VERSION = 1
+_FIELDS = (
+    "data_type",
+    "prim_first",
+    "prim_main",
+    "prim_last",
+    "dim_types",
+    "exec_types",
+    "dim_sizes",
+    "strides",
+)
+
+
+def to_dict(teir: TEIR) -> dict[str, Any]:
+    p, s = teir.primitives, teir.schedule
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "data_type": str(p.data_type),
+        "prim_first": str(p.prim_first),
+        "prim_main": str(p.prim_main),
+        "prim_last": str(p.prim_last),
+        "dim_types": [str(t) for t in s.dim_types],
+        "exec_types": [str(e) for e in s.exec_types],
+        "dim_sizes": list(s.dim_sizes),
+        "strides": [list(row) for row in s.strides],
+    }
+
+
+def to_json(teir: TEIR, indent: int | None = 2) -> str:
+    return json.dumps(to_dict(teir), indent=indent)
+
+
+def to_etops_json(teir: TEIR, indent: int | None = 2) -> str:
+    """JSON for ``etops.TensorOperationConfig.from_json`` (backend ``tpp``)."""
+    teir.validate()
+    p, s = teir.primitives, teir.schedule
+    if p.prim_main is Prim.RELU:
+        raise TEIRError("prim_main: etops has no unary relu; only copy can be exported")
+    data = {
+        "data_type": str(p.data_type),
+        "prim_first": str(p.prim_first),
+        "prim_main": str(p.prim_main),
+        "prim_last": str(p.prim_last),
+        "dim_types": [str(t) for t in s.dim_types],
+        "exec_types": ["shared" if e is ExecType.PARALLEL else str(e) for e in s.exec_types],
+        "dim_sizes": list(s.dim_sizes),
+        "strides": [[list(row) for row in s.strides]],
+        "backend": "tpp",
+    }
+    return json.dumps(data, indent=indent)
+
+
+def from_dict(data: Any) -> TEIR:
+    if not isinstance(data, dict):
+        raise TEIRError(f"TEIR JSON: expected an object, got {type(data).__name__}")
+    if "primitives" in data and "schedule" in data:  # nested form: the two records
+        data = {**data["primitives"], **data["schedule"]}
+    fmt = data.get("format", FORMAT_NAME)
+    if fmt != FORMAT_NAME:
+        raise TEIRError(f"format: expected {FORMAT_NAME!r}, got {fmt!r}")
+    version = data.get("version", FORMAT_VERSION)
+    if version != FORMAT_VERSION:
+        raise TEIRError(f"version: this library reads version {FORMAT_VERSION}, got {version!r}")
+    missing = [f for f in _FIELDS if f not in data]
+    if missing:
+        raise TEIRError(f"TEIR JSON: missing field(s) {', '.join(missing)}")
+    strides = _layout_strides(data["strides"])
+    return TEIR(
+        Primitives(data["data_type"], data["prim_first"], data["prim_main"], data["prim_last"]),
+        Schedule(data["dim_types"], data["exec_types"], data["dim_sizes"], strides),
+    )
+
+
+def _layout_strides(strides: Any) -> Any:
+    """Strides as T x D; etops' [level][tensor][dim] form is reduced to its layout level."""
+    if not isinstance(strides, list) or not strides:
+        raise TEIRError("strides: expected a non-empty list of per-tensor rows")
+    depth3 = all(isinstance(r, list) and r and isinstance(r[0], list) for r in strides)
+    if not depth3:
+        return strides
+    layout, *extra = strides
+    for level, rows in enumerate(extra, start=1):
+        if any(any(v != 0 for v in row) for row in rows):
+            raise TEIRError(
+                f"strides[{level}]: this etops program packs operands (stride level {level}); "
+                f"teir_plan runs layout-level programs only. Export it from etops before "
+                f"optimization, or let tp.einsum choose packing itself"
+            )
+    return layout
+
+
+def from_json(text: str | bytes) -> TEIR:
+    """Read a program from our JSON or from etops' ``TensorOperationConfig.to_json``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TEIRError(f"TEIR JSON: not valid JSON ({exc})") from None
+    return from_dict(data)

@@ -1,0 +1,204 @@
+"""The rules of TEIR (spec section 10.1 and the primitive shapes of teir-notes.md).
+
+Each rule raises :class:`TEIRError` with a message that names the field, the
+axis index where there is one, and the rule.  The checks are pure functions of
+the program; checks that involve arrays (dtype, bounds, overlap) live in
+:mod:`teir_plan.executor.checks`.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from teir_plan.errors import TEIRError
+from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.records import BINARY_MAIN, TEIR, UNARY_MAIN
+
+# Exact injectivity checks enumerate at most this many addresses.
+_MAX_ENUMERATED_ADDRESSES = 1 << 21
+
+
+def validate(teir: TEIR) -> None:
+    _check_operation_type(teir)
+    _check_lengths(teir)
+    _check_sizes(teir)
+    _check_roles(teir)
+    _check_participation(teir)
+    _check_parallel(teir)
+    _check_prim_shape(teir)
+    _check_output_injective(teir)
+
+
+def _check_operation_type(teir: TEIR) -> None:
+    p = teir.primitives
+    if p.prim_main in UNARY_MAIN:
+        if p.prim_first is not Prim.NONE:
+            raise TEIRError(
+                f"prim_first: unary operations (prim_main={p.prim_main}) require none, "
+                f"got {p.prim_first}"
+            )
+        if p.prim_last is not Prim.NONE:
+            raise TEIRError(
+                f"prim_last: unary operations (prim_main={p.prim_main}) require none, "
+                f"got {p.prim_last}"
+            )
+    elif p.prim_main in BINARY_MAIN:
+        if p.prim_first not in (Prim.NONE, Prim.ZERO):
+            raise TEIRError(
+                f"prim_first: binary contractions allow none or zero, got {p.prim_first}"
+            )
+        if p.prim_last not in (Prim.NONE, Prim.RELU):
+            raise TEIRError(f"prim_last: binary contractions allow none or relu, got {p.prim_last}")
+    else:
+        raise TEIRError(
+            f"prim_main: must be copy or relu (unary) or gemm or brgemm (binary), "
+            f"got {p.prim_main}"
+        )
+
+
+def _check_lengths(teir: TEIR) -> None:
+    s = teir.schedule
+    d = s.num_dims
+    if len(s.exec_types) != d:
+        raise TEIRError(
+            f"exec_types: length {len(s.exec_types)} differs from dim_types' length {d}"
+        )
+    if len(s.dim_sizes) != d:
+        raise TEIRError(f"dim_sizes: length {len(s.dim_sizes)} differs from dim_types' length {d}")
+    t = teir.num_tensors
+    kind = "unary" if teir.is_unary else "binary"
+    if len(s.strides) != t:
+        raise TEIRError(
+            f"strides: a {kind} operation has T={t} tensors {teir.tensor_names}, "
+            f"but strides has {len(s.strides)} rows"
+        )
+    for j, row in enumerate(s.strides):
+        if len(row) != d:
+            raise TEIRError(
+                f"strides[{j}] ({teir.tensor_names[j]}): length {len(row)} differs from "
+                f"the number of axes D={d}"
+            )
+
+
+def _check_sizes(teir: TEIR) -> None:
+    for i, n in enumerate(teir.schedule.dim_sizes):
+        if n <= 0:
+            raise TEIRError(f"dim_sizes[{i}]: sizes must be positive, got {n}")
+
+
+def _check_roles(teir: TEIR) -> None:
+    if teir.is_unary:
+        for i, t in enumerate(teir.schedule.dim_types):
+            if t is not DimType.C:
+                raise TEIRError(f"dim_types[{i}]: unary operations allow only c axes, got {t}")
+
+
+def _check_participation(teir: TEIR) -> None:
+    s = teir.schedule
+    t = teir.num_tensors
+    for i, role in enumerate(s.dim_types):
+        for j in range(t):
+            if not role.participates(j, t) and s.strides[j][i] != 0:
+                raise TEIRError(
+                    f"strides[{j}][{i}]: tensor {teir.tensor_names[j]} does not take part in "
+                    f"axis {i} (role {role}), so its stride must be 0, got {s.strides[j][i]}"
+                )
+
+
+def _check_parallel(teir: TEIR) -> None:
+    s = teir.schedule
+    for i, (role, ex) in enumerate(zip(s.dim_types, s.exec_types)):
+        if role is DimType.K and ex is ExecType.PARALLEL and s.dim_sizes[i] > 1:
+            raise TEIRError(
+                f"exec_types[{i}]: a k axis cannot be parallel: its iterations accumulate "
+                f"into the same output tile and would race"
+            )
+
+
+def _check_prim_shape(teir: TEIR) -> None:
+    s = teir.schedule
+    main = teir.primitives.prim_main
+    prim = s.prim_axes()
+    if main in UNARY_MAIN:
+        if len(prim) > 2:
+            raise TEIRError(
+                f"exec_types[{prim[2]}]: {main} consumes at most two prim axes, "
+                f"got {len(prim)} (axes {list(prim)})"
+            )
+        return
+    counts = {DimType.M: 0, DimType.N: 0, DimType.K: 0}
+    limit = {DimType.M: 1, DimType.N: 1, DimType.K: 2 if main is Prim.BRGEMM else 1}
+    for i in prim:
+        role = s.dim_types[i]
+        if role is DimType.C:
+            raise TEIRError(
+                f"exec_types[{i}]: {main} cannot consume a c axis as prim; "
+                f"make axis {i} seq or parallel"
+            )
+        counts[role] += 1
+        if counts[role] > limit[role]:
+            raise TEIRError(
+                f"exec_types[{i}]: {main} consumes at most {limit[role]} {role} prim "
+                f"axis{'es' if limit[role] > 1 else ''}; axis {i} is one too many"
+            )
+    if main is Prim.BRGEMM and counts[DimType.K] == 0:
+        raise TEIRError(
+            "exec_types: brgemm needs a k prim axis as its batch-reduce axis; none is prim"
+        )
+
+
+def _check_output_injective(teir: TEIR) -> None:
+    s = teir.schedule
+    out = teir.num_tensors - 1
+    axes = [
+        i
+        for i, role in enumerate(s.dim_types)
+        if role is not DimType.K and s.dim_sizes[i] > 1
+    ]
+    for i in axes:
+        if s.strides[out][i] == 0:
+            raise TEIRError(
+                f"strides[{out}][{i}]: output stride 0 on axis {i} of size {s.dim_sizes[i]} "
+                f"maps different output elements to one address"
+            )
+    sizes = [s.dim_sizes[i] for i in axes]
+    strides = [s.strides[out][i] for i in axes]
+    verdict = strided_map_is_injective(sizes, strides)
+    if verdict is False:
+        raise TEIRError(
+            f"strides[{out}]: the output strides {list(s.strides[out])} map two different "
+            f"output elements to one address"
+        )
+    if verdict is None:
+        raise TEIRError(
+            f"strides[{out}]: cannot prove that the output strides {list(s.strides[out])} "
+            f"give every output element its own address (too many elements to check)"
+        )
+
+
+def strided_map_is_injective(sizes: list[int], strides: list[int]) -> bool | None:
+    """Whether (i_0, ..., i_n) -> sum i_k * strides[k] is one-to-one on the box ``sizes``.
+
+    True/False when decided, None when the box is too large to enumerate and the
+    fast nested-strides test does not apply.
+    """
+    pairs = sorted((abs(st), n) for n, st in zip(sizes, strides) if n > 1)
+    if any(st == 0 for st, _ in pairs):
+        return False
+    span = 0
+    for st, n in pairs:
+        if st <= span:
+            break
+        span += (n - 1) * st
+    else:
+        return True  # every stride steps over everything smaller: a nested layout
+    total = 1
+    for _, n in pairs:
+        total *= n
+    if total > _MAX_ENUMERATED_ADDRESSES:
+        return None
+    addresses = np.zeros(1, dtype=np.int64)
+    for st, n in pairs:
+        addresses = (addresses[:, None] + np.arange(n, dtype=np.int64)[None, :] * st).ravel()
+    return bool(np.unique(addresses).size == addresses.size)
