@@ -19,9 +19,13 @@ from teir_plan.errors import (
     TEIRError,
     TEIRPlanError,
 )
+from teir_plan.executor import execute, get_num_threads, set_num_threads
 from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, Schedule
 
 __all__ = [
+    "execute",
+    "get_num_threads",
+    "set_num_threads",
     "TEIR",
     "DataType",
     "DimType",

@@ -8,7 +8,6 @@ the program; checks that involve arrays (dtype, bounds, overlap) live in
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from teir_plan.errors import TEIRError

@@ -1,0 +1,146 @@
+"""Checks between a program and the arrays it runs on, made before anything is written.
+
+The executor addresses each array as flat memory from its first element, so the
+one property that keeps it memory-safe is proven here: every offset
+``sum(i_k * strides[j][k])`` the program can form lies on an element of array j.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+import numpy as np
+
+from teir_plan.errors import DTypeError, OperandTypeError, TEIRError
+from teir_plan.teir.records import TEIR
+
+_OFFSET_LIMIT = 2**62
+
+
+def check_arrays(teir: TEIR, arrays: Sequence[object]) -> None:
+    """Raise unless ``arrays`` (in0, [in1,] out) can run ``teir`` safely."""
+    names = teir.tensor_names
+    if len(arrays) != len(names):
+        kind = "unary" if teir.is_unary else "binary"
+        raise TEIRError(
+            f"execute: a {kind} program ({teir.primitives.prim_main}) takes "
+            f"{len(names)} arrays {names}, got {len(arrays)}"
+        )
+    want = teir.primitives.data_type.numpy
+    for name, arr in zip(names, arrays):
+        if not isinstance(arr, np.ndarray):
+            raise OperandTypeError(f"{name}: expected a numpy.ndarray, got {type(arr).__name__}")
+        if arr.dtype != want:
+            raise DTypeError(
+                f"{name}: dtype {arr.dtype} does not match the program's data_type "
+                f"{teir.primitives.data_type}"
+            )
+        if not arr.dtype.isnative:
+            raise DTypeError(f"{name}: non-native byte order {arr.dtype.str} is not supported")
+        if not arr.flags.aligned or any(st % arr.itemsize for st in arr.strides):
+            raise TEIRError(f"{name}: array is not aligned to its element size")
+    out = arrays[-1]
+    assert isinstance(out, np.ndarray)
+    if not out.flags.writeable:
+        raise TEIRError(f"{names[-1]}: array is read-only")
+    s = teir.schedule
+    for j, (name, arr) in enumerate(zip(names, arrays)):
+        assert isinstance(arr, np.ndarray)
+        _check_reach(name, j, arr, s.dim_sizes, s.strides[j])
+    for name, arr in zip(names[:-1], arrays[:-1]):
+        if _overlap(out, arr):  # type: ignore[arg-type]
+            raise TEIRError(f"{names[-1]}: output overlaps input {name} in memory")
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=1_000_000))
+    except np.exceptions.TooHardError:
+        return True  # cannot rule it out cheaply: refuse rather than risk a wrong answer
+
+
+def _element_dims(arr: np.ndarray) -> list[tuple[int, int]]:
+    """(extent, element stride) of the dims that move through memory, with dims whose
+    strides compose merged, largest stride first."""
+    isz = arr.itemsize
+    dims = sorted(
+        ((n, st // isz) for n, st in zip(arr.shape, arr.strides) if n > 1 and st != 0),
+        key=lambda d: -abs(d[1]),
+    )
+    merged: list[tuple[int, int]] = []
+    for n, st in reversed(dims):  # smallest stride first
+        if merged and merged[-1][1] * merged[-1][0] == st:
+            inner_n, inner_st = merged.pop()
+            merged.append((inner_n * n, inner_st))
+        else:
+            merged.append((n, st))
+    return sorted(merged, key=lambda d: -abs(d[1]))
+
+
+def _check_reach(
+    name: str, j: int, arr: np.ndarray, sizes: Sequence[int], strides: Sequence[int]
+) -> None:
+    axes = [(n, st) for n, st in zip(sizes, strides) if n > 1 and st != 0]
+    lo = sum(min(0, (n - 1) * st) for n, st in axes)
+    hi = sum(max(0, (n - 1) * st) for n, st in axes)
+    if max(-lo, hi) >= _OFFSET_LIMIT:
+        raise TEIRError(f"strides[{j}]: offsets into {name} overflow 64-bit integers")
+    if arr.size == 0:
+        raise TEIRError(f"{name}: array is empty, but the program reads or writes it")
+    dims = _element_dims(arr)
+    # Offsets of the array's elements relative to its first element.
+    a_lo = sum(min(0, (n - 1) * st) for n, st in dims)
+    a_hi = sum(max(0, (n - 1) * st) for n, st in dims)
+    count = 1
+    for n, _ in dims:
+        count *= n
+    if count == a_hi - a_lo + 1:
+        # The elements tile [a_lo, a_hi] without gaps: a range check is exact.
+        if lo < a_lo or hi > a_hi:
+            raise TEIRError(
+                f"strides[{j}]: the program reaches offsets {lo}..{hi} of {name}, whose "
+                f"elements span offsets {a_lo}..{a_hi} from its first element"
+            )
+        return
+    # A view with gaps: every program stride must decompose into the array's own
+    # dims with each dim's index staying in range, so no offset lands in a gap.
+    lo_idx = [0] * len(dims)
+    hi_idx = [0] * len(dims)
+    for i, (n, st) in enumerate(zip(sizes, strides)):
+        if n <= 1 or st == 0:
+            continue
+        rest = st
+        for d, (_, dst) in enumerate(dims):
+            q = abs(rest) // abs(dst)
+            if q:
+                q = q if (rest > 0) == (dst > 0) else -q
+                rest -= q * dst
+                lo_idx[d] += min(0, q * (n - 1))
+                hi_idx[d] += max(0, q * (n - 1))
+        if rest != 0:
+            raise TEIRError(
+                f"strides[{j}][{i}]: stride {st} does not step between elements of {name} "
+                f"(a non-contiguous view with strides {[d[1] for d in dims]} in elements)"
+            )
+    for d, (n, _) in enumerate(dims):
+        if lo_idx[d] < 0 or hi_idx[d] > n - 1:
+            raise TEIRError(
+                f"strides[{j}]: the program reaches outside the elements of {name} "
+                f"(a non-contiguous view of shape {arr.shape})"
+            )
+
+
+def flat_view(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """A writable-typed 1-D view of the memory ``arr`` spans, and the index of its first
+    element in that view.  The kernels never write through views of inputs."""
+    if arr.flags.writeable and (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        return arr.reshape(-1, order="A"), 0
+    isz = arr.itemsize
+    start = arr.ctypes.data
+    lo = start + sum(min(0, (n - 1) * st) for n, st in zip(arr.shape, arr.strides))
+    hi = start + sum(max(0, (n - 1) * st) for n, st in zip(arr.shape, arr.strides)) + isz
+    buf = (ctypes.c_char * (hi - lo)).from_address(lo)
+    return np.frombuffer(buf, dtype=arr.dtype), (start - lo) // isz

@@ -1,0 +1,63 @@
+"""``tp.execute``: run a TEIR program on numpy arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teir_plan.executor import kernels as K
+from teir_plan.executor.checks import check_arrays, flat_view
+from teir_plan.executor.lower import Lowered, lower
+from teir_plan.executor.threads import get_num_threads, numba_threads, set_blas_threads
+from teir_plan.teir.records import TEIR
+
+_CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
+           np.dtype(np.float64): np.array([1, 0], np.float64)}
+
+
+def execute(teir: TEIR, *arrays: np.ndarray) -> None:
+    """Run ``teir`` on ``(in0, out)`` (unary) or ``(in0, in1, out)`` (binary), in place.
+
+    Strides are in elements, relative to each array's first element.  The program
+    is validated and every address it can touch is proven to lie on an element of
+    its array before anything runs; on any error nothing is written.
+
+    >>> import numpy as np, teir_plan as tp
+    >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> out = np.empty((3, 2), np.float32)
+    >>> prog = tp.TEIR(tp.Primitives("float32", "none", "copy", "none"),
+    ...                tp.Schedule(["c", "c"], ["prim", "prim"], [2, 3], [[3, 1], [1, 2]]))
+    >>> tp.execute(prog, a, out)
+    >>> bool((out == a.T).all())
+    True
+    """
+    if not isinstance(teir, TEIR):
+        from teir_plan.errors import TEIRError
+
+        raise TEIRError(f"execute: expected a tp.TEIR program, got {type(teir).__name__}")
+    teir.validate()
+    check_arrays(teir, arrays)
+    run_lowered(lower(teir), arrays)
+
+
+def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
+    """Run an already lowered program on arrays that have passed :func:`check_arrays`."""
+    views = [flat_view(a) for a in arrays]
+    x0, o0 = views[0]
+    if low.num_tensors == 3:
+        x1, o1 = views[1]
+    else:
+        x1, o1 = x0, 0
+    y, o2 = views[-1]
+    tile = low.tile.copy()
+    tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
+    consts = _CONSTS[low.dtype]
+    threads = get_num_threads()
+    if low.has_parallel and threads > 1:
+        set_blas_threads(1)
+        nchunks = min(low.parallel_iterations, threads)
+        with numba_threads(threads):
+            K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
+    else:
+        if low.tile[K.T_MODE] == K.MODE_BLAS:
+            set_blas_threads(threads)
+        K.run_serial(x0, x1, y, low.loops, tile, consts)

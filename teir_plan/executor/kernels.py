@@ -1,0 +1,357 @@
+"""The jitted executor: one loop nest that runs any lowered TEIR program.
+
+Nothing here knows about TEIR records.  :mod:`teir_plan.executor.lower` turns a
+program into integer tables, and these kernels only walk them:
+
+* ``loops``: one row per loop axis, ``(size, stride_in0, stride_in1, stride_out, is_k)``;
+  the first ``npar`` rows are the parallel axes, the rest the sequential axes in
+  schedule order.
+* ``tile``: the primitive's parameters, indexed by the ``T_*`` constants below.
+
+The same two compiled functions (serial and parallel) serve every program of a
+dtype, whatever its number of axes, sizes or strides, so a new program never
+triggers a compilation.  Every address is ``origin + sum(index * stride)``
+into a flat 1-D view of each array; the bounds of those sums are proven by
+:mod:`teir_plan.executor.checks` before anything runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from teir_plan.executor.blas import call_gemm
+
+# Primitive kinds.
+KIND_COPY = 0
+KIND_RELU = 1
+KIND_GEMM = 2
+KIND_BRGEMM = 3
+
+# How a GEMM tile runs.
+MODE_LOOPS = 0  # strided loops in the kernel (small or BLAS-illegal tiles)
+MODE_BLAS = 1  # BLAS ?gemm on the operands in place, packing those it cannot address
+
+# Indices into the ``tile`` table.
+T_KIND = 0
+T_FIRST_ZERO = 1
+T_LAST_RELU = 2
+T_M = 3
+T_N = 4
+T_K = 5
+T_BR = 6
+T_A_M = 7  # in0 stride along M (unary: input stride along the tile's first axis)
+T_A_K = 8  # in0 stride along K (unary: input stride along the tile's second axis)
+T_B_K = 9
+T_B_N = 10
+T_C_M = 11  # out stride along M (unary: output stride along the tile's first axis)
+T_C_N = 12  # out stride along N (unary: output stride along the tile's second axis)
+T_A_BR = 13
+T_B_BR = 14
+T_MODE = 15
+T_SWAP = 16  # BLAS computes C^T = B^T A^T (out has its unit stride along N)
+T_TRANSA = 17  # ord('N') / ord('T') for BLAS' first operand, 0 = pack it
+T_TRANSB = 18
+T_LDA = 19
+T_LDB = 20
+T_LDC = 21  # 0 = C is not BLAS-addressable: compute into scratch, then add
+T_GEMM_FN = 22
+T_ORIGIN0 = 23
+T_ORIGIN1 = 24
+T_ORIGIN2 = 25
+T_SCRATCH = 26  # scratch elements each worker needs
+TILE_LEN = 27
+
+_ORD_N = 78
+_ORD_T = 84
+_TRANSPOSE_BLOCK = 32
+
+
+@njit(cache=True, nogil=True)
+def _relu(v):  # type: ignore[no-untyped-def]
+    # numpy.maximum(v, 0): NaN propagates, -0.0 and 0.0 give +0.0.
+    if v > 0 or v != v:
+        return v
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no-untyped-def]
+    """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile."""
+    # Put the output's smaller stride innermost so writes stream.
+    if abs(y_n) < abs(y_m):
+        m, n = n, m
+        x_m, x_n = x_n, x_m
+        y_m, y_n = y_n, y_m
+    transpose = abs(x_n) < abs(x_m) and m >= 8 and n >= 8
+    if not transpose:
+        for j in range(n):
+            xb = xo + j * x_n
+            yb = yo + j * y_n
+            if relu:
+                for i in range(m):
+                    y[yb + i * y_m] = _relu(x[xb + i * x_m])
+            else:
+                for i in range(m):
+                    y[yb + i * y_m] = x[xb + i * x_m]
+        return
+    # Unit strides lie on different axes: walk cache-sized blocks so that both the
+    # reads and the writes of a block stay in L1.
+    bs = _TRANSPOSE_BLOCK
+    for jb in range(0, n, bs):
+        je = min(jb + bs, n)
+        for ib in range(0, m, bs):
+            ie = min(ib + bs, m)
+            for j in range(jb, je):
+                xb = xo + j * x_n
+                yb = yo + j * y_n
+                if relu:
+                    for i in range(ib, ie):
+                        y[yb + i * y_m] = _relu(x[xb + i * x_m])
+                else:
+                    for i in range(ib, ie):
+                        y[yb + i * y_m] = x[xb + i * x_m]
+
+
+@njit(cache=True, nogil=True)
+def _zero_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
+    if abs(y_n) < abs(y_m):
+        m, n = n, m
+        y_m, y_n = y_n, y_m
+    for j in range(n):
+        for i in range(m):
+            y[yo + j * y_n + i * y_m] = 0
+
+
+@njit(cache=True, nogil=True)
+def _relu_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
+    if abs(y_n) < abs(y_m):
+        m, n = n, m
+        y_m, y_n = y_n, y_m
+    for j in range(n):
+        for i in range(m):
+            p = yo + j * y_n + i * y_m
+            y[p] = _relu(y[p])
+
+
+@njit(cache=True, nogil=True)
+def _gemm_loops(x0, ao, x1, bo, y, co, tile, zero_first):  # type: ignore[no-untyped-def]
+    """C (+)= sum_br A_br B_br with plain strided loops, accumulating in float64."""
+    m, n, k, br = tile[T_M], tile[T_N], tile[T_K], tile[T_BR]
+    a_m, a_k, b_k, b_n = tile[T_A_M], tile[T_A_K], tile[T_B_K], tile[T_B_N]
+    c_m, c_n, a_br, b_br = tile[T_C_M], tile[T_C_N], tile[T_A_BR], tile[T_B_BR]
+    for j in range(n):
+        for i in range(m):
+            acc = 0.0
+            for r in range(br):
+                pa = ao + r * a_br + i * a_m
+                pb = bo + r * b_br + j * b_n
+                for p in range(k):
+                    acc += float(x0[pa + p * a_k]) * float(x1[pb + p * b_k])
+            pc = co + i * c_m + j * c_n
+            if zero_first:
+                y[pc] = acc
+            else:
+                y[pc] = y[pc] + acc
+
+
+@njit(cache=True, nogil=True)
+def _pack(src, so, rows, cols, s_r, s_c, dst, do):  # type: ignore[no-untyped-def]
+    """Copy a strided rows x cols matrix into column-major ``dst[do:]``."""
+    for c in range(cols):
+        sb = so + c * s_c
+        db = do + c * rows
+        for r in range(rows):
+            dst[db + r] = src[sb + r * s_r]
+
+
+@njit(cache=True, nogil=True)
+def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts):  # type: ignore[no-untyped-def]
+    """C (+)= sum_br A_br B_br through BLAS, packing the operands BLAS cannot address."""
+    m, n, k, br = tile[T_M], tile[T_N], tile[T_K], tile[T_BR]
+    swap = tile[T_SWAP] != 0
+    # BLAS' view: C' (mm x nn) = A' (mm x k) B' (k x nn); with swap, A' = B^T, B' = A^T.
+    if swap:
+        mm, nn = n, m
+        xa, xb = x1, x0
+        pa0, pb0 = bo, ao
+        sa_r, sa_c, sb_r, sb_c = tile[T_B_N], tile[T_B_K], tile[T_A_K], tile[T_A_M]
+        sa_br, sb_br = tile[T_B_BR], tile[T_A_BR]
+        sc_r, sc_c = tile[T_C_N], tile[T_C_M]
+    else:
+        mm, nn = m, n
+        xa, xb = x0, x1
+        pa0, pb0 = ao, bo
+        sa_r, sa_c, sb_r, sb_c = tile[T_A_M], tile[T_A_K], tile[T_B_K], tile[T_B_N]
+        sa_br, sb_br = tile[T_A_BR], tile[T_B_BR]
+        sc_r, sc_c = tile[T_C_M], tile[T_C_N]
+    transa, transb = tile[T_TRANSA], tile[T_TRANSB]
+    lda, ldb, ldc = tile[T_LDA], tile[T_LDB], tile[T_LDC]
+    # Scratch layout: [packed A' | packed B' | C' temporary].
+    off_b = mm * k
+    off_c = off_b + k * nn
+    if transa == 0:
+        lda = mm
+    if transb == 0:
+        ldb = k
+    iparams[0] = mm
+    iparams[1] = nn
+    iparams[2] = k
+    iparams[3] = lda
+    iparams[4] = ldb
+    iparams[5] = ldc if ldc != 0 else mm
+    iparams[6] = _ORD_N if transa == 0 else transa
+    iparams[7] = _ORD_N if transb == 0 else transb
+    ip = np.int64(iparams.ctypes.data)
+    cp = np.int64(consts.ctypes.data)  # consts = [1, 0]: alpha/beta one, beta zero
+    isz = np.int64(consts.itemsize)
+    sp = np.int64(scratch.ctypes.data)
+    ssz = np.int64(scratch.itemsize)
+    fn = tile[T_GEMM_FN]
+    if ldc != 0:
+        c_ptr = np.int64(y.ctypes.data) + co * np.int64(y.itemsize)
+    else:
+        c_ptr = sp + off_c * ssz
+    for r in range(br):
+        pa = pa0 + r * sa_br
+        pb = pb0 + r * sb_br
+        if transa == 0:
+            _pack(xa, pa, mm, k, sa_r, sa_c, scratch, 0)
+            a_ptr = sp
+        else:
+            a_ptr = np.int64(xa.ctypes.data) + pa * np.int64(xa.itemsize)
+        if transb == 0:
+            _pack(xb, pb, k, nn, sb_r, sb_c, scratch, off_b)
+            b_ptr = sp + off_b * ssz
+        else:
+            b_ptr = np.int64(xb.ctypes.data) + pb * np.int64(xb.itemsize)
+        # beta = 0 on the first product when the tile is fresh (prim_first = zero, or the
+        # C' temporary), so BLAS overwrites instead of reading uninitialized data.
+        beta_zero = r == 0 and (zero_first or ldc == 0)
+        call_gemm(
+            fn, ip + 24, ip + 28, ip, ip + 4, ip + 8, cp, a_ptr, ip + 12,
+            b_ptr, ip + 16, cp + (isz if beta_zero else 0), c_ptr, ip + 20,
+        )
+    if ldc == 0:
+        # Add (or store) the C' temporary into the strided output tile.
+        for j in range(nn):
+            for i in range(mm):
+                pc = co + i * sc_r + j * sc_c
+                v = scratch[off_c + j * mm + i]
+                if zero_first:
+                    y[pc] = v
+                else:
+                    y[pc] = y[pc] + v
+
+
+@njit(cache=True, nogil=True)
+def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts):  # type: ignore[no-untyped-def]
+    kind = tile[T_KIND]
+    if kind == KIND_COPY or kind == KIND_RELU:
+        _copy_tile(
+            x0, o0, y, o2, tile[T_M], tile[T_N], tile[T_A_M], tile[T_A_K],
+            tile[T_C_M], tile[T_C_N], kind == KIND_RELU,
+        )
+        return
+    zero_first = first and tile[T_FIRST_ZERO] != 0
+    if tile[T_MODE] == MODE_BLAS:
+        _gemm_blas(x0, o0, x1, o1, y, o2, tile, zero_first, scratch, iparams, consts)
+    elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
+        # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
+        v = x0[o0] * x1[o1]
+        y[o2] = v if zero_first else y[o2] + v
+    else:
+        _gemm_loops(x0, o0, x1, o1, y, o2, tile, zero_first)
+    if last and tile[T_LAST_RELU] != 0:
+        _relu_tile(y, o2, tile[T_M], tile[T_N], tile[T_C_M], tile[T_C_N])
+
+
+@njit(cache=True, nogil=True)
+def _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts):  # type: ignore[no-untyped-def]
+    """Run the sequential loops (rows npar.. of ``loops``) from base offsets o0, o1, o2."""
+    nloops = loops.shape[0]
+    nseq = nloops - npar
+    if nseq == 0:
+        _run_tile(x0, o0, x1, o1, y, o2, tile, True, True, scratch, iparams, consts)
+        return
+    for r in range(npar, nloops):
+        if loops[r, 0] == 0:
+            return
+    idx = np.zeros(nseq, np.int64)
+    has_k = False
+    for r in range(npar, nloops):
+        if loops[r, 4] != 0 and loops[r, 0] > 1:
+            has_k = True
+    while True:
+        first = True
+        last = True
+        if has_k:
+            for q in range(nseq):
+                row = npar + q
+                if loops[row, 4] != 0:
+                    if idx[q] != 0:
+                        first = False
+                    if idx[q] != loops[row, 0] - 1:
+                        last = False
+        _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts)
+        # Odometer step: innermost axis fastest.
+        q = nseq - 1
+        while q >= 0:
+            row = npar + q
+            idx[q] += 1
+            o0 += loops[row, 1]
+            o1 += loops[row, 2]
+            o2 += loops[row, 3]
+            if idx[q] < loops[row, 0]:
+                break
+            o0 -= loops[row, 1] * loops[row, 0]
+            o1 -= loops[row, 2] * loops[row, 0]
+            o2 -= loops[row, 3] * loops[row, 0]
+            idx[q] = 0
+            q -= 1
+        if q < 0:
+            return
+
+
+@njit(cache=True, nogil=True)
+def run_serial(x0, x1, y, loops, tile, consts):  # type: ignore[no-untyped-def]
+    """Run a program with every loop sequential (parallel rows, if any, run in order)."""
+    scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
+    iparams = np.zeros(8, np.int32)
+    npar = 0
+    _walk_seq(
+        x0, x1, y, loops, npar, tile, tile[T_ORIGIN0], tile[T_ORIGIN1], tile[T_ORIGIN2],
+        scratch, iparams, consts,
+    )
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
+    """Run a program whose first ``npar`` loop rows are parallel (collapsed into one range).
+
+    The parallel iterations are split into ``nchunks`` contiguous chunks; each worker
+    allocates its scratch once and runs the sequential loops for its iterations.
+    Parallel axes never carry K (validation rejects it), so workers write disjoint
+    output tiles, and each tile still sees its K iterations in schedule order.
+    """
+    total = 1
+    for r in range(npar):
+        total *= loops[r, 0]
+    for c in prange(nchunks):
+        start = c * total // nchunks
+        stop = (c + 1) * total // nchunks
+        if start < stop:
+            scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
+            iparams = np.zeros(8, np.int32)
+            for it in range(start, stop):
+                o0 = tile[T_ORIGIN0]
+                o1 = tile[T_ORIGIN1]
+                o2 = tile[T_ORIGIN2]
+                rem = it
+                for r in range(npar - 1, -1, -1):
+                    i = rem % loops[r, 0]
+                    rem //= loops[r, 0]
+                    o0 += i * loops[r, 1]
+                    o1 += i * loops[r, 2]
+                    o2 += i * loops[r, 3]
+                _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts)

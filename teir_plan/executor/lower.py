@@ -1,0 +1,203 @@
+"""Lowering: a validated TEIR program -> the integer tables the jitted kernels walk.
+
+Everything that depends only on the program (which axes loop, which are
+parallel, the primitive's m/n/k and strides, whether BLAS can address each tile
+operand in place and with which transpose flag) is decided here, once per
+program, and cached.  The kernels then do no decision making beyond the
+first/last-access tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from teir_plan.executor import kernels as K
+from teir_plan.executor.blas import gemm_address
+from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.records import TEIR
+
+# Below this many multiply-adds per product a tile runs as strided loops: a BLAS call
+# and its argument set-up cost more than the arithmetic.
+SMALL_TILE_FLOPS = 512
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A program as the kernels see it (origins are filled in per call)."""
+
+    loops: np.ndarray  # (L, 5) int64: size, stride in0, in1, out, is_k; parallel rows first
+    npar: int
+    parallel_iterations: int
+    tile: np.ndarray  # (TILE_LEN,) int64
+    num_tensors: int
+    dtype: np.dtype
+
+    @property
+    def has_parallel(self) -> bool:
+        return self.npar > 0 and self.parallel_iterations > 1
+
+
+@lru_cache(maxsize=1024)
+def lower(teir: TEIR) -> Lowered:
+    """Lower a program that has passed :meth:`TEIR.validate`."""
+    s = teir.schedule
+    t = teir.num_tensors
+    dtype = teir.primitives.data_type.numpy
+
+    def stride(j: int, i: int) -> int:
+        # Unary programs have no in1: its column stays 0 in the loop table.
+        if t == 2:
+            return s.strides[0][i] if j == 0 else (s.strides[1][i] if j == 2 else 0)
+        return s.strides[j][i]
+
+    loop_axes = s.loop_axes()
+    par = [i for i in loop_axes if s.exec_types[i] is ExecType.PARALLEL]
+    seq = [i for i in loop_axes if s.exec_types[i] is ExecType.SEQ]
+    rows = [
+        (s.dim_sizes[i], stride(0, i), stride(1, i), stride(2, i), int(s.dim_types[i] is DimType.K))
+        for i in par + seq
+    ]
+    loops = np.array(rows, dtype=np.int64).reshape(len(rows), 5)
+    par_iters = int(np.prod([s.dim_sizes[i] for i in par], dtype=object)) if par else 1
+
+    tile = np.zeros(K.TILE_LEN, dtype=np.int64)
+    p = teir.primitives
+    tile[K.T_FIRST_ZERO] = int(p.prim_first is Prim.ZERO)
+    tile[K.T_LAST_RELU] = int(p.prim_last is Prim.RELU)
+    prim = s.prim_axes()
+    if teir.is_unary:
+        tile[K.T_KIND] = K.KIND_RELU if p.prim_main is Prim.RELU else K.KIND_COPY
+        a0 = prim[0] if len(prim) > 0 else None
+        a1 = prim[1] if len(prim) > 1 else None
+        tile[K.T_M] = s.dim_sizes[a0] if a0 is not None else 1
+        tile[K.T_N] = s.dim_sizes[a1] if a1 is not None else 1
+        tile[K.T_A_M] = s.strides[0][a0] if a0 is not None else 0
+        tile[K.T_A_K] = s.strides[0][a1] if a1 is not None else 0
+        tile[K.T_C_M] = s.strides[1][a0] if a0 is not None else 0
+        tile[K.T_C_N] = s.strides[1][a1] if a1 is not None else 0
+    else:
+        _lower_gemm(teir, tile, dtype)
+    return Lowered(loops, len(par), par_iters, tile, t, dtype)
+
+
+def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype) -> None:
+    s = teir.schedule
+    p = teir.primitives
+    prim = s.prim_axes()
+    m_ax = next((i for i in prim if s.dim_types[i] is DimType.M), None)
+    n_ax = next((i for i in prim if s.dim_types[i] is DimType.N), None)
+    k_axes = [i for i in prim if s.dim_types[i] is DimType.K]
+    br_ax = None
+    if p.prim_main is Prim.BRGEMM:
+        br_ax = k_axes.pop(0)  # the first K prim axis is the batch-reduce axis
+    k_ax = k_axes[0] if k_axes else None
+
+    def size(ax: int | None) -> int:
+        return s.dim_sizes[ax] if ax is not None else 1
+
+    def st(j: int, ax: int | None) -> int:
+        return s.strides[j][ax] if ax is not None else 0
+
+    m, n, k, br = size(m_ax), size(n_ax), size(k_ax), size(br_ax)
+    tile[K.T_KIND] = K.KIND_BRGEMM if p.prim_main is Prim.BRGEMM else K.KIND_GEMM
+    tile[K.T_M], tile[K.T_N], tile[K.T_K], tile[K.T_BR] = m, n, k, br
+    tile[K.T_A_M], tile[K.T_A_K] = st(0, m_ax), st(0, k_ax)
+    tile[K.T_B_K], tile[K.T_B_N] = st(1, k_ax), st(1, n_ax)
+    tile[K.T_C_M], tile[K.T_C_N] = st(2, m_ax), st(2, n_ax)
+    tile[K.T_A_BR], tile[K.T_B_BR] = st(0, br_ax), st(1, br_ax)
+
+    plan = blas_plan(
+        m, n, k,
+        (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax)),
+    )
+    if m * n * k < SMALL_TILE_FLOPS or plan is None:
+        tile[K.T_MODE] = K.MODE_LOOPS
+        return
+    tile[K.T_MODE] = K.MODE_BLAS
+    tile[K.T_SWAP] = int(plan.swap)
+    tile[K.T_TRANSA], tile[K.T_LDA] = plan.transa, plan.lda
+    tile[K.T_TRANSB], tile[K.T_LDB] = plan.transb, plan.ldb
+    tile[K.T_LDC] = plan.ldc
+    tile[K.T_GEMM_FN] = gemm_address(dtype)
+    if plan.needs_scratch:
+        mm, nn = (n, m) if plan.swap else (m, n)
+        tile[K.T_SCRATCH] = mm * k + k * nn + mm * nn
+
+
+@dataclass(frozen=True)
+class BlasPlan:
+    """How one GEMM tile maps onto column-major ``?gemm``.
+
+    ``swap``: BLAS computes C^T = B^T A^T because out's unit stride is along N.
+    ``transa``/``transb``: ord('N'), ord('T'), or 0 when the operand must be packed.
+    ``ldc`` 0: out's tile is not addressable, so BLAS writes a scratch tile that is
+    then added to out.
+    """
+
+    swap: bool
+    transa: int
+    lda: int
+    transb: int
+    ldb: int
+    ldc: int
+
+    @property
+    def needs_scratch(self) -> bool:
+        return self.transa == 0 or self.transb == 0 or self.ldc == 0
+
+
+def _as_operand(rows: int, cols: int, s_rows: int, s_cols: int) -> tuple[int, int]:
+    """(trans, ld) for a rows x cols matrix with these strides, or (0, 0) if BLAS
+    cannot address it.  Strides along extent-1 axes are free and normalized."""
+    r = 1 if rows == 1 else s_rows
+    c = max(1, rows) if cols == 1 else s_cols
+    if r == 1 and max(1, rows) <= c <= _INT32_MAX:
+        return ord("N"), c
+    r = max(1, cols) if rows == 1 else s_rows
+    c = 1 if cols == 1 else s_cols
+    if c == 1 and max(1, cols) <= r <= _INT32_MAX:
+        return ord("T"), r
+    return 0, 0
+
+
+def _as_output(rows: int, cols: int, s_rows: int, s_cols: int) -> int:
+    r = 1 if rows == 1 else s_rows
+    c = max(1, rows) if cols == 1 else s_cols
+    return c if r == 1 and max(1, rows) <= c <= _INT32_MAX else 0
+
+
+def blas_plan(
+    m: int,
+    n: int,
+    k: int,
+    a: tuple[int, int],
+    b: tuple[int, int],
+    c: tuple[int, int],
+) -> BlasPlan | None:
+    """Map C(m x n) += A(m x k) B(k x n), given each operand's (row, col) strides.
+
+    Returns None when the extents do not fit BLAS' 32-bit integers.
+    """
+    if max(m, n, k) > _INT32_MAX:
+        return None
+    options = []
+    for swap in (False, True):
+        if swap:
+            mm, nn = n, m
+            sa, sb, sc = (b[1], b[0]), (a[1], a[0]), (c[1], c[0])
+        else:
+            mm, nn = m, n
+            sa, sb, sc = a, b, c
+        ldc = _as_output(mm, nn, *sc)
+        ta, lda = _as_operand(mm, k, *sa)
+        tb, ldb = _as_operand(k, nn, *sb)
+        plan = BlasPlan(swap, ta, lda, tb, ldb, ldc)
+        # Prefer in-place output, then fewer packed operands.
+        score = (ldc == 0, (ta == 0) + (tb == 0))
+        options.append((score, plan))
+    options.sort(key=lambda o: o[0])
+    return options[0][1]

@@ -1,0 +1,68 @@
+"""Thread counts for the executor's parallel loops and for BLAS.
+
+One setting governs both: parallel TEIR axes run on that many numba threads,
+each calling single-threaded BLAS; a program without parallel axes lets BLAS
+use that many threads itself.  The cores are never oversubscribed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numba
+
+from teir_plan.errors import PlanError
+
+_lock = threading.Lock()
+_num_threads = numba.config.NUMBA_NUM_THREADS
+_blas_threads: int | None = None
+_controller = None
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads (1 <= n <= the number numba was started with)."""
+    global _num_threads
+    limit = numba.config.NUMBA_NUM_THREADS
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limit:
+        raise PlanError(f"set_num_threads: n must be an integer in 1..{limit}, got {n!r}")
+    _num_threads = n
+
+
+def get_num_threads() -> int:
+    return _num_threads
+
+
+def _blas_controller():  # type: ignore[no-untyped-def]
+    global _controller
+    if _controller is None:
+        import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS the kernels call)
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController().select(user_api="blas")
+    return _controller
+
+
+def set_blas_threads(n: int) -> None:
+    """Set the BLAS libraries' thread count, skipping the call when it is unchanged."""
+    global _blas_threads
+    with _lock:
+        if _blas_threads == n:
+            return
+        for lib in _blas_controller().lib_controllers:
+            lib.set_num_threads(n)
+        _blas_threads = n
+
+
+@contextmanager
+def numba_threads(n: int) -> Iterator[None]:
+    """numba's thread count is per calling thread: set it for this call."""
+    old = numba.get_num_threads()
+    if old != n:
+        numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if old != n:
+            numba.set_num_threads(old)
