@@ -247,7 +247,7 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
 @njit(cache=True, nogil=True)
 def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts):  # type: ignore[no-untyped-def]
     kind = tile[T_KIND]
-    if kind == KIND_COPY or kind == KIND_RELU:
+    if kind in (KIND_COPY, KIND_RELU):
         _copy_tile(
             x0, o0, y, o2, tile[T_M], tile[T_N], tile[T_A_M], tile[T_A_K],
             tile[T_C_M], tile[T_C_N], kind == KIND_RELU,
