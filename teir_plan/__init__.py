@@ -11,6 +11,7 @@ The pipeline, one package per stage::
 [3.0, 3.0, 3.0, 3.0]
 """
 
+from teir_plan.api import einsum, plan, plan_cache
 from teir_plan.errors import (
     DTypeError,
     EinsumError,
@@ -20,9 +21,18 @@ from teir_plan.errors import (
     TEIRPlanError,
 )
 from teir_plan.executor import execute, get_num_threads, set_num_threads
+from teir_plan.plan.plan import Plan
+from teir_plan.planner.machine import MachineParams, calibrate, machine_params
 from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, Schedule
 
 __all__ = [
+    "einsum",
+    "plan",
+    "plan_cache",
+    "Plan",
+    "calibrate",
+    "machine_params",
+    "MachineParams",
     "execute",
     "get_num_threads",
     "set_num_threads",

@@ -1,0 +1,171 @@
+"""The public entry points: ``tp.einsum`` and ``tp.plan``, with a bounded plan cache.
+
+Planning is cached by subscripts, operand shapes, strides and dtypes, the output
+layout and the options; a cached call only checks its arrays and runs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from teir_plan.errors import EinsumError, OperandTypeError
+from teir_plan.executor.threads import get_num_threads
+from teir_plan.plan.build import build_plan, c_strides
+from teir_plan.plan.plan import OperandSpec, Plan, as_operand
+from teir_plan.planner.autotune import autotune
+from teir_plan.planner.machine import machine_params
+
+PLAN_CACHE_SIZE = 512
+
+
+class PlanCache:
+    """A thread-safe LRU map from problem keys to plans."""
+
+    def __init__(self, maxsize: int = PLAN_CACHE_SIZE) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[Hashable, Plan] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> Plan | None:
+        with self._lock:
+            plan = self._data.get(key)
+            if plan is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return plan
+
+    def put(self, key: Hashable, plan: Plan) -> Plan:
+        with self._lock:
+            old = self._data.get(key)
+            if old is not None:  # another thread planned it first: keep one
+                self._data.move_to_end(key)
+                return old
+            self._data[key] = plan
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+            return plan
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+
+plan_cache = PlanCache()
+
+
+def _spec_of(x: object, i: int, dtype: object) -> tuple[OperandSpec, np.ndarray | None]:
+    """An operand given as an array (or array-like) or as a shape tuple."""
+    if isinstance(x, tuple) and all(isinstance(n, (int, np.integer)) for n in x):
+        shape = tuple(int(n) for n in x)
+        if any(n < 0 for n in shape):
+            raise EinsumError(f"operand {i}: negative extent in shape {shape}")
+        dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float64)  # type: ignore[call-overload]
+        return OperandSpec(shape, c_strides(shape), dt), None
+    arr = as_operand(x, i)
+    return OperandSpec.of(arr), arr
+
+
+def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSpec | None,
+              dtype: object, optimize: object, epilogue: str | None,
+              arrays: Sequence[np.ndarray] | None) -> Plan:
+    threads = get_num_threads()
+    try:
+        key = (subscripts, tuple(specs), out_spec, None if dtype is None else np.dtype(dtype),  # type: ignore[call-overload]
+               optimize, epilogue, threads)
+        hash(key)
+    except TypeError:
+        key = None  # unhashable options: build_plan will reject them with a clear message
+    if key is not None:
+        plan = plan_cache.get(key)
+        if plan is not None:
+            return plan
+    plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=optimize,
+                      epilogue=epilogue, threads=threads, params=machine_params())
+    if optimize == "autotune" and plan.main_step is not None:
+        if arrays is None:
+            rng = np.random.default_rng(0)
+            arrays = [_random_like(s, rng) for s in specs]
+        plan = autotune(plan, arrays)
+    if key is not None:
+        plan = plan_cache.put(key, plan)
+    return plan
+
+
+def _random_like(spec: OperandSpec, rng: np.random.Generator) -> np.ndarray:
+    """A random array with exactly ``spec``'s shape and element strides."""
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(spec.shape, spec.strides) if n > 0)
+    base = rng.random(span).astype(spec.dtype) if spec.dtype.kind == "f" else np.zeros(
+        span, spec.dtype)
+    offset = sum((n - 1) * -st for n, st in zip(spec.shape, spec.strides) if st < 0 and n > 0)
+    isz = spec.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(
+        base[offset:], shape=spec.shape, strides=tuple(s * isz for s in spec.strides)
+    )
+
+
+def plan(subscripts: str, *operands: object, dtype: object = None, optimize: object = True,
+         epilogue: str | None = None, out: np.ndarray | None = None) -> Plan:
+    """Plan ``subscripts`` for operands given as arrays or shapes; call the plan to run it.
+
+    Shapes plan for row-major operands of ``dtype`` (default float64).
+
+    >>> import numpy as np, teir_plan as tp
+    >>> p = tp.plan("trus,pqtu->pqrs", (8, 24, 48, 48), (8, 48, 8, 48), dtype=np.float32)
+    >>> print(p.teir.primitives.prim_main)
+    gemm
+    """
+    if not isinstance(subscripts, str):
+        raise EinsumError(f"subscripts: expected a string, got {type(subscripts).__name__}")
+    pairs = [_spec_of(x, i, dtype) for i, x in enumerate(operands)]
+    specs = [p for p, _ in pairs]
+    arrays = [a for _, a in pairs]
+    out_spec = _out_spec(out)
+    have_all = all(a is not None for a in arrays)
+    return _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue,
+                     arrays if have_all else None)  # type: ignore[arg-type]
+
+
+def _out_spec(out: object) -> OperandSpec | None:
+    if out is None:
+        return None
+    if not isinstance(out, np.ndarray):
+        raise OperandTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+    return OperandSpec.of(out)
+
+
+def einsum(subscripts: str, *operands: object, out: np.ndarray | None = None,
+           dtype: object = None, optimize: object = True,
+           epilogue: str | None = None) -> np.ndarray:
+    """numpy.einsum, planned as TEIR programs and run on the jitted executor.
+
+    ``optimize``: True (cost model), False (a plain valid schedule), or "autotune"
+    (also time the top candidates on these arrays; remembered for the same problem).
+    ``epilogue="relu"`` applies ReLU to the result as TEIR's last-access primitive.
+
+    >>> import numpy as np, teir_plan as tp
+    >>> a = np.arange(6.0).reshape(2, 3)
+    >>> tp.einsum("ij->ji", a).shape
+    (3, 2)
+    """
+    if not isinstance(subscripts, str):
+        raise EinsumError(f"subscripts: expected a string, got {type(subscripts).__name__}")
+    arrays = [as_operand(x, i) for i, x in enumerate(operands)]
+    specs = [OperandSpec.of(a) for a in arrays]
+    out_spec = _out_spec(out)
+    p = _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue, arrays)
+    result = p._check_out(out, arrays)
+    p.run(arrays, result)
+    return result

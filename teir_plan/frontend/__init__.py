@@ -1,0 +1,1 @@
+"""The frontend: einsum expressions and the contraction descriptions they imply."""

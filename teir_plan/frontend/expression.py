@@ -1,0 +1,135 @@
+"""Parsing an einsum expression against its operands' shapes.
+
+numpy's grammar: explicit ``->`` or implicit output, ``...``, upper- and
+lower-case letters, spaces.  Every error names the operand or index at fault.
+Ellipses are expanded by opt_einsum's parser into otherwise unused letters.
+
+>>> from teir_plan.frontend.expression import parse
+>>> e = parse("trus,pqtu->pqrs", [(2, 3, 4, 5), (6, 7, 2, 4)])
+>>> e.inputs, e.output, e.extent("u")
+(('trus', 'pqtu'), 'pqrs', 4)
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opt_einsum import parser as oe_parser
+
+from teir_plan.errors import EinsumError
+
+_LETTERS = set(string.ascii_letters)
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A parsed expression: one index string per operand (repeats allowed: diagonals),
+    the output indices, and every index's extent after broadcasting."""
+
+    inputs: tuple[str, ...]
+    output: str
+    extents: tuple[tuple[str, int], ...]
+
+    def extent(self, index: str) -> int:
+        return dict(self.extents)[index]
+
+    @property
+    def extent_map(self) -> dict[str, int]:
+        return dict(self.extents)
+
+    @property
+    def subscripts(self) -> str:
+        return ",".join(self.inputs) + "->" + self.output
+
+
+def _check_syntax(subscripts: str, num_operands: int) -> tuple[list[str], str | None]:
+    if not isinstance(subscripts, str):
+        raise EinsumError(f"subscripts: expected a string, got {type(subscripts).__name__}")
+    text = subscripts.replace(" ", "")
+    for ch in text:
+        if ch not in _LETTERS and ch not in ",.->":
+            raise EinsumError(
+                f"subscripts: invalid character {ch!r} in {subscripts!r}; indices are "
+                f"letters a-z, A-Z"
+            )
+    if text.count("->") > 1:
+        raise EinsumError(f"subscripts: more than one '->' in {subscripts!r}")
+    if "-" in text.replace("->", "") or ">" in text.replace("->", ""):
+        raise EinsumError(f"subscripts: stray '-' or '>' in {subscripts!r}")
+    lhs, arrow, rhs = text.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != num_operands:
+        raise EinsumError(
+            f"subscripts: {subscripts!r} names {len(terms)} operand(s), "
+            f"but {num_operands} were given"
+        )
+    for i, term in enumerate([*terms, rhs] if arrow else terms):
+        where = f"operand {i}" if i < len(terms) else "output"
+        if "." in term:
+            if term.count("...") != 1 or term.replace("...", "").count(".") != 0:
+                raise EinsumError(
+                    f"subscripts: {where} term {term!r}: '.' must appear only as one '...'"
+                )
+    return terms, (rhs if arrow else None)
+
+
+def parse(subscripts: str, shapes: Sequence[Sequence[int]]) -> Expression:
+    """Parse ``subscripts`` for operands of the given shapes."""
+    terms, rhs = _check_syntax(subscripts, len(shapes))
+    for i, (term, shape) in enumerate(zip(terms, shapes)):
+        letters = len(term.replace("...", ""))
+        if "..." in term:
+            if letters > len(shape):
+                raise EinsumError(
+                    f"operand {i}: term {term!r} names {letters} axes, but the operand "
+                    f"has only {len(shape)} dimensions"
+                )
+        elif letters != len(shape):
+            raise EinsumError(
+                f"operand {i}: term {term!r} names {letters} axes, but the operand has "
+                f"{len(shape)} dimensions (shape {tuple(shape)})"
+            )
+    if rhs is not None:
+        seen: set[str] = set()
+        for ch in rhs.replace("...", ""):
+            if ch in seen:
+                raise EinsumError(f"output: index {ch!r} appears more than once")
+            seen.add(ch)
+            if not any(ch in t for t in terms):
+                raise EinsumError(f"output: index {ch!r} does not appear in any input")
+        if "..." in rhs and not any("..." in t for t in terms):
+            raise EinsumError("output: '...' in the output but in no input")
+    try:
+        text = subscripts.replace(" ", "")
+        in_str, out_str, _ = oe_parser.parse_einsum_input(
+            [text, *[tuple(s) for s in shapes]], shapes=True
+        )
+    except ValueError as exc:
+        raise EinsumError(f"subscripts: {exc}") from None
+    inputs = tuple(in_str.split(",")) if in_str else ("",)
+    if len(shapes) == 0:
+        raise EinsumError("operands: einsum needs at least one operand")
+    inputs = inputs[: len(shapes)] if len(inputs) >= len(shapes) else inputs
+    extents: dict[str, int] = {}
+    for i, (term, shape) in enumerate(zip(inputs, shapes)):
+        for ch, n in zip(term, shape):
+            n = int(n)
+            if n < 0:
+                raise EinsumError(f"operand {i}: negative extent {n}")
+            old = extents.get(ch)
+            if old is None or old == 1:
+                extents[ch] = n
+            elif n != 1 and n != old:
+                raise EinsumError(
+                    f"operand {i}: index {ch!r} has extent {n} here but {old} elsewhere "
+                    f"(extents must match or be 1)"
+                )
+        for ch in set(term):
+            dims = [int(n) for c, n in zip(term, shape) if c == ch]
+            if len(dims) > 1 and len(set(dims)) > 1:
+                raise EinsumError(
+                    f"operand {i}: repeated index {ch!r} (a diagonal) has unequal extents {dims}"
+                )
+    return Expression(inputs, out_str, tuple(sorted(extents.items())))

@@ -1,0 +1,1 @@
+"""Plans: the steps a call runs, and how they are built from an expression."""

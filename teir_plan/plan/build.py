@@ -1,0 +1,347 @@
+"""Building a plan: expression -> contraction descriptions -> ranked TEIR steps.
+
+Every stage the frontend adds outside TEIR (a cast, a fill for an extent-0
+index, a copy into an ``out`` of another dtype, the numpy fallback for dtypes
+TEIR does not cover) is a step of its own, so the explain report can show it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import opt_einsum as oe
+
+from teir_plan.errors import DTypeError, EinsumError, PlanError
+from teir_plan.executor.checks import _check_reach
+from teir_plan.frontend.contraction import Layout, describe, with_dtype
+from teir_plan.frontend.expression import Expression, parse
+from teir_plan.plan.plan import OperandSpec, Plan
+from teir_plan.plan.steps import (
+    BufferSpec,
+    Candidate,
+    CastStep,
+    CopyStep,
+    FillStep,
+    NumpyStep,
+    Step,
+    TEIRStep,
+)
+from teir_plan.planner.cost import Cost
+from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.search import plain, rank
+from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.records import TEIR, Primitives, Schedule
+
+FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+TOP_CANDIDATES = 8
+
+
+def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    out = []
+    acc = 1
+    for n in reversed(shape):
+        out.append(acc if n > 1 else 0)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def layout_from(term: str, spec: OperandSpec, extents: dict[str, int]) -> Layout:
+    """Layout of an operand: diagonals summed, broadcast and extent-1 dims stride 0."""
+    order: list[str] = []
+    strides: dict[str, int] = {}
+    for ch, n, st in zip(term, spec.shape, spec.strides):
+        if ch not in strides:
+            order.append(ch)
+            strides[ch] = 0
+        strides[ch] += st if n > 1 else 0
+    return Layout("".join(order), tuple(extents[c] for c in order), tuple(strides[c] for c in order))
+
+
+@dataclass(frozen=True)
+class _ArraySpec:
+    """Shape/strides/itemsize of a buffer, for proving a program's reach without an array."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes
+    itemsize: int
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @classmethod
+    def of(cls, spec: OperandSpec) -> _ArraySpec:
+        isz = spec.dtype.itemsize
+        return cls(spec.shape, tuple(s * isz for s in spec.strides), isz)
+
+
+class _Builder:
+    def __init__(self, num_operands: int) -> None:
+        self.n = num_operands
+        self.steps: list[Step] = []
+        self.buffers: list[BufferSpec] = []
+        self.specs: dict[int, OperandSpec] = {}
+
+    def temp(self, name: str, shape: tuple[int, ...], dtype: np.dtype, kind: str = "temp",
+             fill: float = 0.0) -> int:
+        self.buffers.append(BufferSpec(name, shape, dtype, kind, fill))
+        idx = self.n + len(self.buffers)
+        self.specs[idx] = OperandSpec(shape, c_strides(shape), dtype)
+        return idx
+
+
+def build_plan(
+    subscripts: str,
+    specs: Sequence[OperandSpec],
+    *,
+    out_spec: OperandSpec | None,
+    dtype: object,
+    optimize: object,
+    epilogue: str | None,
+    threads: int,
+    params: MachineParams,
+) -> Plan:
+    if optimize not in (True, False, "autotune"):
+        raise PlanError(f"optimize: expected True, False or 'autotune', got {optimize!r}")
+    if epilogue not in (None, "relu"):
+        raise PlanError(f"epilogue: expected None or 'relu', got {epilogue!r}")
+    expr = parse(subscripts, [s.shape for s in specs])
+    extents = expr.extent_map
+    result = _result_dtype(specs, dtype)
+    shape = tuple(extents[ch] for ch in expr.output)
+    b = _Builder(len(specs))
+    out_id = len(specs)
+    for i, s in enumerate(specs):
+        b.specs[i] = s
+    if out_spec is not None:
+        if out_spec.shape != shape:
+            raise EinsumError(f"out: shape {out_spec.shape} differs from the result's shape {shape}")
+        if out_spec.dtype != result and not np.can_cast(result, out_spec.dtype, "safe"):
+            raise DTypeError(
+                f"out: cannot store the {result} result in an array of dtype {out_spec.dtype} "
+                f"(numpy's 'safe' casting)"
+            )
+        b.specs[out_id] = out_spec
+    else:
+        b.specs[out_id] = OperandSpec(shape, c_strides(shape), result)
+    final_spec = b.specs[out_id]
+    options = {"dtype": result, "optimize": optimize, "epilogue": epilogue, "threads": threads}
+
+    target = out_id
+    if final_spec.dtype != result:
+        target = b.temp("result", shape, result)
+
+    if result not in FLOAT_TYPES:
+        if epilogue is not None:
+            raise DTypeError(
+                f"epilogue: relu is supported for float32 and float64 results, not {result}"
+            )
+        b.steps.append(
+            NumpyStep(expr.subscripts, tuple(range(len(specs))), target,
+                      f"{result} is not float32/float64: computed by numpy")
+        )
+    elif math.prod(shape) == 0:
+        pass  # an empty result: nothing to compute
+    elif any(n == 0 for n in extents.values()):
+        b.steps.append(FillStep(target, 0.0, "a summed index has extent 0"))
+    else:
+        ids = []
+        for i, s in enumerate(specs):
+            if s.dtype != result:
+                t = b.temp(f"operand {i} as {result}", s.shape, result)
+                b.steps.append(CastStep(i, t, f"operand {i} ({s.dtype})", result))
+                ids.append(t)
+            else:
+                ids.append(i)
+        _contract_all(b, expr, ids, target, result, optimize is not False, epilogue == "relu",
+                      threads, params)
+    if target != out_id:
+        b.steps.append(CopyStep(target, out_id, f"out has dtype {final_spec.dtype}"))
+
+    main = None
+    best = -1.0
+    for i, st in enumerate(b.steps):
+        if isinstance(st, TEIRStep) and st.chosen.cost.flops >= best:
+            best, main = st.chosen.cost.flops, i
+    return Plan(
+        expression=expr, subscripts=subscripts, operands=specs, out_spec=final_spec,
+        steps=b.steps, buffers=b.buffers, options=options, main=main,
+    )
+
+
+def _result_dtype(specs: Sequence[OperandSpec], dtype: object) -> np.dtype:
+    if dtype is None:
+        return np.result_type(*[s.dtype for s in specs])
+    try:
+        want = np.dtype(dtype)  # type: ignore[call-overload]
+    except TypeError:
+        raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
+    for i, s in enumerate(specs):
+        if not np.can_cast(s.dtype, want, "safe"):
+            raise DTypeError(
+                f"operand {i}: cannot cast {s.dtype} to dtype={want} under numpy's 'safe' rule"
+            )
+    return want
+
+
+def _contract_all(b: _Builder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
+                  optimize: bool, relu: bool, threads: int, params: MachineParams) -> None:
+    extents = expr.extent_map
+    if len(ids) <= 2:
+        _contract(b, list(expr.inputs), ids, expr.output, target, dtype, optimize, relu,
+                  threads, params)
+        return
+    # Pairwise along opt_einsum's path; intermediates are row-major in its index order.
+    _, info = oe.contract_path(
+        expr.subscripts, *[tuple(extents[c] for c in t) for t in expr.inputs], shapes=True,
+        optimize="auto",
+    )
+    terms = list(expr.inputs)
+    bufs = list(ids)
+    steps = info.contraction_list
+    for s, (inds, _removed, einsum_str, _rest, _blas) in enumerate(steps):
+        last = s == len(steps) - 1
+        picked = sorted(inds, reverse=True)
+        in_terms = [terms.pop(i) for i in picked]
+        in_bufs = [bufs.pop(i) for i in picked]
+        out_term = einsum_str.split("->")[1]
+        if last:
+            if out_term != expr.output:
+                raise AssertionError("opt_einsum's last step must produce the output")
+            dst = target
+        else:
+            shape = tuple(extents[c] for c in out_term)
+            dst = b.temp(f"intermediate {out_term}", shape, dtype)
+        # opt_einsum pops from the back: its einsum_str lists the inputs in pop order.
+        _contract(b, in_terms, in_bufs, out_term, dst, dtype, optimize, relu and last,
+                  threads, params)
+        terms.append(out_term)
+        bufs.append(dst)
+
+
+def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst: int,
+              dtype: np.dtype, optimize: bool, relu: bool, threads: int,
+              params: MachineParams) -> None:
+    extents: dict[str, int] = {}
+    for t, i in zip(terms, ids):
+        for ch, n in zip(t, b.specs[i].shape):
+            extents[ch] = max(extents.get(ch, 1), n)
+    for ch in out_term:
+        extents.setdefault(ch, 1)
+    lays = [layout_from(t, b.specs[i], extents) for t, i in zip(terms, ids)]
+    out_lay = layout_from(out_term, b.specs[dst], extents)
+    sub = ",".join(terms) + "->" + out_term
+    if len(lays) == 1:
+        summed = [c for c in lays[0].indices if c not in out_term and extents[c] > 1]
+        if not summed:
+            cands = _plan_copy(lays[0], out_lay, dtype, params, threads, relu)
+            _add_teir_step(b, sub, (ids[0],), dst, cands, "permute")
+            return
+        ones = b.temp("ones", (1,), dtype, kind="const", fill=1.0)
+        lays.append(Layout("", (), ()))
+        ids = [ids[0], ones]
+        role = "reduce"
+    else:
+        role = "contract"
+    c = with_dtype(describe(lays[0], lays[1], out_lay), dtype)
+    ranked = rank(c, params, threads, relu_last=relu, top=TOP_CANDIDATES) if optimize else [
+        plain(c, params, relu_last=relu)
+    ]
+    cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice) for r in ranked]
+    _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role)
+
+
+def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
+                   cands: list[Candidate], role: str) -> None:
+    # Prove, once, that every candidate stays inside the buffers it will be given.
+    ok = []
+    for cand in cands:
+        cand.teir.validate()
+        for j, buf in enumerate((*inputs, dst)):
+            spec = b.specs[buf]
+            _check_reach(f"buffer {buf}", j, _ArraySpec.of(spec), cand.teir.schedule.dim_sizes,  # type: ignore[arg-type]
+                         cand.teir.schedule.strides[j])
+        ok.append(cand)
+    b.steps.append(TEIRStep(sub, inputs, dst, ok[0], tuple(ok), role))
+
+
+def _plan_copy(lay_in: Layout, lay_out: Layout, dtype: np.dtype, params: MachineParams,
+               threads: int, relu: bool) -> list[Candidate]:
+    """Candidates for a permutation (or diagonal extraction) through Copy/ReLU tiles."""
+    axes = [
+        [ch, n, lay_in.stride(ch), lay_out.stride(ch)]
+        for ch, n in zip(lay_out.indices, lay_out.extents)
+        if n > 1
+    ]
+    changed = True
+    while changed:  # fuse axes whose strides compose in both tensors
+        changed = False
+        for x in axes:
+            for y in axes:
+                if x is not y and x[2] == y[2] * y[1] and x[3] == y[3] * y[1]:
+                    y[0], y[1] = x[0] + y[0], x[1] * y[1]
+                    axes.remove(x)
+                    changed = True
+                    break
+            if changed:
+                break
+    isz = dtype.itemsize
+    elements = math.prod(a[1] for a in axes) if axes else 1
+    variants = []
+    if axes:
+        a0 = min(range(len(axes)), key=lambda i: abs(axes[i][3]))
+        rest = [i for i in range(len(axes)) if i != a0]
+        if rest:
+            by_in = min(rest, key=lambda i: abs(axes[i][2]))
+            by_out = min(rest, key=lambda i: abs(axes[i][3]))
+            variants += [(a0, by_in), (a0, by_out), (a0,)]
+        else:
+            variants.append((a0,))
+    else:
+        variants.append(())
+    out = []
+    seen = set()
+    for prim in variants:
+        if prim in seen:
+            continue
+        seen.add(prim)
+        loops = sorted((i for i in range(len(axes)) if i not in prim), key=lambda i: -abs(axes[i][3]))
+        for parallel in (True, False):
+            npar = 0
+            if parallel and threads > 1 and elements * isz >= 1 << 16:
+                iters = 1
+                while npar < len(loops) and iters < 4 * threads:
+                    iters *= axes[loops[npar]][1]
+                    npar += 1
+            if parallel and npar == 0:
+                continue
+            order = loops + list(prim)
+            tile = math.prod(axes[i][1] for i in prim) if prim else 1
+            calls = elements // tile
+            transpose = len(prim) == 2 and abs(axes[prim[1]][2]) < abs(axes[prim[0]][2])
+            rate = params.copy_bytes_per_second * (0.7 if transpose else 1.0)
+            used = min(threads, math.prod(axes[i][1] for i in loops[:npar])) if npar else 1
+            move = 2 * elements * isz / (rate * used)
+            mem = 2 * elements * isz / params.dram_bytes_per_second
+            compute = calls * params.tile_seconds / used + move
+            overhead = params.call_seconds + (params.parallel_seconds if npar else 0.0)
+            seconds = max(compute, mem) + overhead
+            cost = Cost(seconds, compute, mem, overhead, 0, 2.0 * elements * isz, 0.0, calls,
+                        0, math.prod(axes[i][1] for i in loops[:npar]) if npar else 1,
+                        1.0, used, 0)
+            teir = TEIR(
+                Primitives(str(dtype), Prim.NONE, Prim.RELU if relu else Prim.COPY, Prim.NONE),
+                Schedule(
+                    [DimType.C] * len(order),
+                    [ExecType.PARALLEL] * npar + [ExecType.SEQ] * (len(loops) - npar)
+                    + [ExecType.PRIM] * len(prim),
+                    [axes[i][1] for i in order],
+                    [[axes[i][2] for i in order], [axes[i][3] for i in order]],
+                ),
+            )
+            out.append(Candidate(teir, tuple(axes[i][0] for i in order), cost))
+    out.sort(key=lambda c: c.cost.seconds)
+    return out

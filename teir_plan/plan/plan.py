@@ -1,0 +1,207 @@
+"""``tp.Plan``: a reusable, inspectable, callable plan for one einsum problem."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from teir_plan.errors import DTypeError, OperandTypeError, PlanError
+from teir_plan.executor.checks import _overlap
+from teir_plan.frontend.expression import Expression
+from teir_plan.plan.steps import BufferSpec, Candidate, Step, TEIRStep
+from teir_plan.teir.records import TEIR
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    """What a plan was made for: an operand's shape, element strides and dtype."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    dtype: np.dtype
+
+    @classmethod
+    def of(cls, arr: np.ndarray) -> OperandSpec:
+        isz = arr.itemsize
+        return cls(
+            tuple(arr.shape),
+            tuple(st // isz if n > 1 else 0 for st, n in zip(arr.strides, arr.shape)),
+            arr.dtype,
+        )
+
+    def matches(self, arr: np.ndarray) -> bool:
+        return OperandSpec.of(arr) == self
+
+
+def as_operand(x: object, i: int) -> np.ndarray:
+    """numpy's conversion for operands: arrays as they are, nested lists and scalars
+    converted; None, strings and object arrays refused."""
+    if isinstance(x, np.ndarray):
+        arr = x
+    elif x is None or isinstance(x, (str, bytes)):
+        raise OperandTypeError(f"operand {i}: expected an array, got {type(x).__name__}")
+    else:
+        try:
+            arr = np.asarray(x)
+        except (ValueError, TypeError) as exc:
+            raise OperandTypeError(f"operand {i}: cannot convert to an array ({exc})") from None
+    if arr.dtype == object or arr.dtype.kind in "USVMm":
+        raise OperandTypeError(
+            f"operand {i}: dtype {arr.dtype} is not numeric; einsum needs numbers"
+        )
+    return arr
+
+
+class Plan:
+    """A planned einsum: call it on arrays of the layouts it was made for.
+
+    >>> import numpy as np, teir_plan as tp
+    >>> p = tp.plan("ij,jk->ik", (8, 5), (5, 3), dtype=np.float32)
+    >>> a, b = np.ones((8, 5), np.float32), np.ones((5, 3), np.float32)
+    >>> float(p(a, b)[0, 0])
+    5.0
+    """
+
+    def __init__(
+        self,
+        *,
+        expression: Expression,
+        subscripts: str,
+        operands: Sequence[OperandSpec],
+        out_spec: OperandSpec,
+        steps: Sequence[Step],
+        buffers: Sequence[BufferSpec],
+        options: dict,
+        main: int | None,
+    ) -> None:
+        self.expression = expression
+        self.subscripts = subscripts
+        self.operands = tuple(operands)
+        self.out_spec = out_spec
+        self.steps = tuple(steps)
+        self.buffers = tuple(buffers)
+        self.options = dict(options)
+        self._main = main
+        self.measured_seconds: float | None = None
+        self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
+
+    # ---- what the plan is -------------------------------------------------
+    @property
+    def main_step(self) -> TEIRStep | None:
+        return self.steps[self._main] if self._main is not None else None  # type: ignore[return-value]
+
+    @property
+    def teir(self) -> TEIR | None:
+        """The TEIR program of the main contraction step (None if no TEIR step runs)."""
+        step = self.main_step
+        return step.teir if step is not None else None
+
+    @property
+    def predicted_seconds(self) -> float:
+        return sum(s.chosen.cost.seconds for s in self.steps if isinstance(s, TEIRStep))
+
+    @property
+    def alternatives(self) -> list[Plan]:
+        """The ranked candidates of the main step, each a plan of its own (the first is
+        this plan's choice)."""
+        step = self.main_step
+        if step is None:
+            return [self]
+        return [self.with_candidate(c) for c in step.alternatives]
+
+    def with_candidate(self, cand: Candidate) -> Plan:
+        """This plan with the main step running ``cand`` instead."""
+        assert self._main is not None
+        steps = list(self.steps)
+        steps[self._main] = steps[self._main].with_choice(cand)  # type: ignore[attr-defined]
+        return Plan(
+            expression=self.expression, subscripts=self.subscripts, operands=self.operands,
+            out_spec=self.out_spec, steps=steps, buffers=self.buffers, options=self.options,
+            main=self._main,
+        )
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.out_spec.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.out_spec.shape
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(s.kind for s in self.steps)
+        return (
+            f"<tp.Plan {self.subscripts} -> {self.shape} {self.dtype}: steps [{kinds}], "
+            f"predicted {self.predicted_seconds * 1e6:.1f} us>"
+        )
+
+    def explain(self, measure: bool = False, top: int = 5):  # type: ignore[no-untyped-def]
+        """A :class:`tp.Report` of what was chosen, why, and what else was considered."""
+        from teir_plan.explain.report import build_report
+
+        return build_report(self, measure=measure, top=top)
+
+    # ---- running it -------------------------------------------------------
+    def __call__(self, *operands: object, out: np.ndarray | None = None) -> np.ndarray:
+        arrays = self._check_operands(operands)
+        out_arr = self._check_out(out, arrays)
+        self.run(arrays, out_arr)
+        return out_arr
+
+    def run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
+        """Run on checked arrays (no checks: callers have done them)."""
+        buffers: list[np.ndarray] = [*arrays, out]
+        for i, spec in enumerate(self.buffers):
+            buffers.append(self._consts[i] if spec.kind == "const" else spec.make())
+        for step in self.steps:
+            step.run(buffers)
+
+    def _check_operands(self, operands: Sequence[object]) -> list[np.ndarray]:
+        if len(operands) != len(self.operands):
+            raise PlanError(
+                f"plan for {self.subscripts!r} takes {len(self.operands)} operand(s), "
+                f"got {len(operands)}"
+            )
+        arrays = []
+        for i, (x, spec) in enumerate(zip(operands, self.operands)):
+            arr = as_operand(x, i)
+            got = OperandSpec.of(arr)
+            if got != spec:
+                what = (
+                    "shape" if got.shape != spec.shape
+                    else "dtype" if got.dtype != spec.dtype else "strides"
+                )
+                raise PlanError(
+                    f"operand {i}: this plan was made for shape {spec.shape}, dtype "
+                    f"{spec.dtype}, element strides {spec.strides}; got shape {got.shape}, "
+                    f"dtype {got.dtype}, strides {got.strides} ({what} differs). "
+                    f"Make a new plan with tp.plan for this layout"
+                )
+            arrays.append(arr)
+        return arrays
+
+    def _check_out(self, out: np.ndarray | None, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        spec = self.out_spec
+        if out is None:
+            return np.empty(spec.shape, dtype=spec.dtype)
+        if not isinstance(out, np.ndarray):
+            raise OperandTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+        if out.shape != spec.shape:
+            raise PlanError(f"out: shape {out.shape} differs from the result's shape {spec.shape}")
+        if out.dtype != spec.dtype:
+            raise DTypeError(
+                f"out: dtype {out.dtype} differs from this plan's result dtype {spec.dtype}"
+            )
+        if not out.flags.writeable:
+            raise PlanError("out: array is read-only")
+        if OperandSpec.of(out) != spec:
+            raise PlanError(
+                f"out: this plan writes element strides {spec.strides}, out has "
+                f"{OperandSpec.of(out).strides}; plan with out= to write this layout"
+            )
+        for i, arr in enumerate(arrays):
+            if _overlap(out, arr):
+                raise PlanError(f"out: overlaps operand {i} in memory")
+        return out

@@ -1,0 +1,162 @@
+"""The steps of a plan: every stage a call runs, each a value that can be shown.
+
+A plan works on a table of buffers: the operands first, then the output, then
+temporaries and constants.  Every step reads and writes buffers by index, so a
+plan made once runs again on new arrays of the same layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from teir_plan.executor.execute import run_lowered
+from teir_plan.executor.lower import lower
+from teir_plan.frontend.contraction import Contraction
+from teir_plan.planner.candidates import Choice
+from teir_plan.planner.cost import Cost
+from teir_plan.teir.records import TEIR
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A buffer the plan allocates (``kind`` temp) or holds (``kind`` const)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    kind: str  # "temp" or "const"
+    fill: float = 0.0
+
+    def make(self) -> np.ndarray:
+        if self.kind == "const":
+            return np.full(self.shape, self.fill, dtype=self.dtype)
+        return np.empty(self.shape, dtype=self.dtype)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One ranked schedule of a TEIR step: its program, its axis names, its cost."""
+
+    teir: TEIR
+    names: tuple[str, ...]
+    cost: Cost
+    contraction: Contraction | None = None
+    choice: Choice | None = None
+
+    @property
+    def predicted_seconds(self) -> float:
+        return self.cost.seconds
+
+
+@dataclass(frozen=True)
+class Step:
+    """Base of all steps: ``run(buffers)`` and a one-line ``describe()``."""
+
+    def run(self, buffers: list[np.ndarray]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__.removesuffix("Step").lower()
+
+
+@dataclass(frozen=True)
+class CastStep(Step):
+    """Convert an operand to the computation's dtype (numpy's result type)."""
+
+    src: int
+    dst: int
+    label: str
+    dtype: np.dtype
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        np.copyto(buffers[self.dst], buffers[self.src], casting="unsafe")
+
+    def describe(self) -> str:
+        return f"cast {self.label} to {self.dtype}"
+
+
+@dataclass(frozen=True)
+class FillStep(Step):
+    """Fill a buffer with a constant (a contraction over an extent-0 index is 0)."""
+
+    dst: int
+    value: float
+    reason: str
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        buffers[self.dst].fill(self.value)
+
+    def describe(self) -> str:
+        return f"fill output with {self.value} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class CopyStep(Step):
+    """Copy a buffer into another of the same shape (e.g. into ``out`` of another dtype)."""
+
+    src: int
+    dst: int
+    reason: str
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        np.copyto(buffers[self.dst], buffers[self.src], casting="unsafe")
+
+    def describe(self) -> str:
+        return f"copy result into output ({self.reason})"
+
+
+@dataclass(frozen=True)
+class NumpyStep(Step):
+    """Compute with numpy.einsum: dtypes TEIR does not cover (integers, complex, ...)."""
+
+    subscripts: str
+    inputs: tuple[int, ...]
+    dst: int
+    reason: str
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        res = np.einsum(self.subscripts, *[buffers[i] for i in self.inputs], optimize=True)
+        np.copyto(buffers[self.dst], res, casting="unsafe")
+
+    def describe(self) -> str:
+        return f"numpy.einsum({self.subscripts!r}) ({self.reason})"
+
+
+@dataclass(frozen=True)
+class TEIRStep(Step):
+    """Run a TEIR program on buffers: the contraction itself, a permutation, a reduction."""
+
+    subscripts: str
+    inputs: tuple[int, ...]
+    dst: int
+    chosen: Candidate
+    alternatives: tuple[Candidate, ...] = field(default=(), compare=False)
+    role: str = "contract"  # contract, permute, reduce
+
+    @property
+    def teir(self) -> TEIR:
+        return self.chosen.teir
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        run_lowered(lower(self.chosen.teir), [buffers[i] for i in (*self.inputs, self.dst)])
+
+    def describe(self) -> str:
+        c = self.chosen.cost
+        return (
+            f"{self.role} {self.subscripts} with TEIR {self.teir.primitives.prim_main} "
+            f"(predicted {c.seconds * 1e6:.1f} us)"
+        )
+
+    def with_choice(self, cand: Candidate) -> TEIRStep:
+        return TEIRStep(self.subscripts, self.inputs, self.dst, cand, self.alternatives, self.role)
+
+
+def buffer_names(num_operands: int, specs: Sequence[BufferSpec]) -> list[str]:
+    return [f"operand {i}" for i in range(num_operands)] + ["out"] + [s.name for s in specs]

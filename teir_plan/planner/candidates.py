@@ -1,0 +1,216 @@
+"""Candidate schedules for a binary contraction.
+
+The space: which axes the primitive consumes (GEMM over one M, N and K axis, or
+BRGEMM with a second K axis as batch-reduce), after fusing axes whose strides
+compose and optionally splitting a large prim axis into an outer loop and an
+inner tile; the order of the remaining loop axes; and which loop axes run in
+parallel.  A :class:`Choice` is a light description that the cost model can
+rank cheaply; :func:`to_teir` turns the ones worth keeping into TEIR programs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from teir_plan.executor.lower import SMALL_TILE_FLOPS, BlasPlan, blas_plan
+from teir_plan.frontend.contraction import Axis, Contraction
+from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.records import TEIR, Primitives, Schedule
+
+NO_AXIS = -1
+MAX_PRIM_CHOICES = 8
+MAX_EXHAUSTIVE_LOOPS = 4
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One schedule: loop axes outermost first (the first ``npar`` run in parallel) and
+    the prim axes (indices into the contraction's axes, NO_AXIS when absent)."""
+
+    loops: tuple[int, ...]
+    npar: int
+    m: int
+    n: int
+    k: int
+    br: int  # BRGEMM batch-reduce axis, NO_AXIS for GEMM
+    blas: BlasPlan | None  # None: the tile runs as jitted loops
+
+    @property
+    def prim_axes(self) -> tuple[int, ...]:
+        return tuple(a for a in (self.br, self.m, self.n, self.k) if a != NO_AXIS)
+
+    @property
+    def parallel(self) -> tuple[int, ...]:
+        return self.loops[: self.npar]
+
+
+def fuse_axes(c: Contraction) -> Contraction:
+    """Merge axes of one role whose strides compose in every tensor (outer stride =
+    inner stride x inner extent): one longer axis, fewer loops, bigger tiles."""
+    axes = list(c.axes)
+    changed = True
+    while changed:
+        changed = False
+        for i, j in itertools.permutations(range(len(axes)), 2):
+            outer, inner = axes[i], axes[j]
+            if outer.role is not inner.role:
+                continue
+            if all(so == si * inner.extent for so, si in zip(outer.strides, inner.strides)):
+                fused = Axis(
+                    outer.name + inner.name, outer.role, outer.extent * inner.extent, inner.strides
+                )
+                axes = [a for t, a in enumerate(axes) if t not in (i, j)]
+                axes.insert(min(i, j), fused)
+                changed = True
+                break
+    return Contraction(tuple(axes), c.dtype)
+
+
+def split_axis(c: Contraction, index: int, inner: int) -> Contraction:
+    """Split axis ``index`` into (outer, inner) with ``inner`` dividing its extent."""
+    ax = c.axes[index]
+    outer_extent = ax.extent // inner
+    outer = Axis(
+        ax.name + "^", ax.role, outer_extent, tuple(s * inner for s in ax.strides)  # type: ignore[arg-type]
+    )
+    inner_ax = Axis(ax.name, ax.role, inner, ax.strides)
+    axes = list(c.axes)
+    axes[index : index + 1] = [outer, inner_ax]
+    return Contraction(tuple(axes), c.dtype)
+
+
+def split_variants(c: Contraction, threads: int) -> list[Contraction]:
+    """Contractions with one large M or N axis split so that its outer part can feed
+    the parallel loops (used when the loops alone cannot keep the threads busy)."""
+    if threads <= 1:
+        return []
+    out = []
+    for i, ax in enumerate(c.axes):
+        if ax.role not in (DimType.M, DimType.N) or ax.extent < 64 * threads:
+            continue
+        for parts in (threads, 2 * threads, 4 * threads):
+            if ax.extent % parts == 0:
+                out.append(split_axis(c, i, ax.extent // parts))
+                break
+    return out
+
+
+def _tile_extents(c: Contraction, m: int, n: int, k: int, br: int) -> tuple[int, int, int, int]:
+    def e(a: int) -> int:
+        return c.axes[a].extent if a != NO_AXIS else 1
+
+    return e(m), e(n), e(k), e(br)
+
+
+def tile_blas(c: Contraction, m: int, n: int, k: int) -> BlasPlan | None:
+    em, en, ek, _ = _tile_extents(c, m, n, k, NO_AXIS)
+
+    def st(j: int, a: int) -> int:
+        return c.axes[a].strides[j] if a != NO_AXIS else 0
+
+    if em * en * ek < SMALL_TILE_FLOPS:
+        return None
+    return blas_plan(
+        em, en, ek, (st(0, m), st(0, k)), (st(1, k), st(1, n)), (st(2, m), st(2, n))
+    )
+
+
+def prim_choices(c: Contraction, allow_brgemm: bool = True) -> Iterator[tuple[int, int, int, int]]:
+    """(m, n, k, br) axis choices: every GEMM and BRGEMM shape the roles allow."""
+    ms = [*c.by_role(DimType.M), NO_AXIS]
+    ns = [*c.by_role(DimType.N), NO_AXIS]
+    ks = c.by_role(DimType.K)
+    for m in ms:
+        for n in ns:
+            for k in [*ks, NO_AXIS]:
+                yield m, n, k, NO_AXIS
+                if allow_brgemm:
+                    for br in ks:
+                        if br != k:
+                            yield m, n, k, br
+
+
+def loop_orders(c: Contraction, loops: Sequence[int]) -> list[tuple[int, ...]]:
+    """Orders of the loop axes worth costing: all of them for few loops, else orders by
+    each tensor's strides (outermost = largest stride), with K loops inside or outside."""
+    loops = list(loops)
+    if len(loops) <= MAX_EXHAUSTIVE_LOOPS:
+        return [tuple(p) for p in itertools.permutations(loops)]
+    ax = c.axes
+
+    def by(j: int) -> list[int]:
+        return sorted(loops, key=lambda a: -abs(ax[a].strides[j]))
+
+    non_k = [a for a in by(2) if ax[a].role is not DimType.K]
+    k_in = sorted(
+        (a for a in loops if ax[a].role is DimType.K),
+        key=lambda a: -(abs(ax[a].strides[0]) + abs(ax[a].strides[1])),
+    )
+    orders = [tuple(non_k + k_in), tuple(k_in + non_k), tuple(by(0)), tuple(by(1))]
+    unique: list[tuple[int, ...]] = []
+    for o in orders:
+        if o not in unique:
+            unique.append(o)
+    return unique
+
+
+def parallel_sets(c: Contraction, order: Sequence[int], threads: int) -> list[tuple[int, ...]]:
+    """Subsets of the non-K loop axes to run in parallel (collapsed): none, each single
+    axis, and pairs, keeping those with at least ``threads`` iterations."""
+    if threads <= 1:
+        return [()]
+    cands = [a for a in order if c.axes[a].role is not DimType.K and c.axes[a].extent > 1]
+    sets: list[tuple[int, ...]] = [()]
+    for r in (1, 2):
+        for combo in itertools.combinations(cands, r):
+            iters = 1
+            for a in combo:
+                iters *= c.axes[a].extent
+            if iters >= threads:
+                sets.append(combo)
+    return sets
+
+
+def choices(c: Contraction, threads: int, allow_brgemm: bool = True) -> Iterator[Choice]:
+    """Every (prims, loop order, parallel set) for ``c``, parallel axes moved outermost
+    (the executor collapses them into one parallel range)."""
+    for m, n, k, br in prim_choices(c, allow_brgemm):
+        blas = tile_blas(c, m, n, k)
+        prim = {a for a in (m, n, k, br) if a != NO_AXIS}
+        loops = [a for a in range(len(c.axes)) if a not in prim]
+        for order in loop_orders(c, loops):
+            for par in parallel_sets(c, order, threads):
+                rest = tuple(a for a in order if a not in par)
+                yield Choice(tuple(par) + rest, len(par), m, n, k, br, blas)
+
+
+def to_teir(c: Contraction, ch: Choice, zero_first: bool = True, relu_last: bool = False) -> TEIR:
+    """The TEIR program of a choice: loop axes in order, then prim axes (br, m, n, k)."""
+    order = list(ch.loops) + list(ch.prim_axes)
+    exec_types = (
+        [ExecType.PARALLEL] * ch.npar
+        + [ExecType.SEQ] * (len(ch.loops) - ch.npar)
+        + [ExecType.PRIM] * len(ch.prim_axes)
+    )
+    ax = c.axes
+    main = Prim.BRGEMM if ch.br != NO_AXIS else Prim.GEMM
+    return TEIR(
+        Primitives(
+            str(c.dtype),
+            Prim.ZERO if zero_first else Prim.NONE,
+            main,
+            Prim.RELU if relu_last else Prim.NONE,
+        ),
+        Schedule(
+            [ax[a].role for a in order],
+            exec_types,
+            [ax[a].extent for a in order],
+            [[ax[a].strides[j] for a in order] for j in range(3)],
+        ),
+    )
+
+
+def axis_names(c: Contraction, ch: Choice) -> tuple[str, ...]:
+    return tuple(c.axes[a].name for a in list(ch.loops) + list(ch.prim_axes))

@@ -1,0 +1,171 @@
+"""The cost model: predicted seconds of a schedule, and where they go.
+
+It models (see docs/cost-model.md):
+
+* compute: each tile call costs a fixed BLAS call overhead plus its flops at the
+  BLAS rate scaled by a saturation factor per extent, ``x / (x + half_x)``;
+  packing a BLAS-illegal operand costs its bytes at the packing rate; tiles that
+  BLAS cannot take run as jitted loops at a much lower rate;
+* memory: bytes each tensor moves given the loop order: a loop that does not
+  index a tensor reuses its tile from cache if the tile's working set fits in
+  L2, otherwise it streams again; traffic beyond the tensor's distinct bytes
+  comes from the last-level cache when the tensor fits there, else from DRAM;
+* threads: parallel loops split their iterations over the threads (load
+  balance = iterations / (threads x ceil(iterations / threads))); without
+  parallel loops a large BLAS tile uses BLAS' own threads;
+* first/last access: Zero is folded into BLAS (beta = 0); ReLU re-reads and
+  writes the output once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from teir_plan.frontend.contraction import Contraction
+from teir_plan.planner.candidates import NO_AXIS, Choice
+from teir_plan.planner.machine import MachineParams
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A prediction and its parts."""
+
+    seconds: float
+    compute_seconds: float
+    memory_seconds: float
+    overhead_seconds: float
+    flops: int
+    dram_bytes: float
+    llc_bytes: float
+    tile_calls: int
+    tile_flops: int
+    parallel_iterations: int
+    parallel_efficiency: float
+    threads: int
+    packed_bytes_per_call: int
+
+    @property
+    def bound(self) -> str:
+        parts = {
+            "compute": self.compute_seconds,
+            "memory": self.memory_seconds,
+            "overhead": self.overhead_seconds,
+        }
+        return max(parts, key=lambda k: parts[k])
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+def _sat(x: float, half: float) -> float:
+    return x / (x + half)
+
+
+def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) -> Cost:
+    ax = c.axes
+    isz = c.dtype.itemsize
+
+    def e(a: int) -> int:
+        return ax[a].extent if a != NO_AXIS else 1
+
+    m, n, k, br = e(ch.m), e(ch.n), e(ch.k), e(ch.br)
+    tile_flops = 2 * m * n * k * br
+    calls = 1
+    for a in ch.loops:
+        calls *= ax[a].extent
+    packed = 0
+    if ch.blas is not None:
+        eff = _sat(m, params.gemm_half_m) * _sat(n, params.gemm_half_n) * _sat(
+            k, params.gemm_half_k
+        )
+        rate = params.gemm_flops(c.dtype) * eff
+        mm, nn = (n, m) if ch.blas.swap else (m, n)
+        if ch.blas.transa == 0:
+            packed += mm * k * br * isz
+        if ch.blas.transb == 0:
+            packed += k * nn * br * isz
+        if ch.blas.ldc == 0:
+            packed += 2 * m * n * isz
+        per_call = (
+            br * params.gemm_call_seconds
+            + tile_flops / rate
+            + packed / params.pack_bytes_per_second
+        )
+    else:
+        per_call = tile_flops / params.loop_flops
+    per_call += params.tile_seconds
+    compute = calls * per_call
+
+    par_iters = 1
+    for a in ch.parallel:
+        par_iters *= ax[a].extent
+    used = 1
+    efficiency = 1.0
+    overhead = params.call_seconds
+    if ch.npar and par_iters > 1 and threads > 1:
+        used = min(threads, par_iters)
+        efficiency = par_iters / (threads * math.ceil(par_iters / threads))
+        compute = compute / (threads * efficiency)
+        overhead += params.parallel_seconds
+    elif ch.blas is not None and threads > 1:
+        # BLAS threads its own large tiles; small ones stay on one core.
+        share = min(1.0, tile_flops / 4e6)
+        used = threads if share > 0.25 else 1
+        compute = compute / (1 + (threads - 1) * share)
+
+    dram, llc = _traffic(c, ch, params)
+    bw_scale = 1.0 if used > 1 else 0.6
+    memory = dram / (params.dram_bytes_per_second * bw_scale) + llc / (
+        params.llc_bytes_per_second * bw_scale
+    )
+    seconds = max(compute, memory) + overhead
+    return Cost(
+        seconds=seconds,
+        compute_seconds=compute,
+        memory_seconds=memory,
+        overhead_seconds=overhead,
+        flops=c.flops,
+        dram_bytes=dram,
+        llc_bytes=llc,
+        tile_calls=calls,
+        tile_flops=tile_flops,
+        parallel_iterations=par_iters,
+        parallel_efficiency=efficiency,
+        threads=used,
+        packed_bytes_per_call=packed,
+    )
+
+
+def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, float]:
+    """(DRAM bytes, LLC bytes) all three tensors move under this loop order."""
+    ax = c.axes
+    isz = c.dtype.itemsize
+    dram = 0.0
+    llc = 0.0
+    for j in range(3):
+        tile = isz
+        for a in ch.prim_axes:
+            if ax[a].strides[j] != 0:
+                tile *= ax[a].extent
+        traffic = float(tile)
+        working = float(tile)
+        for a in reversed(ch.loops):
+            if ax[a].strides[j] == 0:
+                if working > params.l2_bytes:
+                    traffic *= ax[a].extent
+            else:
+                traffic *= ax[a].extent
+                working *= ax[a].extent
+        distinct = float(c.tensor_elements(j) * isz)
+        traffic = max(traffic, distinct)
+        if j == 2:
+            traffic *= 2  # the output is read (accumulate) and written
+            distinct *= 2
+        if distinct <= params.llc_bytes:
+            dram += distinct
+            llc += traffic - distinct
+        else:
+            dram += traffic
+    return dram, llc
