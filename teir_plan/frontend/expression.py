@@ -67,11 +67,10 @@ def _check_syntax(subscripts: str, num_operands: int) -> tuple[list[str], str | 
         )
     for i, term in enumerate([*terms, rhs] if arrow else terms):
         where = f"operand {i}" if i < len(terms) else "output"
-        if "." in term:
-            if term.count("...") != 1 or term.replace("...", "").count(".") != 0:
-                raise EinsumError(
-                    f"subscripts: {where} term {term!r}: '.' must appear only as one '...'"
-                )
+        if "." in term and (term.count("...") != 1 or term.replace("...", "").count(".")):
+            raise EinsumError(
+                f"subscripts: {where} term {term!r}: '.' must appear only as one '...'"
+            )
     return terms, (rhs if arrow else None)
 
 

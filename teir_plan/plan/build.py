@@ -29,11 +29,10 @@ from teir_plan.plan.steps import (
     Step,
     TEIRStep,
 )
-from teir_plan.planner.cost import Cost
+from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.search import plain, rank
-from teir_plan.teir.enums import DimType, ExecType, Prim
-from teir_plan.teir.records import TEIR, Primitives, Schedule
+from teir_plan.teir.records import TEIR
 
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 TOP_CANDIDATES = 8
@@ -57,7 +56,9 @@ def layout_from(term: str, spec: OperandSpec, extents: dict[str, int]) -> Layout
             order.append(ch)
             strides[ch] = 0
         strides[ch] += st if n > 1 else 0
-    return Layout("".join(order), tuple(extents[c] for c in order), tuple(strides[c] for c in order))
+    return Layout(
+        "".join(order), tuple(extents[c] for c in order), tuple(strides[c] for c in order)
+    )
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,20 @@ class _ArraySpec:
 
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # bytes
-    itemsize: int
+    dtype: np.dtype
 
     @property
     def size(self) -> int:
         return math.prod(self.shape)
 
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
     @classmethod
     def of(cls, spec: OperandSpec) -> _ArraySpec:
         isz = spec.dtype.itemsize
-        return cls(spec.shape, tuple(s * isz for s in spec.strides), isz)
+        return cls(spec.shape, tuple(s * isz for s in spec.strides), spec.dtype)
 
 
 class _Builder:
@@ -118,7 +123,9 @@ def build_plan(
         b.specs[i] = s
     if out_spec is not None:
         if out_spec.shape != shape:
-            raise EinsumError(f"out: shape {out_spec.shape} differs from the result's shape {shape}")
+            raise EinsumError(
+                f"out: shape {out_spec.shape} differs from the result's shape {shape}"
+            )
         if out_spec.dtype != result and not np.can_cast(result, out_spec.dtype, "safe"):
             raise DTypeError(
                 f"out: cannot store the {result} result in an array of dtype {out_spec.dtype} "
@@ -237,7 +244,10 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     if len(lays) == 1:
         summed = [c for c in lays[0].indices if c not in out_term and extents[c] > 1]
         if not summed:
-            cands = _plan_copy(lays[0], out_lay, dtype, params, threads, relu)
+            moves = [(ch, n, lays[0].stride(ch), out_lay.stride(ch))
+                     for ch, n in zip(out_lay.indices, out_lay.extents)]
+            cands = [Candidate(p.teir, p.names, p.cost)
+                     for p in plan_copy(moves, dtype, params, threads, relu)]
             _add_teir_step(b, sub, (ids[0],), dst, cands, "permute")
             return
         ones = b.temp("ones", (1,), dtype, kind="const", fill=1.0)
@@ -250,98 +260,27 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     ranked = rank(c, params, threads, relu_last=relu, top=TOP_CANDIDATES) if optimize else [
         plain(c, params, relu_last=relu)
     ]
-    cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice) for r in ranked]
+    cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
+             for r in ranked]
     _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role)
 
 
 def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
                    cands: list[Candidate], role: str) -> None:
     # Prove, once, that every candidate stays inside the buffers it will be given.
-    ok = []
     for cand in cands:
-        cand.teir.validate()
-        for j, buf in enumerate((*inputs, dst)):
-            spec = b.specs[buf]
-            _check_reach(f"buffer {buf}", j, _ArraySpec.of(spec), cand.teir.schedule.dim_sizes,  # type: ignore[arg-type]
-                         cand.teir.schedule.strides[j])
-        ok.append(cand)
-    b.steps.append(TEIRStep(sub, inputs, dst, ok[0], tuple(ok), role))
+        specs = [_ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]
+        for pack in cand.packs:
+            packed = _ArraySpec.of(OperandSpec(pack.shape, c_strides(pack.shape), specs[-1].dtype))
+            _prove(pack.copy.teir, [specs[pack.tensor], packed])
+            specs[pack.tensor] = packed
+        _prove(cand.teir, specs)
+    b.steps.append(TEIRStep(sub, inputs, dst, cands[0], tuple(cands), role))
 
 
-def _plan_copy(lay_in: Layout, lay_out: Layout, dtype: np.dtype, params: MachineParams,
-               threads: int, relu: bool) -> list[Candidate]:
-    """Candidates for a permutation (or diagonal extraction) through Copy/ReLU tiles."""
-    axes = [
-        [ch, n, lay_in.stride(ch), lay_out.stride(ch)]
-        for ch, n in zip(lay_out.indices, lay_out.extents)
-        if n > 1
-    ]
-    changed = True
-    while changed:  # fuse axes whose strides compose in both tensors
-        changed = False
-        for x in axes:
-            for y in axes:
-                if x is not y and x[2] == y[2] * y[1] and x[3] == y[3] * y[1]:
-                    y[0], y[1] = x[0] + y[0], x[1] * y[1]
-                    axes.remove(x)
-                    changed = True
-                    break
-            if changed:
-                break
-    isz = dtype.itemsize
-    elements = math.prod(a[1] for a in axes) if axes else 1
-    variants = []
-    if axes:
-        a0 = min(range(len(axes)), key=lambda i: abs(axes[i][3]))
-        rest = [i for i in range(len(axes)) if i != a0]
-        if rest:
-            by_in = min(rest, key=lambda i: abs(axes[i][2]))
-            by_out = min(rest, key=lambda i: abs(axes[i][3]))
-            variants += [(a0, by_in), (a0, by_out), (a0,)]
-        else:
-            variants.append((a0,))
-    else:
-        variants.append(())
-    out = []
-    seen = set()
-    for prim in variants:
-        if prim in seen:
-            continue
-        seen.add(prim)
-        loops = sorted((i for i in range(len(axes)) if i not in prim), key=lambda i: -abs(axes[i][3]))
-        for parallel in (True, False):
-            npar = 0
-            if parallel and threads > 1 and elements * isz >= 1 << 16:
-                iters = 1
-                while npar < len(loops) and iters < 4 * threads:
-                    iters *= axes[loops[npar]][1]
-                    npar += 1
-            if parallel and npar == 0:
-                continue
-            order = loops + list(prim)
-            tile = math.prod(axes[i][1] for i in prim) if prim else 1
-            calls = elements // tile
-            transpose = len(prim) == 2 and abs(axes[prim[1]][2]) < abs(axes[prim[0]][2])
-            rate = params.copy_bytes_per_second * (0.7 if transpose else 1.0)
-            used = min(threads, math.prod(axes[i][1] for i in loops[:npar])) if npar else 1
-            move = 2 * elements * isz / (rate * used)
-            mem = 2 * elements * isz / params.dram_bytes_per_second
-            compute = calls * params.tile_seconds / used + move
-            overhead = params.call_seconds + (params.parallel_seconds if npar else 0.0)
-            seconds = max(compute, mem) + overhead
-            cost = Cost(seconds, compute, mem, overhead, 0, 2.0 * elements * isz, 0.0, calls,
-                        0, math.prod(axes[i][1] for i in loops[:npar]) if npar else 1,
-                        1.0, used, 0)
-            teir = TEIR(
-                Primitives(str(dtype), Prim.NONE, Prim.RELU if relu else Prim.COPY, Prim.NONE),
-                Schedule(
-                    [DimType.C] * len(order),
-                    [ExecType.PARALLEL] * npar + [ExecType.SEQ] * (len(loops) - npar)
-                    + [ExecType.PRIM] * len(prim),
-                    [axes[i][1] for i in order],
-                    [[axes[i][2] for i in order], [axes[i][3] for i in order]],
-                ),
-            )
-            out.append(Candidate(teir, tuple(axes[i][0] for i in order), cost))
-    out.sort(key=lambda c: c.cost.seconds)
-    return out
+def _prove(teir: TEIR, specs: list[_ArraySpec]) -> None:
+    """Validate ``teir`` and prove its reach inside buffers of these layouts."""
+    teir.validate()
+    s = teir.schedule
+    for j, spec in enumerate(specs):
+        _check_reach(f"tensor {j}", j, spec, s.dim_sizes, s.strides[j])  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from teir_plan.executor.lower import lower
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
+from teir_plan.planner.pack import Pack
 from teir_plan.teir.records import TEIR
 
 
@@ -45,6 +46,7 @@ class Candidate:
     cost: Cost
     contraction: Contraction | None = None
     choice: Choice | None = None
+    packs: tuple[Pack, ...] = ()  # inputs copied into packed buffers before ``teir`` runs
 
     @property
     def predicted_seconds(self) -> float:
@@ -145,13 +147,19 @@ class TEIRStep(Step):
         return self.chosen.teir
 
     def run(self, buffers: list[np.ndarray]) -> None:
-        run_lowered(lower(self.chosen.teir), [buffers[i] for i in (*self.inputs, self.dst)])
+        arrays = [buffers[i] for i in (*self.inputs, self.dst)]
+        for pack in self.chosen.packs:
+            packed = np.empty(pack.shape, dtype=arrays[-1].dtype)
+            run_lowered(lower(pack.copy.teir), [arrays[pack.tensor], packed])
+            arrays[pack.tensor] = packed
+        run_lowered(lower(self.chosen.teir), arrays)
 
     def describe(self) -> str:
         c = self.chosen.cost
+        packs = "".join(f"; {p.describe()}" for p in self.chosen.packs)
         return (
             f"{self.role} {self.subscripts} with TEIR {self.teir.primitives.prim_main} "
-            f"(predicted {c.seconds * 1e6:.1f} us)"
+            f"(predicted {c.seconds * 1e6:.1f} us){packs}"
         )
 
     def with_choice(self, cand: Candidate) -> TEIRStep:

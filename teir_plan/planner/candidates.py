@@ -20,8 +20,9 @@ from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
 
 NO_AXIS = -1
-MAX_PRIM_CHOICES = 8
-MAX_EXHAUSTIVE_LOOPS = 4
+MAX_PRIM_CHOICES = 6
+MAX_EXHAUSTIVE_LOOPS = 3
+MAX_PARALLEL_SETS = 3
 
 
 @dataclass(frozen=True)
@@ -157,33 +158,36 @@ def loop_orders(c: Contraction, loops: Sequence[int]) -> list[tuple[int, ...]]:
 
 
 def parallel_sets(c: Contraction, order: Sequence[int], threads: int) -> list[tuple[int, ...]]:
-    """Subsets of the non-K loop axes to run in parallel (collapsed): none, each single
-    axis, and pairs, keeping those with at least ``threads`` iterations."""
+    """Subsets of the non-K loop axes to run in parallel (collapsed): none, and the best
+    balanced single axes and pairs with at least ``threads`` iterations."""
     if threads <= 1:
         return [()]
     cands = [a for a in order if c.axes[a].role is not DimType.K and c.axes[a].extent > 1]
-    sets: list[tuple[int, ...]] = [()]
+    scored = []
     for r in (1, 2):
         for combo in itertools.combinations(cands, r):
             iters = 1
             for a in combo:
                 iters *= c.axes[a].extent
             if iters >= threads:
-                sets.append(combo)
-    return sets
+                balance = iters / (threads * -(-iters // threads))
+                # Prefer balance, then fewer axes, then outer axes (contiguous blocks).
+                scored.append((-balance, r, [order.index(a) for a in combo], combo))
+    scored.sort()
+    return [()] + [s[3] for s in scored[: MAX_PARALLEL_SETS - 1]]
 
 
-def choices(c: Contraction, threads: int, allow_brgemm: bool = True) -> Iterator[Choice]:
-    """Every (prims, loop order, parallel set) for ``c``, parallel axes moved outermost
+def choices_for(c: Contraction, prim: tuple[int, int, int, int], threads: int) -> Iterator[Choice]:
+    """Every loop order and parallel set for one prim choice, parallel axes outermost
     (the executor collapses them into one parallel range)."""
-    for m, n, k, br in prim_choices(c, allow_brgemm):
-        blas = tile_blas(c, m, n, k)
-        prim = {a for a in (m, n, k, br) if a != NO_AXIS}
-        loops = [a for a in range(len(c.axes)) if a not in prim]
-        for order in loop_orders(c, loops):
-            for par in parallel_sets(c, order, threads):
-                rest = tuple(a for a in order if a not in par)
-                yield Choice(tuple(par) + rest, len(par), m, n, k, br, blas)
+    m, n, k, br = prim
+    blas = tile_blas(c, m, n, k)
+    taken = {a for a in prim if a != NO_AXIS}
+    loops = [a for a in range(len(c.axes)) if a not in taken]
+    for order in loop_orders(c, loops):
+        for par in parallel_sets(c, order, threads):
+            rest = tuple(a for a in order if a not in par)
+            yield Choice(tuple(par) + rest, len(par), m, n, k, br, blas)
 
 
 def to_teir(c: Contraction, ch: Choice, zero_first: bool = True, relu_last: bool = False) -> TEIR:

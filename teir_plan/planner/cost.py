@@ -44,6 +44,7 @@ class Cost:
     parallel_efficiency: float
     threads: int
     packed_bytes_per_call: int
+    pack_seconds: float = 0.0  # whole-operand packing before the main program
 
     @property
     def bound(self) -> str:
@@ -57,6 +58,12 @@ class Cost:
     @property
     def gflops(self) -> float:
         return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
+def _gather_bytes(strides: tuple[int, int], isz: int) -> int:
+    """Bytes a strided gather effectively moves per element: the element itself when one
+    axis is unit-stride, else most of a cache line."""
+    return isz if 1 in (abs(strides[0]), abs(strides[1])) else 8 * isz
 
 
 def _sat(x: float, half: float) -> float:
@@ -81,13 +88,20 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) ->
             k, params.gemm_half_k
         )
         rate = params.gemm_flops(c.dtype) * eff
+        a_str = (ax[ch.m].strides[0] if ch.m != NO_AXIS else 0,
+                 ax[ch.k].strides[0] if ch.k != NO_AXIS else 0)
+        b_str = (ax[ch.k].strides[1] if ch.k != NO_AXIS else 0,
+                 ax[ch.n].strides[1] if ch.n != NO_AXIS else 0)
+        c_str = (ax[ch.m].strides[2] if ch.m != NO_AXIS else 0,
+                 ax[ch.n].strides[2] if ch.n != NO_AXIS else 0)
+        a_op, b_op = (b_str, a_str) if ch.blas.swap else (a_str, b_str)
         mm, nn = (n, m) if ch.blas.swap else (m, n)
         if ch.blas.transa == 0:
-            packed += mm * k * br * isz
+            packed += mm * k * br * _gather_bytes(a_op, isz)
         if ch.blas.transb == 0:
-            packed += k * nn * br * isz
+            packed += k * nn * br * _gather_bytes(b_op, isz)
         if ch.blas.ldc == 0:
-            packed += 2 * m * n * isz
+            packed += 2 * m * n * _gather_bytes(c_str, isz)
         per_call = (
             br * params.gemm_call_seconds
             + tile_flops / rate

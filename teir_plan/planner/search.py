@@ -1,13 +1,15 @@
 """Search: generate candidate schedules, rank them with the cost model, keep the best.
 
-Exhaustive over prim choices, loop orders (all orders up to four loops, stride
-orders beyond) and parallel sets; pruned by first ranking prim choices on an
-optimistic bound and expanding only the most promising.
+The space is the product of: packing (none, in0, in1, both), a split of one large
+free axis (when loops alone cannot feed the threads), prim choices, loop orders
+and parallel sets.  Prim choices are first ranked on an optimistic bound and only
+the most promising are expanded, which keeps planning a contraction of up to
+eight axes within a few milliseconds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
@@ -15,7 +17,7 @@ from teir_plan.planner.candidates import (
     NO_AXIS,
     Choice,
     axis_names,
-    choices,
+    choices_for,
     fuse_axes,
     prim_choices,
     split_variants,
@@ -24,34 +26,57 @@ from teir_plan.planner.candidates import (
 )
 from teir_plan.planner.cost import Cost, estimate
 from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
 
 
 @dataclass(frozen=True)
 class Ranked:
-    """A candidate with its program and predicted cost."""
+    """A candidate with its program, the packs it needs first, and its predicted cost."""
 
-    contraction: Contraction  # the (fused, maybe split) contraction the choice indexes
+    contraction: Contraction  # the (fused, maybe packed or split) contraction it indexes
     choice: Choice
-    cost: Cost
+    cost: Cost  # includes the packs' seconds
     teir: TEIR
     names: tuple[str, ...]  # index name(s) of each TEIR axis
+    packs: tuple[Pack, ...] = ()
 
     @property
     def predicted_seconds(self) -> float:
         return self.cost.seconds
 
 
-def _bound(c: Contraction, m: int, n: int, k: int, br: int, params: MachineParams,
+def _bound(c: Contraction, prim: tuple[int, int, int, int], params: MachineParams,
            threads: int) -> float:
-    """Optimistic cost of a prim choice: best case of loops in given order, all parallel."""
-    blas = tile_blas(c, m, n, k)
-    prim = {a for a in (m, n, k, br) if a != NO_AXIS}
-    loops = tuple(a for a in range(len(c.axes)) if a not in prim)
-    ch = Choice(loops, 0, m, n, k, br, blas)
+    """Optimistic cost of a prim choice: its compute spread over all threads."""
+    m, n, k, br = prim
+    taken = {a for a in prim if a != NO_AXIS}
+    loops = tuple(a for a in range(len(c.axes)) if a not in taken)
+    ch = Choice(loops, 0, m, n, k, br, tile_blas(c, m, n, k))
     cost = estimate(c, ch, params, 1)
     return cost.compute_seconds / max(1, threads) + cost.overhead_seconds
+
+
+def variants(c: Contraction, params: MachineParams, threads: int,
+             allow_pack: bool = True) -> list[tuple[Contraction, tuple[Pack, ...]]]:
+    """The contractions the search schedules: as given (fused), with each input or both
+    packed, and with a large free axis split for parallelism."""
+    base = fuse_axes(c)
+    out: list[tuple[Contraction, tuple[Pack, ...]]] = [(base, ())]
+    if allow_pack:
+        p0 = pack_variant(base, 0, params, threads)
+        p1 = pack_variant(base, 1, params, threads)
+        if p0:
+            out.append((fuse_axes(p0[0]), (p0[1],)))
+        if p1:
+            out.append((fuse_axes(p1[0]), (p1[1],)))
+        if p0 and p1:
+            both = pack_variant(p0[0], 1, params, threads)
+            if both:
+                out.append((fuse_axes(both[0]), (p0[1], both[1])))
+    out += [(s, ()) for s in split_variants(base, threads)]
+    return out
 
 
 def rank(
@@ -61,33 +86,32 @@ def rank(
     *,
     relu_last: bool = False,
     top: int = 8,
+    allow_pack: bool = True,
 ) -> list[Ranked]:
     """The ``top`` best candidates for ``c``, cheapest first."""
-    variants = [fuse_axes(c)]
-    variants += split_variants(variants[0], threads)
-    scored: list[tuple[float, int, Contraction, Choice, Cost]] = []
+    scored: list[tuple[float, int, Contraction, Choice, Cost, tuple[Pack, ...]]] = []
     serial = 0
-    for v in variants:
-        prims = sorted(
-            prim_choices(v),
-            key=lambda p: _bound(v, *p, params, threads),
-        )[:MAX_PRIM_CHOICES]
-        keep = set(prims)
-        for ch in choices(v, threads):
-            if (ch.m, ch.n, ch.k, ch.br) not in keep:
-                continue
-            cost = estimate(v, ch, params, threads)
-            scored.append((cost.seconds, serial, v, ch, cost))
-            serial += 1
+    for v, packs in variants(c, params, threads, allow_pack):
+        pack_seconds = sum(p.seconds for p in packs)
+        prims = sorted(prim_choices(v), key=lambda p: _bound(v, p, params, threads))
+        for prim in prims[:MAX_PRIM_CHOICES]:
+            for ch in choices_for(v, prim, threads):
+                cost = estimate(v, ch, params, threads)
+                if packs:
+                    cost = replace(cost, seconds=cost.seconds + pack_seconds,
+                                   pack_seconds=pack_seconds)
+                scored.append((cost.seconds, serial, v, ch, cost, packs))
+                serial += 1
     scored.sort(key=lambda s: (s[0], s[1]))
     out: list[Ranked] = []
-    seen: set[TEIR] = set()
-    for _, _, v, ch, cost in scored:
+    seen: set[tuple[TEIR, tuple[int, ...]]] = set()
+    for _, _, v, ch, cost, packs in scored:
         teir = to_teir(v, ch, relu_last=relu_last)
-        if teir in seen:
+        key = (teir, tuple(p.tensor for p in packs))
+        if key in seen:
             continue
-        seen.add(teir)
-        out.append(Ranked(v, ch, cost, teir, axis_names(v, ch)))
+        seen.add(key)
+        out.append(Ranked(v, ch, cost, teir, axis_names(v, ch), packs))
         if len(out) >= top:
             break
     return out

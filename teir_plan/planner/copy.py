@@ -1,0 +1,130 @@
+"""Schedules for Copy/ReLU programs: permutations, diagonal extraction, operand packing.
+
+A copy is planned over named axes ``(name, extent, stride_in, stride_out)``:
+axes whose strides compose in both tensors are fused, the tile takes the axis
+with the output's smallest stride and the one with the input's smallest stride
+(a blocked transpose when they differ), and the outer loops run in parallel
+when the copy is large enough to pay for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from teir_plan.planner.cost import Cost
+from teir_plan.planner.machine import MachineParams
+from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.records import TEIR, Primitives, Schedule
+
+# Copies smaller than this run on one thread: a parallel region costs more.
+PARALLEL_COPY_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    teir: TEIR
+    names: tuple[str, ...]
+    cost: Cost
+
+
+def fuse_copy_axes(axes: Sequence[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
+    work = [list(a) for a in axes if a[1] > 1]
+    changed = True
+    while changed:
+        changed = False
+        for x in work:
+            for y in work:
+                if x is not y and x[2] == y[2] * y[1] and x[3] == y[3] * y[1]:
+                    y[0], y[1] = x[0] + y[0], x[1] * y[1]
+                    work.remove(x)
+                    changed = True
+                    break
+            if changed:
+                break
+    return [tuple(a) for a in work]  # type: ignore[misc]
+
+
+def plan_copy(
+    axes: Sequence[tuple[str, int, int, int]],
+    dtype: np.dtype,
+    params: MachineParams,
+    threads: int,
+    relu: bool = False,
+) -> list[CopyPlan]:
+    """Ranked Copy (or ReLU) schedules moving ``axes`` from in0's strides to out's."""
+    ax = fuse_copy_axes(axes)
+    isz = np.dtype(dtype).itemsize
+    elements = math.prod(a[1] for a in ax) if ax else 1
+    variants: list[tuple[int, ...]] = []
+    if ax:
+        a0 = min(range(len(ax)), key=lambda i: abs(ax[i][3]))
+        rest = [i for i in range(len(ax)) if i != a0]
+        if rest:
+            variants += [
+                (a0, min(rest, key=lambda i: abs(ax[i][2]))),
+                (a0, min(rest, key=lambda i: abs(ax[i][3]))),
+                (a0,),
+            ]
+        else:
+            variants.append((a0,))
+    else:
+        variants.append(())
+    out = []
+    seen = set()
+    for prim in variants:
+        if prim in seen:
+            continue
+        seen.add(prim)
+        loops = sorted(
+            (i for i in range(len(ax)) if i not in prim), key=lambda i: -abs(ax[i][3])
+        )
+        for parallel in (True, False):
+            npar = 0
+            iters = 1
+            if parallel and threads > 1 and elements * isz >= PARALLEL_COPY_BYTES:
+                while npar < len(loops) and iters < 4 * threads:
+                    iters *= ax[loops[npar]][1]
+                    npar += 1
+            if parallel and npar == 0:
+                continue
+            out.append(_copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params,
+                                  threads, relu))
+    out.sort(key=lambda c: c.cost.seconds)
+    return out
+
+
+def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threads, relu):  # type: ignore[no-untyped-def]
+    order = list(loops) + list(prim)
+    tile = math.prod(ax[i][1] for i in prim) if prim else 1
+    calls = elements // tile
+    unit_in = any(abs(ax[i][2]) == 1 for i in prim)
+    # Reads along a strided axis touch a cache line per element.
+    read_scale = 1.0 if unit_in else min(16.0, 64.0 / isz) / 4
+    transpose = len(prim) == 2 and abs(ax[prim[1]][2]) < abs(ax[prim[0]][2])
+    rate = params.copy_bytes_per_second * (0.7 if transpose else 1.0) / read_scale
+    used = min(threads, iters) if npar else 1
+    move = 2 * elements * isz / (rate * used)
+    mem = 2 * elements * isz / (params.dram_bytes_per_second * (1.0 if used > 1 else 0.6))
+    compute = calls * params.tile_seconds / used + move
+    overhead = params.call_seconds + (params.parallel_seconds if npar else 0.0)
+    cost = Cost(
+        seconds=max(compute, mem) + overhead, compute_seconds=compute, memory_seconds=mem,
+        overhead_seconds=overhead, flops=0, dram_bytes=2.0 * elements * isz, llc_bytes=0.0,
+        tile_calls=calls, tile_flops=0, parallel_iterations=iters if npar else 1,
+        parallel_efficiency=1.0, threads=used, packed_bytes_per_call=0,
+    )
+    teir = TEIR(
+        Primitives(str(dtype), Prim.NONE, Prim.RELU if relu else Prim.COPY, Prim.NONE),
+        Schedule(
+            [DimType.C] * len(order),
+            [ExecType.PARALLEL] * npar + [ExecType.SEQ] * (len(loops) - npar)
+            + [ExecType.PRIM] * len(prim),
+            [ax[i][1] for i in order],
+            [[ax[i][2] for i in order], [ax[i][3] for i in order]],
+        ),
+    )
+    return CopyPlan(teir, tuple(ax[i][0] for i in order), cost)
