@@ -79,7 +79,7 @@ def program_cases(draw: st.DrawFn, binary: bool | None = None, max_dims: int = 5
     for j in range(ntens):
         is_out = j == ntens - 1
         takes = [i for i in range(d) if not is_binary or j in ROLE_TENSORS[roles[i]]]
-        real = [i for i in takes if is_out or sizes[i] == 1 or not draw(st.integers(0, 6)) == 0]
+        real = [i for i in takes if is_out or sizes[i] == 1 or draw(st.integers(0, 6)) != 0]
         order = draw(st.permutations(real))
         row = [0] * d
         acc = 1

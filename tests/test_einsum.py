@@ -48,7 +48,8 @@ def _check(sub, ops, dtype, **kw):
     assert res.shape == ref.shape
     assert res.dtype == np.result_type(*ops) if "dtype" not in kw else True
     tol = 2e-4 if dtype == np.float32 else 1e-10
-    np.testing.assert_allclose(res, ref, rtol=tol, atol=tol * max(1.0, float(np.abs(ref).max(initial=0))))
+    scale = max(1.0, float(np.abs(ref).max(initial=0)))
+    np.testing.assert_allclose(res, ref, rtol=tol, atol=tol * scale)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

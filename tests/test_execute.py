@@ -70,7 +70,8 @@ def test_blas_and_fallback_paths_agree():
     prog = tp.TEIR.from_fields(
         data_type="float64", prim_first="zero", prim_main="gemm", prim_last="relu",
         dim_types="mnk", exec_types=["prim"] * 3, dim_sizes=[m, n, k],
-        strides=[[a.strides[0] // 8, 0, a.strides[1] // 8], [0, b.strides[1] // 8, b.strides[0] // 8],
+        strides=[[a.strides[0] // 8, 0, a.strides[1] // 8],
+                 [0, b.strides[1] // 8, b.strides[0] // 8],
                  [c.strides[0] // 8, c.strides[1] // 8, 0]],
     )
     tp.execute(prog, a, b, c)

@@ -94,14 +94,16 @@ BROKEN = {
                            exec_types=["prim"] * 3), "exec_types\\[1\\]"),
     "gemm one k": (_binary(dim_types=["m", "k", "k"], strides=[[1, 2, 6], [0, 1, 3], [1, 0, 0]]),
                    "exec_types\\[2\\]"),
-    "gemm no c prim": (_binary(dim_types=["c", "n", "k"], strides=[[1, 0, 2], [4, 2, 1], [1, 2, 0]]),
-                       "exec_types\\[0\\]"),
+    "gemm no c prim": (
+        _binary(dim_types=["c", "n", "k"], strides=[[1, 0, 2], [4, 2, 1], [1, 2, 0]]),
+        "exec_types\\[0\\]"),
     "brgemm needs k": (_binary(prim_main="brgemm", dim_types=["m", "n", "k"],
                                exec_types=["prim", "prim", "seq"]), "brgemm"),
     "brgemm at most two k": (
         _binary(prim_main="brgemm", dim_types=["k", "k", "k"], exec_types=["prim"] * 3,
                 strides=[[1, 2, 6], [1, 2, 6], [0, 0, 0]]), "exec_types\\[2\\]"),
-    "output stride 0": (_binary(strides=[[1, 0, 2], [0, 4, 1], [0, 2, 0]]), "strides\\[2\\]\\[0\\]"),
+    "output stride 0": (
+        _binary(strides=[[1, 0, 2], [0, 4, 1], [0, 2, 0]]), "strides\\[2\\]\\[0\\]"),
     "output aliasing": (_binary(strides=[[1, 0, 2], [0, 4, 1], [1, 1, 0]]), "strides\\[2\\]"),
 }
 

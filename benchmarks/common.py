@@ -1,0 +1,90 @@
+"""Shared helpers for the benchmark scripts: timing, machine description, results files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def timeit(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> tuple[float, float]:
+    """(best, median) seconds over ``repeats`` runs after ``warmup`` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times), float(np.median(times))
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import numba
+    import scipy
+
+    import teir_plan as tp
+
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "threads": tp.get_num_threads(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    for mod in ("opt_einsum", "torch", "etops"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - an optional peer
+            info[mod] = None
+    return info
+
+
+def progress(i: int, n: int, label: str) -> None:
+    width = 30
+    done = int(width * i / max(n, 1))
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {label[:40]:40s}")
+    if i == n:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def write_results(name: str, data: dict, markdown: str) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}-latest.json").write_text(json.dumps(data, indent=2, default=str))
+    path = RESULTS / f"{name}-latest.md"
+    path.write_text(markdown)
+    return path
+
+
+def md_table(header: list[str], rows: list[list[object]]) -> str:
+    def fmt(v: object) -> str:
+        return f"{v:.2f}" if isinstance(v, float) else ("-" if v is None else str(v))
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def machine_md(info: dict) -> str:
+    return "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v is not None)

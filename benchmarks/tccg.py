@@ -1,0 +1,238 @@
+"""The 24 TCCG contractions in float32: teir_plan against numpy, opt_einsum, PyTorch
+and etops, all measured in the same run, with each case's roofline.
+
+Per case: GFLOP/s of tp.einsum (without and with out=), numpy.einsum(optimize=True)
+(called as users do, without out=), opt_einsum.contract, torch.einsum and etops
+(its optimize, then TensorOperation.execute; only execute is timed), each when
+installed.  Roofline = min(GEMM rate, arithmetic intensity x memory bandwidth),
+with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
+large copy, both measured in this run.
+
+Run: .venv/bin/python -m benchmarks.tccg [--quick] [--cases 0,5,20] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import teir_plan as tp
+from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
+
+CASES_FILE = Path(__file__).with_name("tccg24.txt")
+
+
+def load_cases() -> list[tuple[str, dict[str, int]]]:
+    cases = []
+    for line in CASES_FILE.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            expr, sizes = line.split()
+            cases.append((expr, {k: int(v) for k, v in (s.split("=") for s in sizes.split(","))}))
+    return cases
+
+
+def gemm_rate(repeats: int) -> float:
+    n = 4096
+    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+    t, _ = timeit(lambda: a @ a, repeats)
+    return 2 * n**3 / t
+
+
+def bandwidth(repeats: int) -> float:
+    a = np.random.default_rng(0).random(64 * 1024 * 1024)  # 512 MiB of float64
+    b = np.empty_like(a)
+    t, _ = timeit(lambda: np.copyto(b, a), repeats)
+    return 2 * a.nbytes / t
+
+
+def etops_runner(expr: str, a: np.ndarray, b: np.ndarray, out: np.ndarray):  # type: ignore[no-untyped-def]
+    """etops as its users call it: describe, optimize, then execute."""
+    import etops
+
+    from teir_plan.frontend.contraction import describe, layout_of
+
+    ins, out_idx = expr.split("->")
+    t0, t1 = ins.split(",")
+    ext = dict(zip(t0, a.shape)) | dict(zip(t1, b.shape))
+    c = describe(layout_of(t0, a, ext), layout_of(t1, b, ext), layout_of(out_idx, out, ext))
+    dim = {"c": etops.dim.c, "m": etops.dim.m, "n": etops.dim.n, "k": etops.dim.k}
+    cfg = etops.TensorOperationConfig(
+        backend="tpp", data_type=etops.float32, prim_first=etops.prim.zero,
+        prim_main=etops.prim.gemm, prim_last=etops.prim.none,
+        dim_types=tuple(dim[str(x.role)] for x in c.axes),
+        exec_types=tuple(etops.exec.seq for _ in c.axes),
+        dim_sizes=tuple(x.extent for x in c.axes),
+        strides=(tuple(tuple(x.strides[j] for x in c.axes) for j in range(3)),),
+    )
+    op = etops.TensorOperation(etops.optimize(cfg))
+    return lambda: op.execute(a, b, out)
+
+
+def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
+    out_idx = expr.split("->")[1]
+    ext = dict(zip(expr.split("->")[0].split(",")[0], a.shape))
+    ext |= dict(zip(expr.split("->")[0].split(",")[1], b.shape))
+    out = np.empty([ext[c] for c in out_idx], np.float32)
+    runs = {
+        "tp": lambda: tp.einsum(expr, a, b),
+        "tp(out=)": lambda: tp.einsum(expr, a, b, out=out),
+        "numpy": lambda: np.einsum(expr, a, b, optimize=True),
+    }
+    try:
+        import opt_einsum
+
+        runs["opt_einsum"] = lambda: opt_einsum.contract(expr, a, b)
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        runs["torch"] = lambda: torch.einsum(expr, ta, tb)
+    except ImportError:
+        pass
+    try:
+        eout = np.empty_like(out)
+        runs["etops"] = etops_runner(expr, a, b, eout)
+        runs["etops"].out = eout  # type: ignore[attr-defined]
+    except ImportError:
+        pass
+    except Exception as exc:  # noqa: BLE001 - a peer that cannot run this case
+        print(f"\netops failed on {expr}: {exc}", file=sys.stderr)
+    return {k: v for k, v in runs.items() if k in wanted or not wanted}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="3 repeats instead of 7")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--cases", default="", help="comma-separated case indices (0-23)")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--systems", default="", help="comma-separated subset of systems")
+    args = ap.parse_args()
+    repeats = args.repeats or (3 if args.quick else 7)
+    if args.threads:
+        tp.set_num_threads(args.threads)
+        try:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        except ImportError:
+            pass
+    try:
+        import torch
+
+        torch.set_num_threads(tp.get_num_threads())
+    except ImportError:
+        pass
+    cases = load_cases()
+    chosen = [int(i) for i in args.cases.split(",") if i] or list(range(len(cases)))
+    wanted = {s for s in args.systems.split(",") if s}
+    info = machine()
+    peak = gemm_rate(repeats)
+    bw = bandwidth(repeats)
+    print(f"float32 GEMM rate {peak / 1e9:.1f} GFLOP/s, copy bandwidth {bw / 1e9:.1f} GB/s")
+    rows, records = [], []
+    names: list[str] = []
+    rng = np.random.default_rng(0)
+    for n, i in enumerate(chosen):
+        expr, ext = cases[i]
+        progress(n, len(chosen), expr)
+        t0, t1 = expr.split("->")[0].split(",")
+        a = rng.random([ext[c] for c in t0], dtype=np.float32)
+        b = rng.random([ext[c] for c in t1], dtype=np.float32)
+        flops = 2 * math.prod(ext.values())
+        out_elems = math.prod(ext[c] for c in expr.split("->")[1])
+        bytes_min = 4 * (a.size + b.size + out_elems)
+        roof = min(peak, flops / bytes_min * bw)
+        ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+        rates = {}
+        for name, fn in systems(expr, a, b, wanted).items():
+            t_first = time.perf_counter()
+            res = fn()
+            t_first = time.perf_counter() - t_first
+            res = getattr(fn, "out", res)
+            if not np.allclose(res, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max()):
+                print(f"\n{name} gave a wrong answer on {expr}", file=sys.stderr)
+                continue
+            # A system slower than 2 s a call is timed once more rather than N times.
+            best, _ = timeit(fn, repeats) if t_first < 2.0 else timeit(fn, 1, warmup=0)
+            rates[name] = flops / best / 1e9
+        names = sorted(set(names) | set(rates), key=lambda s: list(rates).index(s)
+                       if s in rates else 99)
+        peers = {k: v for k, v in rates.items() if not k.startswith("tp")}
+        best_peer = max(peers.values()) if peers else float("nan")
+        tp_rate = rates.get("tp", float("nan"))
+        gemm_like = _gemm_like(expr)
+        record = {"case": i, "expr": expr, "sizes": ext, "gflops": rates,
+                  "roofline_gflops": roof / 1e9, "tp_vs_best_peer": tp_rate / best_peer,
+                  "gemm_like": gemm_like}
+        records.append(record)
+        rows.append([i, expr + (" *" if gemm_like else ""),
+                     *[rates.get(s) for s in ("tp", "tp(out=)", "numpy", "opt_einsum",
+                                              "torch", "etops")],
+                     tp_rate / best_peer, 100 * tp_rate * 1e9 / roof,
+                     100 * best_peer * 1e9 / roof])
+    progress(len(chosen), len(chosen), "done")
+
+    def geo(xs: list[float]) -> float:
+        xs = [x for x in xs if x and x == x]
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+    header = ["#", "expression (* GEMM-like)", "tp", "tp(out=)", "numpy", "opt_einsum", "torch",
+              "etops", "tp/best peer", "tp %roof", "best peer %roof"]
+    summary = {
+        "geomean tp/best peer": geo([r["tp_vs_best_peer"] for r in records]),
+        "geomean tp %roofline": geo([r[9] for r in rows]),
+        "geomean best peer %roofline": geo([r[10] for r in rows]),
+        "GEMM-like cases: geomean tp/GEMM rate": geo(
+            [r["gflops"].get("tp", 0) * 1e9 / peak for r in records if r["gemm_like"]]),
+    }
+    for sysname in ("numpy", "opt_einsum", "torch", "etops"):
+        summary[f"geomean {sysname} %roofline"] = geo(
+            [100 * r["gflops"][sysname] / r["roofline_gflops"] for r in records
+             if sysname in r["gflops"]])
+    table = md_table(header, rows)
+    summ = "\n".join(f"- {k}: {v:.2f}" for k, v in summary.items())
+    md = (f"# TCCG benchmark (float32, GFLOP/s, best of {repeats})\n\n{machine_md(info)}\n\n"
+          f"float32 GEMM rate (numpy.matmul 4096^3): {peak / 1e9:.1f} GFLOP/s; "
+          f"copy bandwidth: {bw / 1e9:.1f} GB/s\n\n{table}\n\n{summ}\n")
+    print(md)
+    path = write_results("tccg", {"machine": info, "gemm_gflops": peak / 1e9,
+                                  "bandwidth_gbs": bw / 1e9, "cases": records,
+                                  "summary": summary}, md)
+    print(f"results: {path}")
+
+
+def _gemm_like(expr: str) -> bool:
+    """One GEMM covers the contraction once axes that are adjacent in every operand fuse:
+    no C index and each role's indices appear contiguously, in one order, everywhere."""
+    ins, out = expr.split("->")
+    a, b = ins.split(",")
+    roles = {"m": [c for c in out if c in a], "n": [c for c in out if c in b],
+             "k": [c for c in a if c in b and c not in out]}
+    if any(c in a and c in b for c in out):
+        return False
+
+    def contiguous(term: str, idx: list[str]) -> bool:
+        pos = [term.index(c) for c in idx]
+        return not pos or pos == list(range(min(pos), min(pos) + len(pos)))
+
+    def same_order(idx: list[str], *terms: str) -> bool:
+        orders = [[c for c in t if c in idx] for t in terms]
+        return all(o == orders[0] for o in orders)
+
+    return (contiguous(a, roles["m"]) and contiguous(out, roles["m"])
+            and contiguous(b, roles["n"]) and contiguous(out, roles["n"])
+            and contiguous(a, roles["k"]) and contiguous(b, roles["k"])
+            and same_order(roles["m"], a, out) and same_order(roles["n"], b, out)
+            and same_order(roles["k"], a, b))
+
+
+if __name__ == "__main__":
+    main()
