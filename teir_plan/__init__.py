@@ -21,11 +21,14 @@ from teir_plan.errors import (
     TEIRPlanError,
 )
 from teir_plan.executor import execute, get_num_threads, set_num_threads
+from teir_plan.explain import Report, explain
 from teir_plan.plan.plan import Plan
 from teir_plan.planner.machine import MachineParams, calibrate, machine_params
 from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, Schedule
 
 __all__ = [
+    "explain",
+    "Report",
     "einsum",
     "plan",
     "plan_cache",

@@ -1,0 +1,220 @@
+"""The ``teir-plan`` command line: explain, run, calibrate, validate, execute.
+
+Bad arguments print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+import teir_plan as tp
+from teir_plan.errors import TEIRPlanError
+
+
+class _Usage(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _Usage(message)
+
+
+def _sizes(expr: str, text: str) -> list[tuple[int, ...]]:
+    ext: dict[str, int] = {}
+    for part in filter(None, (text or "").split(",")):
+        if "=" not in part:
+            raise _Usage(f"--sizes: expected index=extent, got {part!r}")
+        k, v = part.split("=", 1)
+        k = k.strip()
+        if len(k) != 1 or not k.isalpha():
+            raise _Usage(f"--sizes: {k!r} is not a single-letter index")
+        try:
+            ext[k] = int(v)
+        except ValueError:
+            raise _Usage(f"--sizes: extent of {k!r} is not an integer: {v!r}") from None
+    if "->" not in expr and "," not in expr and not expr:
+        raise _Usage("expression is empty")
+    terms = expr.replace(" ", "").split("->")[0].split(",")
+    used = {c for t in terms for c in t}
+    missing = sorted(used - set(ext))
+    extra = sorted(set(ext) - used)
+    if "." in expr:
+        raise _Usage("'...' needs arrays; give explicit indices on the command line")
+    if missing:
+        raise _Usage(f"--sizes: no extent for index {', '.join(missing)}")
+    if extra:
+        raise _Usage(f"--sizes: index {', '.join(extra)} is not in the expression")
+    return [tuple(ext[c] for c in t) for t in terms]
+
+
+def _dtype(name: str) -> np.dtype:
+    if name not in ("float32", "float64"):
+        raise _Usage(f"--dtype: expected float32 or float64, got {name!r}")
+    return np.dtype(name)
+
+
+def _operands(expr: str, args: argparse.Namespace) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s).astype(_dtype(args.dtype)) for s in _sizes(expr, args.sizes)]
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    shapes = _sizes(args.expr, args.sizes)
+    report = tp.explain(args.expr, *shapes, dtype=_dtype(args.dtype), measure=args.measure)
+    if args.format == "text":
+        report.print()
+    elif args.format == "markdown":
+        print(report.markdown())
+    elif args.format == "html":
+        print(report.html())
+    else:
+        print(json.dumps(report.to_dict(), indent=2))
+    if args.figure:
+        report.figure().savefig(args.figure, dpi=110, bbox_inches="tight")
+        print(f"tile figure written to {args.figure}", file=sys.stderr)
+    return 0
+
+
+def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    ops = _operands(args.expr, args)
+    flops = 2 * float(np.prod([n for s in _sizes(args.expr, args.sizes) for n in s] or [1]))
+    shapes = _sizes(args.expr, args.sizes)
+    ext: dict[str, int] = {}
+    for t, s in zip(args.expr.replace(" ", "").split("->")[0].split(","), shapes):
+        ext.update(zip(t, s))
+    flops = 2 * float(np.prod(list(ext.values()) or [1]))
+    res = tp.einsum(args.expr, *ops)
+    ref = np.einsum(args.expr, *[o.astype(np.float64) for o in ops])
+    err = float(np.abs(res - ref).max()) if res.size else 0.0
+    scale = max(1.0, float(np.abs(ref).max())) if ref.size else 1.0
+    ok = err <= (1e-3 if args.dtype == "float32" else 1e-9) * scale
+    t_tp = _best(lambda: tp.einsum(args.expr, *ops))
+    t_np = _best(lambda: np.einsum(args.expr, *ops, optimize=True))
+    print(f"teir_plan     {t_tp:.3e} s  {flops / t_tp / 1e9:8.2f} GFLOP/s")
+    print(f"numpy.einsum  {t_np:.3e} s  {flops / t_np / 1e9:8.2f} GFLOP/s")
+    print(f"speed-up {t_np / t_tp:.2f}x; max abs error vs float64 numpy {err:.2e} "
+          f"({'ok' if ok else 'WRONG'})")
+    return 0 if ok else 1
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    params = tp.calibrate()
+    for k, v in params.__dict__.items():
+        print(f"{k:24s} {v}")
+    return 0
+
+
+def _load(path: str) -> tp.TEIR:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise _Usage(f"cannot read {path}: {exc.strerror}") from None
+    return tp.TEIR.from_json(text)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    prog = _load(args.program)
+    prog.validate()
+    print(prog)
+    print("valid")
+    return 0
+
+
+def reference_execute(prog: tp.TEIR, arrays: list[np.ndarray]) -> None:
+    """An independent numpy reference: every tensor viewed over all D axes with the
+    program's strides, contracted by numpy.einsum (no tiles, no loop order)."""
+    s = prog.schedule
+    letters = [chr(ord("a") + i) if i < 26 else chr(ord("A") + i - 26) for i in range(s.num_dims)]
+    views = []
+    for j, arr in enumerate(arrays):
+        flat = arr.reshape(-1)
+        views.append(np.lib.stride_tricks.as_strided(
+            flat, shape=s.dim_sizes, strides=[st * arr.itemsize for st in s.strides[j]]))
+    if prog.is_unary:
+        val = views[0].astype(np.float64)
+        if prog.primitives.prim_main is tp.Prim.RELU:
+            val = np.maximum(val, 0)
+        views[1][...] = val
+        return
+    keep = [i for i in range(s.num_dims) if s.dim_types[i] is not tp.DimType.K]
+    sub = "".join(letters) + "," + "".join(letters) + "->" + "".join(letters[i] for i in keep)
+    acc = np.einsum(sub, views[0].astype(np.float64), views[1].astype(np.float64))
+    out = views[2][tuple(slice(None) if i in keep else 0 for i in range(s.num_dims))]
+    if prog.primitives.prim_first is not tp.Prim.ZERO:
+        acc = acc + out
+    if prog.primitives.prim_last is tp.Prim.RELU:
+        acc = np.maximum(acc, 0)
+    out[...] = acc
+
+
+def _cmd_execute(args: argparse.Namespace) -> int:
+    prog = _load(args.program)
+    prog.validate()
+    s = prog.schedule
+    rng = np.random.default_rng(0)
+    dt = prog.primitives.data_type.numpy
+    arrays = []
+    for j in range(prog.num_tensors):
+        lo = sum(min(0, (n - 1) * st) for n, st in zip(s.dim_sizes, s.strides[j]))
+        hi = sum(max(0, (n - 1) * st) for n, st in zip(s.dim_sizes, s.strides[j]))
+        if lo < 0:
+            raise _Usage(f"strides[{j}]: negative offsets need arrays; use tp.execute from Python")
+        arrays.append(rng.standard_normal(hi + 1).astype(dt))
+    ref = [a.copy() for a in arrays]
+    t = _best(lambda: tp.execute(prog, *[a.copy() for a in arrays]), 3)
+    tp.execute(prog, *arrays)
+    reference_execute(prog, ref)
+    err = float(np.abs(arrays[-1].astype(np.float64) - ref[-1]).max())
+    tol = (1e-3 if dt == np.float32 else 1e-9) * max(1.0, float(np.abs(ref[-1]).max()))
+    print(prog)
+    print(f"executed in {t:.3e} s; max abs error vs numpy reference {err:.2e} "
+          f"({'ok' if err <= tol else 'WRONG'})")
+    return 0 if err <= tol else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _Parser(prog="teir-plan", description="Plan, explain and run einsum as TEIR programs.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name, fn in (("explain", _cmd_explain), ("run", _cmd_run)):
+        q = sub.add_parser(name)
+        q.add_argument("expr")
+        q.add_argument("--sizes", required=True, help="index=extent,... e.g. i=64,j=32,k=48")
+        q.add_argument("--dtype", default="float32")
+        if name == "explain":
+            q.add_argument("--format", default="text",
+                           choices=["text", "markdown", "html", "json"])
+            q.add_argument("--figure", default=None, help="write the tile figure (PNG)")
+            q.add_argument("--measure", action="store_true")
+        q.set_defaults(fn=fn)
+    sub.add_parser("calibrate").set_defaults(fn=_cmd_calibrate)
+    for name, fn in (("validate", _cmd_validate), ("execute", _cmd_execute)):
+        q = sub.add_parser(name)
+        q.add_argument("program", help="TEIR program as JSON (teir_plan's or etops')")
+        q.set_defaults(fn=fn)
+    try:
+        args = p.parse_args(argv)
+        return int(args.fn(args))
+    except (_Usage, TEIRPlanError) as exc:
+        print(f"teir-plan: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
