@@ -66,7 +66,7 @@ class Report:
     # ---- formats ------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """JSON-serializable: the chosen TEIR as to_json gives it, alternatives, costs."""
-        return {
+        data = {
             "expression": self.expression,
             "shape": list(self.shape),
             "dtype": self.dtype,
@@ -77,6 +77,7 @@ class Report:
             "alternatives": [asdict(a) for a in self.alternatives],
             "contraction_tree": self.tree,
         }
+        return json.loads(json.dumps(data))  # JSON-native values (lists, not tuples)
 
     def _sections(self) -> list[tuple[str, str, list[list[str]] | None]]:
         """(title, preformatted text, table rows) in display order."""
