@@ -25,10 +25,12 @@ test: $(STAMP) lint
 	$(PY) -m pytest -q -n 2 tests
 
 fuzz: $(STAMP)
-	TEIR_PLAN_FUZZ=1 $(PY) -m pytest -q -n 2 tests -m "slow or not slow" -p no:cacheprovider
+	TEIR_PLAN_FUZZ=1 $(PY) -m pytest -q -n 2 tests -p no:cacheprovider --hypothesis-show-statistics
 
 bench: $(STAMP)
-	$(PY) benchmarks/prims.py
+	$(PY) -m pip install -q torch==2.13.0 || echo "torch not installable here: benchmarking without it"
+	$(PY) -m benchmarks.prims
+	$(PY) -m benchmarks.tccg --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
