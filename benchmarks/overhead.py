@@ -1,0 +1,108 @@
+"""Overheads: planning time, cached-plan call overhead on a tiny contraction (against
+numpy.einsum on the same), and first-call latency in a fresh process (cold and warm
+numba disk cache).
+
+Run: .venv/bin/python -m benchmarks.overhead
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import teir_plan as tp
+from benchmarks.common import machine, machine_md, md_table, timeit, write_results
+
+PLANNED = [
+    ("ij,jk->ik", [(64, 64), (64, 64)]),
+    ("trus,pqtu->pqrs", [(8, 24, 48, 48), (8, 48, 8, 48)]),
+    ("efbad,cf->abcde", [(48, 36, 36, 48, 36), (24, 36)]),
+    ("aebf,dfce->abcd", [(96, 84, 84, 84), (96, 84, 84, 84)]),
+    ("dega,gfbc->abcdef", [(24, 20, 24, 24), (24, 20, 20, 20)]),
+]
+
+
+def planning_times() -> list[list]:
+    rows = []
+    for sub, shapes in PLANNED:
+        def fresh(sub: str = sub, shapes: list = shapes) -> None:
+            tp.plan_cache.clear()
+            tp.plan(sub, *shapes, dtype=np.float32)
+
+        best, med = timeit(fresh, 5)
+        cached, _ = timeit(lambda sub=sub, shapes=shapes: tp.plan(sub, *shapes,
+                                                                   dtype=np.float32), 20)
+        axes = len(set("".join(sub.split("->")[0].split(","))))
+        rows.append([f"plan {sub} ({axes} indices)", best * 1e3, med * 1e3, cached * 1e6])
+    return rows
+
+
+def call_overhead() -> list[list]:
+    a, b = np.ones((4, 4), np.float32), np.ones((4, 4), np.float32)
+    out = np.empty((4, 4), np.float32)
+    p = tp.plan("ij,jk->ik", a, b)
+    rows = []
+    for name, fn in [
+        ("tp.einsum('ij,jk->ik', 4x4)", lambda: tp.einsum("ij,jk->ik", a, b)),
+        ("tp.einsum(..., out=)", lambda: tp.einsum("ij,jk->ik", a, b, out=out)),
+        ("plan(a, b) (cached plan object)", lambda: p(a, b)),
+        ("numpy.einsum('ij,jk->ik', 4x4)", lambda: np.einsum("ij,jk->ik", a, b)),
+        ("numpy.einsum(..., optimize=True)",
+         lambda: np.einsum("ij,jk->ik", a, b, optimize=True)),
+    ]:
+        reps = 2000
+
+        def many(fn=fn, reps=reps) -> None:
+            for _ in range(reps):
+                fn()
+
+        best, _ = timeit(many, 5)
+        rows.append([name, best / reps * 1e6])
+    return rows
+
+
+def first_call() -> list[list]:
+    code = ("import time; t=time.perf_counter(); import numpy as np, teir_plan as tp; "
+            "a=np.ones((8,8),np.float32); tp.einsum('ij,jk->ik',a,a); "
+            "print(time.perf_counter()-t)")
+    rows = []
+    pkg = Path(tp.__file__).parent
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for label in ("cold numba cache", "warm numba cache"):
+            t = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                 text=True, check=True, cwd=pkg.parent)
+            wall = time.perf_counter() - t
+            rows.append([f"first tp.einsum in a fresh process ({label})",
+                         float(out.stdout.strip()), wall])
+        shutil.rmtree(cache, ignore_errors=True)
+    return rows
+
+
+def main() -> None:
+    info = machine()
+    plan_rows = planning_times()
+    call_rows = call_overhead()
+    first_rows = first_call()
+    md = (f"# Overheads\n\n{machine_md(info)}\n\n## Planning (float32)\n\n"
+          + md_table(["problem", "fresh plan best (ms)", "median (ms)", "cached lookup (us)"],
+                     plan_rows)
+          + "\n\n## Per-call overhead, tiny contraction (us per call, best of 5 x 2000)\n\n"
+          + md_table(["call", "us per call"], call_rows)
+          + "\n\n## First call in a fresh process (seconds)\n\n"
+          + md_table(["case", "import + first call (s)", "process wall time (s)"], first_rows)
+          + "\n")
+    print(md)
+    print(f"results: {write_results('overhead', {'machine': info, 'planning': plan_rows, 'calls': call_rows, 'first_call': first_rows}, md)}")  # noqa: E501
+
+
+if __name__ == "__main__":
+    main()
