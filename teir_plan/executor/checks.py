@@ -94,43 +94,107 @@ def _check_reach(
     # Offsets of the array's elements relative to its first element.
     a_lo = sum(min(0, (n - 1) * st) for n, st in dims)
     a_hi = sum(max(0, (n - 1) * st) for n, st in dims)
-    count = 1
-    for n, _ in dims:
-        count *= n
-    if count == a_hi - a_lo + 1:
-        # The elements tile [a_lo, a_hi] without gaps: a range check is exact.
+    if _dense(dims):
+        # The elements tile [a_lo, a_hi] once each, without gaps: a range check is exact.
         if lo < a_lo or hi > a_hi:
             raise TEIRError(
                 f"strides[{j}]: the program reaches offsets {lo}..{hi} of {name}, whose "
                 f"elements span offsets {a_lo}..{a_hi} from its first element"
             )
         return
-    # A view with gaps: every program stride must decompose into the array's own
-    # dims with each dim's index staying in range, so no offset lands in a gap.
-    lo_idx = [0] * len(dims)
-    hi_idx = [0] * len(dims)
-    for i, (n, st) in enumerate(zip(sizes, strides)):
-        if n <= 1 or st == 0:
-            continue
-        rest = st
-        for d, (_, dst) in enumerate(dims):
-            q = abs(rest) // abs(dst)
-            if q:
-                q = q if (rest > 0) == (dst > 0) else -q
-                rest -= q * dst
-                lo_idx[d] += min(0, q * (n - 1))
-                hi_idx[d] += max(0, q * (n - 1))
-        if rest != 0:
+    # A view with gaps (or with dims that overlap): every program axis must step along
+    # the array's own dims, each with a non-negative index step, so that all the
+    # program's index steps together keep every dim's index inside 0..n-1.  Then
+    # every offset the program forms is the offset of an element.
+    axes_at = [(i, n, st) for i, (n, st) in enumerate(zip(sizes, strides)) if n > 1 and st != 0]
+    options = []
+    for i, n, st in axes_at:
+        found = _decompose(st, n, dims)
+        if not found:
             raise TEIRError(
-                f"strides[{j}][{i}]: stride {st} does not step between elements of {name} "
-                f"(a non-contiguous view with strides {[d[1] for d in dims]} in elements)"
+                f"strides[{j}][{i}]: stride {st} over {n} steps does not stay on elements "
+                f"of {name} (a non-contiguous view with strides {[d[1] for d in dims]} in "
+                f"elements)"
             )
-    for d, (n, _) in enumerate(dims):
-        if lo_idx[d] < 0 or hi_idx[d] > n - 1:
-            raise TEIRError(
-                f"strides[{j}]: the program reaches outside the elements of {name} "
-                f"(a non-contiguous view of shape {arr.shape})"
-            )
+        options.append((n, found))
+    if not _fits(options, [n - 1 for n, _ in dims]):
+        raise TEIRError(
+            f"strides[{j}]: the program reaches outside the elements of {name} "
+            f"(a non-contiguous view of shape {arr.shape})"
+        )
+
+
+_SEARCH_LIMIT = 20_000  # nodes per proof; past it the program is refused (never accepted)
+
+
+def _dense(dims: list[tuple[int, int]]) -> bool:
+    """Do dims of these (extent, stride) pairs hit every offset of their span exactly once?"""
+    expect = 1
+    for n, st in sorted(dims, key=lambda d: abs(d[1])):
+        if abs(st) != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _decompose(st: int, n: int, dims: list[tuple[int, int]]) -> list[tuple[int, ...]]:
+    """Index steps q (q[d] >= 0, (n-1) * q[d] <= extent_d - 1) with sum q[d] * stride_d
+    == st: the ways one program axis of extent n can walk the array's dims."""
+    caps = [(m - 1) // (n - 1) for m, _ in dims]
+    # Offsets the dims after d can still add: prune branches that cannot reach st.
+    lo_rest = [0] * (len(dims) + 1)
+    hi_rest = [0] * (len(dims) + 1)
+    for d in range(len(dims) - 1, -1, -1):
+        step = caps[d] * dims[d][1]
+        lo_rest[d] = lo_rest[d + 1] + min(0, step)
+        hi_rest[d] = hi_rest[d + 1] + max(0, step)
+    found: list[tuple[int, ...]] = []
+    budget = [_SEARCH_LIMIT]
+
+    def walk(d: int, rest: int, q: list[int]) -> None:
+        budget[0] -= 1
+        if budget[0] < 0 or len(found) >= 16:
+            return
+        if d == len(dims):
+            if rest == 0:
+                found.append(tuple(q))
+            return
+        s = dims[d][1]
+        # c with lo_rest[d + 1] <= rest - c * s <= hi_rest[d + 1], and 0 <= c <= caps[d].
+        a, b = rest - hi_rest[d + 1], rest - lo_rest[d + 1]
+        if s < 0:
+            a, b, s = -b, -a, -s
+        for c in range(max(0, -(-a // s)), min(caps[d], b // s) + 1):
+            if budget[0] < 0 or len(found) >= 16:
+                return
+            q.append(c)
+            walk(d + 1, rest - c * dims[d][1], q)
+            q.pop()
+
+    if lo_rest[0] <= st <= hi_rest[0]:
+        walk(0, st, [])
+    return found
+
+
+def _fits(options: list[tuple[int, list[tuple[int, ...]]]], room: list[int]) -> bool:
+    """Can each program axis (extent n, its candidate index steps) pick one so that the
+    index steps, times n - 1, summed over axes stay within every dim's room?"""
+    budget = [_SEARCH_LIMIT]
+
+    def pick(a: int, left: list[int]) -> bool:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        if a == len(options):
+            return True
+        n, found = options[a]
+        for q in found:
+            used = [left[d] - q[d] * (n - 1) for d in range(len(left))]
+            if min(used, default=0) >= 0 and pick(a + 1, used):
+                return True
+        return False
+
+    return pick(0, list(room))
 
 
 def flat_view(arr: np.ndarray) -> tuple[np.ndarray, int]:

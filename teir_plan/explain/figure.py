@@ -70,15 +70,18 @@ def tile_figure(teir: TEIR, names: Sequence[str] | None = None, title: str = "")
             for c in range(cols):
                 ax.add_patch(Rectangle((x0 + c * w, y0 + r * h), w, h, facecolor=color,
                                        edgecolor="black", linewidth=0.8))
-        ax.text(x0 + cols * w / 2, y0 + rows * h + 0.3, name, ha="center", va="bottom",
-                fontsize=12, weight="bold")
-        ax.text(x0 + cols * w / 2, y0 - 0.3,
+        top = name == "in1"  # in1's captions go above it, clear of out's title
+        ax.text(x0 + cols * w / 2, y0 + rows * h + (1.2 if top else 0.3), name, ha="center",
+                va="bottom", fontsize=12, weight="bold")
+        ax.text(x0 + cols * w / 2, y0 + rows * h + 0.3 if top else y0 - 0.3,
                 f"tiles along: {label(col_ax)}  |  tile: {label(col_p)}", ha="center",
-                va="top", fontsize=8)
-        ax.text(x0 - 0.3, y0 + rows * h / 2, f"{label(row_ax)}  |  tile: {label(row_p)}",
-                ha="right" if name == "in0" else "left", va="center", rotation=90, fontsize=8)
-    ax.set_xlim(-2, ox + min(tn, cap) * wn + 2)
-    ax.set_ylim(-2, min(tm, cap) * hm + gap + min(tk, cap) * wk + 2)
+                va="bottom" if top else "top", fontsize=8)
+        left = name == "in0"
+        ax.text(x0 - 0.3 if left else x0 + cols * w + 0.3, y0 + rows * h / 2,
+                f"tiles along: {label(row_ax)}  |  tile: {label(row_p)}",
+                ha="right" if left else "left", va="center", rotation=90, fontsize=8)
+    ax.set_xlim(-2, ox + min(tn, cap) * wn + 3)
+    ax.set_ylim(-2, min(tm, cap) * hm + gap + min(tk, cap) * wk + 3)
     ax.set_aspect("equal")
     ax.axis("off")
     extra = f"  batch loops: {label(c_loop)}" if c_loop else ""

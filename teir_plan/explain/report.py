@@ -232,31 +232,43 @@ def _cost_dict(cost: Cost) -> dict[str, Any]:
 
 
 def changes(chosen: Candidate, alt: Candidate) -> list[str]:
-    """What ``alt`` does differently from ``chosen``, in words."""
+    """What ``alt`` does differently from ``chosen``, in the user's index letters (fused
+    axes are compared letter by letter; a split outer axis is named ``x^``)."""
+    def letters(names: list[str]) -> set[str]:
+        return {ch for n in names for ch in n.rstrip("^")}
+
     def parts(c: Candidate) -> tuple[list[str], set[str], set[str], str, set[int]]:
         s = c.teir.schedule
         loops = [c.names[i] for i in s.loop_axes()]
-        prim = {c.names[i] for i in s.prim_axes()}
-        par = {c.names[i] for i, e in enumerate(s.exec_types) if e is ExecType.PARALLEL}
+        prim = letters([c.names[i] for i in s.prim_axes()])
+        par = letters([c.names[i] for i, e in enumerate(s.exec_types)
+                       if e is ExecType.PARALLEL])
         return loops, prim, par, str(c.teir.primitives.prim_main), {p.tensor for p in c.packs}
+
+    def join(xs: set[str]) -> str:
+        return ", ".join(sorted(xs))
 
     l0, p0, q0, m0, k0 = parts(chosen)
     l1, p1, q1, m1, k1 = parts(alt)
     out = []
-    out += [f"{n} moved into the primitive" for n in sorted(p1 - p0)]
-    out += [f"{n} moved out of the primitive" for n in sorted(p0 - p1)]
-    out += [f"{n} now parallel" for n in sorted(q1 - q0)]
-    out += [f"{n} no longer parallel" for n in sorted(q0 - q1)]
+    if p1 - p0:
+        out.append(f"{join(p1 - p0)} moved into the primitive")
+    if p0 - p1:
+        out.append(f"{join(p0 - p1)} moved out of the primitive")
+    if q1 - q0:
+        out.append(f"{join(q1 - q0)} now parallel")
+    if q0 - q1:
+        out.append(f"{join(q0 - q1)} no longer parallel")
     if m0 != m1:
         out.append(f"{m1.upper()} instead of {m0.upper()}")
     names = ("in0", "in1")
     out += [f"packs {names[t]}" for t in sorted(k1 - k0)]
     out += [f"does not pack {names[t]}" for t in sorted(k0 - k1)]
-    for n in sorted(set(alt.names) - set(chosen.names)):
+    for n in alt.names:
         if n.endswith("^"):
-            inner = [m for m in alt.names if m == n[:-1]]
-            if inner:
-                out.append(f"{n[:-1]} split into an outer loop and a tile")
+            inner = alt.teir.schedule.dim_sizes[list(alt.names).index(n[:-1])]
+            outer = alt.teir.schedule.dim_sizes[list(alt.names).index(n)]
+            out.append(f"{n[:-1]} split {outer} x {inner}")
     if not out and l0 != l1:
         out.append(f"loop order {' '.join(l1)} instead of {' '.join(l0)}")
     return out
@@ -267,8 +279,10 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
 
     step = plan.main_step
     indices: list[dict[str, Any]] = []
-    if step is not None and step.chosen.contraction is not None:
-        for ax in step.chosen.contraction.axes:
+    original = _original_contraction(plan)
+    if original is not None or (step is not None and step.chosen.contraction is not None):
+        shown = original if original is not None else step.chosen.contraction  # type: ignore[union-attr]  # noqa: E501
+        for ax in shown.axes:
             indices.append({"name": ax.name, "role": str(ax.role).upper(),
                             "extent": ax.extent, "strides": list(ax.strides)})
     elif step is not None:  # a copy: roles are all C
@@ -280,7 +294,8 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
     for i, st in enumerate(plan.steps):
         if isinstance(st, TEIRStep):
             infos.append(StepInfo(
-                i, st.role, st.describe(), st.subscripts, st.teir.format(st.chosen.names),
+                i, st.role, st.describe(packs=False), st.subscripts,
+                st.teir.format(st.chosen.names),
                 pseudocode(st.teir, st.chosen.names), tuple(p.describe() for p in st.chosen.packs),
                 json.loads(st.teir.to_json()), _cost_dict(st.chosen.cost)))
         else:
@@ -311,6 +326,20 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
         steps=infos, cost=_cost_dict(step.chosen.cost) if step is not None else None,
         alternatives=alts, tree=tree, measured_seconds=measured, _plan=plan,
     )
+
+
+def _original_contraction(plan: Plan):  # type: ignore[no-untyped-def]
+    """The contraction as the user wrote it (before fusing), for two-operand plans."""
+    from teir_plan.frontend.contraction import describe
+    from teir_plan.plan.build import layout_from
+
+    step = plan.main_step
+    if step is None or len(plan.operands) != 2 or step.inputs != (0, 1):
+        return None
+    ext = plan.expression.extent_map
+    terms = plan.expression.inputs
+    lays = [layout_from(t, s, ext) for t, s in zip(terms, plan.operands)]
+    return describe(lays[0], lays[1], layout_from(plan.expression.output, plan.out_spec, ext))
 
 
 def explain(subscripts: str, *operands: object, measure: bool = False, top: int = 5,

@@ -154,12 +154,12 @@ class TEIRStep(Step):
             arrays[pack.tensor] = packed
         run_lowered(lower(self.chosen.teir), arrays)
 
-    def describe(self) -> str:
+    def describe(self, packs: bool = True) -> str:
         c = self.chosen.cost
-        packs = "".join(f"; {p.describe()}" for p in self.chosen.packs)
+        packs_text = "".join(f"; {p.describe()}" for p in self.chosen.packs) if packs else ""
         return (
             f"{self.role} {self.subscripts} with TEIR {self.teir.primitives.prim_main} "
-            f"(predicted {c.seconds * 1e6:.1f} us){packs}"
+            f"(predicted {c.seconds * 1e6:.1f} us){packs_text}"
         )
 
     def with_choice(self, cand: Candidate) -> TEIRStep:
