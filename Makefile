@@ -21,7 +21,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint
+test: $(STAMP) lint typecheck
 	$(PY) -m pytest -q -n 2 tests
 
 fuzz: $(STAMP)

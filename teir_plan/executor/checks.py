@@ -57,7 +57,7 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
     if not np.may_share_memory(a, b):
         return False
     try:
-        return bool(np.shares_memory(a, b, max_work=1_000_000))
+        return bool(np.shares_memory(a, b, max_work=1_000_000))  # type: ignore[arg-type]
     except np.exceptions.TooHardError:
         return True  # cannot rule it out cheaply: refuse rather than risk a wrong answer
 

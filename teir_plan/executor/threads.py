@@ -16,7 +16,7 @@ import numba
 from teir_plan.errors import PlanError
 
 _lock = threading.Lock()
-_num_threads = numba.config.NUMBA_NUM_THREADS
+_num_threads: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
 _blas_threads: int | None = None
 _controller = None
 
@@ -24,7 +24,7 @@ _controller = None
 def set_num_threads(n: int) -> None:
     """Use ``n`` threads (1 <= n <= the number numba was started with)."""
     global _num_threads
-    limit = numba.config.NUMBA_NUM_THREADS
+    limit: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limit:
         raise PlanError(f"set_num_threads: n must be an integer in 1..{limit}, got {n!r}")
     _num_threads = n

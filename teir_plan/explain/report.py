@@ -282,6 +282,7 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
     original = _original_contraction(plan)
     if original is not None or (step is not None and step.chosen.contraction is not None):
         shown = original if original is not None else step.chosen.contraction  # type: ignore[union-attr]  # noqa: E501
+        assert shown is not None
         for ax in shown.axes:
             indices.append({"name": ax.name, "role": str(ax.role).upper(),
                             "extent": ax.extent, "strides": list(ax.strides)})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ class CopyPlan:
 
 
 def fuse_copy_axes(axes: Sequence[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
-    work = [list(a) for a in axes if a[1] > 1]
+    work: list[list[Any]] = [list(a) for a in axes if a[1] > 1]
     changed = True
     while changed:
         changed = False

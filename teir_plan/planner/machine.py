@@ -173,7 +173,11 @@ def calibrate(save: bool = True) -> MachineParams:
         )
         x, y = np.ones(1, np.float32), np.zeros(1, np.float32)
         tp.execute(one, x, y)
-        t_call = _best(lambda: [tp.execute(one, x, y) for _ in range(200)], 3) / 200
+        def calls200() -> None:
+            for _ in range(200):
+                tp.execute(one, x, y)
+
+        t_call = _best(calls200, 3) / 200
         flops_small = 2 * 32**3
         eff_small = min(0.95, flops_small / max(t_small - t_call, 1e-9) / peaks["float32"])
         # eff = (32 / (32 + h))^3 for a common half extent h.
