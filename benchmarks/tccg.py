@@ -178,8 +178,13 @@ def main() -> None:
                                               "torch", "etops")],
                      tp_rate / best_peer, 100 * tp_rate * 1e9 / roof,
                      100 * best_peer * 1e9 / roof])
+        _write(info, peak, bw, repeats, rows, records)  # partial results survive an interrupt
     progress(len(chosen), len(chosen), "done")
+    print(_write(info, peak, bw, repeats, rows, records, final=True))
 
+
+def _write(info: dict, peak: float, bw: float, repeats: int, rows: list, records: list,
+           final: bool = False) -> str:
     def geo(xs: list[float]) -> float:
         xs = [x for x in xs if x and x == x]
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -199,14 +204,15 @@ def main() -> None:
              if sysname in r["gflops"]])
     table = md_table(header, rows)
     summ = "\n".join(f"- {k}: {v:.2f}" for k, v in summary.items())
-    md = (f"# TCCG benchmark (float32, GFLOP/s, best of {repeats})\n\n{machine_md(info)}\n\n"
+    partial = "" if final else f" (partial: {len(records)} cases so far)"
+    md = (f"# TCCG benchmark{partial} (float32, GFLOP/s, best of {repeats})\n\n"
+          f"{machine_md(info)}\n\n"
           f"float32 GEMM rate (numpy.matmul 4096^3): {peak / 1e9:.1f} GFLOP/s; "
           f"copy bandwidth: {bw / 1e9:.1f} GB/s\n\n{table}\n\n{summ}\n")
-    print(md)
     path = write_results("tccg", {"machine": info, "gemm_gflops": peak / 1e9,
                                   "bandwidth_gbs": bw / 1e9, "cases": records,
-                                  "summary": summary}, md)
-    print(f"results: {path}")
+                                  "summary": summary, "complete": final}, md)
+    return f"{md}\nresults: {path}"
 
 
 def _gemm_like(expr: str) -> bool:
