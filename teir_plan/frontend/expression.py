@@ -98,8 +98,16 @@ def parse(subscripts: str, shapes: Sequence[Sequence[int]]) -> Expression:
             seen.add(ch)
             if not any(ch in t for t in terms):
                 raise EinsumError(f"output: index {ch!r} does not appear in any input")
-        if "..." in rhs and not any("..." in t for t in terms):
-            raise EinsumError("output: '...' in the output but in no input")
+        # ('...' in the output but in no input stands for no dimensions, as in numpy.)
+        if "..." not in rhs:
+            for i, (term, shape) in enumerate(zip(terms, shapes)):
+                covered = len(shape) - len(term.replace("...", ""))
+                if "..." in term and covered > 0:
+                    raise EinsumError(
+                        f"output: operand {i}'s '...' covers {covered} dimension(s), but the "
+                        f"output {rhs!r} has no '...' to keep them (as numpy, einsum does not "
+                        f"sum over '...')"
+                    )
     try:
         text = subscripts.replace(" ", "")
         in_str, out_str, _ = oe_parser.parse_einsum_input(

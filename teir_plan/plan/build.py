@@ -39,6 +39,8 @@ TOP_CANDIDATES = 8
 
 
 def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    if 0 in shape:  # an empty array: as OperandSpec.of, its layout is all zeros
+        return (0,) * len(shape)
     out = []
     acc = 1
     for n in reversed(shape):
@@ -233,11 +235,12 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
               dtype: np.dtype, optimize: bool, relu: bool, threads: int,
               params: MachineParams) -> None:
     extents: dict[str, int] = {}
-    for t, i in zip(terms, ids):
+    # The destination's shape counts too: an index broadcast from size 1 in these inputs
+    # may have a larger extent in an intermediate (another operand sets it), and every
+    # element of the destination must be written.
+    for t, i in zip([*terms, out_term], [*ids, dst]):
         for ch, n in zip(t, b.specs[i].shape):
             extents[ch] = max(extents.get(ch, 1), n)
-    for ch in out_term:
-        extents.setdefault(ch, 1)
     lays = [layout_from(t, b.specs[i], extents) for t, i in zip(terms, ids)]
     out_lay = layout_from(out_term, b.specs[dst], extents)
     sub = ",".join(terms) + "->" + out_term

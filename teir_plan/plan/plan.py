@@ -25,6 +25,8 @@ class OperandSpec:
     @classmethod
     def of(cls, arr: np.ndarray) -> OperandSpec:
         isz = arr.itemsize
+        if arr.size == 0:  # nothing is read or written: every layout is the same one
+            return cls(tuple(arr.shape), (0,) * arr.ndim, arr.dtype)
         return cls(
             tuple(arr.shape),
             tuple(st // isz if n > 1 else 0 for st, n in zip(arr.strides, arr.shape)),

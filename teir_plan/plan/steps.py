@@ -124,7 +124,11 @@ class NumpyStep(Step):
     reason: str
 
     def run(self, buffers: list[np.ndarray]) -> None:
-        res = np.einsum(self.subscripts, *[buffers[i] for i in self.inputs], optimize=True)
+        # Operands in the result dtype first: numpy's optimize=True path may otherwise sum
+        # a bool operand alone (as logical or) before mixing it with integers.
+        dt = buffers[self.dst].dtype
+        ops = [np.asarray(buffers[i], dtype=dt) for i in self.inputs]
+        res = np.einsum(self.subscripts, *ops, optimize=True)
         np.copyto(buffers[self.dst], res, casting="unsafe")
 
     def describe(self) -> str:

@@ -1,0 +1,57 @@
+"""Shared pytest configuration.
+
+* ``slow`` tests are skipped unless ``TEIR_PLAN_FUZZ=1`` or a ``-m`` expression is
+  given (``make fuzz`` passes ``-m "slow or not slow"``).
+* Under ``TEIR_PLAN_FUZZ=1`` the session ends with the number of examples each
+  counted property ran (``tests.strategies.counted``), summed over xdist workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+
+FUZZ = os.environ.get("TEIR_PLAN_FUZZ") == "1"
+_EXAMPLES: Counter[str] = Counter()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FUZZ or config.getoption("markexpr", ""):
+        return
+    skip = pytest.mark.skip(reason="slow: runs under make fuzz (TEIR_PLAN_FUZZ=1)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call":
+        return
+    from tests.strategies import EXAMPLE_COUNTS
+
+    fn = getattr(item, "function", None)
+    key = f"{getattr(fn, '__module__', '')}::{getattr(item, 'originalname', item.name)}"
+    n = EXAMPLE_COUNTS.pop(key, 0)
+    if n:
+        report.user_properties.append(("examples", n))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name == "examples":
+            _EXAMPLES[report.nodeid.split("[")[0]] += int(value)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if not FUZZ or not _EXAMPLES:
+        return
+    tr = terminalreporter
+    tr.section("examples run per property (TEIR_PLAN_FUZZ=1)")
+    for name, n in sorted(_EXAMPLES.items()):
+        tr.write_line(f"{n:>9,}  {name}")
+    tr.write_line(f"{sum(_EXAMPLES.values()):>9,}  total")

@@ -1,0 +1,107 @@
+"""Concurrency (GitHub issue 5): 8 threads, each making 200 tp.einsum calls on
+different expressions and shapes; every result is right and the plan cache stays
+consistent (at most maxsize entries; every call counted once as a hit or a miss)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import teir_plan as tp
+
+THREADS = 8
+CALLS = 200
+
+EXPRESSIONS = [
+    ("ij,jk->ik", "ab,bc"),
+    ("ij->ji", "ab"),
+    ("ij->i", "ab"),
+    ("i,i->", "a,a"),
+    ("bij,bjk->bik", "cab,cbd"),
+    ("ij,jk,kl->il", "ab,bc,cd"),
+    ("ii->i", "aa"),
+    ("...ij,jk->...ik", "cab,bd"),
+    ("ij,ij->ij", "ab,ab"),
+    ("i,j->ij", "a,b"),
+]
+
+
+def _problems(count: int, seed: int) -> list[tuple[str, list[np.ndarray], np.ndarray]]:
+    """``count`` small problems; extents from a per-thread seed, so threads share some
+    plans (cache hits, including concurrent ones) and make others of their own."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in range(count):
+        sub, dims = EXPRESSIONS[n % len(EXPRESSIONS)]
+        ext = {c: int(rng.integers(1, 7)) for c in "abcd"}
+        dtype = np.float32 if rng.integers(2) else np.float64
+        ops = [rng.standard_normal([ext[c] for c in term]).astype(dtype)
+               for term in dims.split(",")]
+        if rng.integers(3) == 0:
+            ops[0] = np.asfortranarray(ops[0])
+        ref = np.einsum(sub, *[o.astype(np.float64) for o in ops])
+        out.append((sub, ops, ref))
+    return out
+
+
+def test_threads_get_right_answers_and_a_consistent_cache():
+    work = [_problems(CALLS, seed=t % 4) for t in range(THREADS)]  # pairs share problems
+    tp.plan_cache.clear()
+    before = tp.plan_cache.hits + tp.plan_cache.misses
+    errors: list[str] = []
+    sizes: list[int] = []
+    barrier = threading.Barrier(THREADS)
+
+    def run(t: int) -> None:
+        barrier.wait()
+        for i, (sub, ops, ref) in enumerate(work[t]):
+            try:
+                got = tp.einsum(sub, *ops)
+                tol = 1e-4 if got.dtype == np.float32 else 1e-10
+                if got.shape != ref.shape or not np.allclose(got, ref, rtol=tol, atol=tol):
+                    errors.append(f"thread {t} call {i} {sub}: wrong result")
+            except Exception as exc:  # reported below
+                errors.append(f"thread {t} call {i} {sub}: {type(exc).__name__}: {exc}")
+            if i % 20 == 0:
+                sizes.append(len(tp.plan_cache))
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not any(th.is_alive() for th in threads), "a thread hung"
+    assert not errors, errors[:10]
+    cache = tp.plan_cache
+    assert tp.plan_cache.hits + tp.plan_cache.misses - before == THREADS * CALLS
+    assert cache.hits > 0, "threads sharing problems hit the cache"
+    assert 0 < len(cache) <= cache.maxsize
+    assert max(sizes) <= cache.maxsize
+    distinct = {
+        (sub, tuple((o.shape, o.dtype.str, o.strides) for o in ops))
+        for w in work for sub, ops, _ in w
+    }
+    assert len(cache) <= len(distinct)
+
+
+def test_threads_sharing_one_plan():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((20, 30))
+    b = rng.standard_normal((30, 10))
+    p = tp.plan("ij,jk->ik", a, b)
+    errors: list[str] = []
+
+    def run(t: int) -> None:
+        r = np.random.default_rng(t)
+        for _ in range(CALLS):
+            x = r.standard_normal((20, 30))
+            if not np.allclose(p(x, b), x @ b, atol=1e-10):
+                errors.append(f"thread {t}")
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=300)
+    assert not errors

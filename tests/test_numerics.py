@@ -1,0 +1,192 @@
+"""Numerics (GitHub issue 5): NaN and Inf propagate as in numpy; epilogue="relu" is
+numpy.maximum(x, 0), also on -0.0 and NaN; float32 contractions accumulate at least
+as accurately as numpy.einsum(optimize=True) (with 2x slack)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import teir_plan as tp
+from tests.strategies import (
+    EinsumProblem,
+    counted,
+    einsum_problems,
+    einsum_reference,
+    einsum_tolerance,
+    fuzz_settings,
+)
+
+SPECIALS = (0.0, -0.0, np.nan, np.inf, -np.inf)
+
+
+def _with_specials(rate: float):  # type: ignore[no-untyped-def]
+    def fill(rng: np.random.Generator, shape: list[int]) -> np.ndarray:
+        x = rng.standard_normal(shape)
+        hit = rng.random(shape) < rate
+        x[hit] = rng.choice(np.array(SPECIALS), size=int(hit.sum()))
+        return x
+
+    return fill
+
+
+def _special_operands(problem: EinsumProblem, rate: float) -> list[np.ndarray]:
+    rng = np.random.default_rng(problem.seed)
+    return [np.asarray(r.build(rng, fill=_with_specials(rate))) for r in problem.recipes]
+
+
+def _refuses(sub: str, ops: list) -> bool:
+    try:
+        einsum_reference(sub, ops)
+    except ValueError:
+        return True
+    return False
+
+
+def assert_same_specials(got: np.ndarray, sub: str, ops: list, dtype: object) -> None:
+    """NaN exactly where numpy (float64) has NaN, the same infinities, and the finite
+    elements within the usual bound."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = einsum_reference(sub, ops)
+        tol = einsum_tolerance(sub, ops, dtype)
+    got = np.asarray(got, dtype=np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{sub}: NaN differ")
+    inf = np.isinf(ref)
+    np.testing.assert_array_equal(got[inf], ref[inf], err_msg=f"{sub}: infinities differ")
+    fin = np.isfinite(ref)
+    err = np.abs(got[fin] - ref[fin])
+    assert (err <= tol[fin]).all(), f"{sub}: finite elements off by {err.max()}"
+
+
+@fuzz_settings(default=60, fuzz=10_000)
+@given(problem=einsum_problems(work_limit=5_000), rate=st.sampled_from([0.02, 0.1, 0.4]),
+       optimize=st.sampled_from([True, False]))
+@counted
+def test_nan_and_inf_propagate_as_in_numpy(problem: EinsumProblem, rate: float,
+                                           optimize: bool) -> None:
+    ops = [o.astype(r.dtype) for o, r in zip(_special_operands(problem, rate), problem.recipes)]
+    assume(not _refuses(problem.subscripts, ops))
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = tp.einsum(problem.subscripts, *ops, optimize=optimize)
+    assert_same_specials(got, problem.subscripts, ops, got.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_times_zero_is_nan_in_every_alternative(dtype):
+    """BLAS implementations that skip zero multipliers would lose these NaNs."""
+    a = np.zeros((6, 7), dtype)
+    b = np.zeros((7, 5), dtype)
+    a[2, 3] = np.nan
+    b[4, 1] = np.inf
+    with np.errstate(invalid="ignore"):
+        ref = np.einsum("ij,jk->ik", a.astype(float), b.astype(float))
+        for alt in tp.plan("ij,jk->ik", a, b).alternatives:
+            np.testing.assert_array_equal(np.isnan(alt(a, b)), np.isnan(ref))
+        for sub, ops in [("ij,jk->ik", (a, b)), ("ij,jk->ki", (a, b)), ("ij->", (a,)),
+                         ("ij,ij->i", (a, a)), ("ij,kj->ik", (a, a))]:
+            got = tp.einsum(sub, *ops)
+            want = np.einsum(sub, *[o.astype(float) for o in ops])
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=sub)
+
+
+# ---- epilogue="relu" is numpy.maximum(x, 0) ---------------------------------------------
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x)
+    return x.view(np.uint32 if x.dtype == np.float32 else np.uint64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sub", ["ij->ji", "ij->ij", "ij->i", "ij,jk->ik", "ij,ij->ij",
+                                 "i,j->ij"])
+def test_relu_on_negative_zero_and_nan_is_numpy_maximum(dtype, sub):
+    x = np.array([[-0.0, 0.0, np.nan, -np.nan, -1.5, 2.0, -np.inf, np.inf]] * 8, dtype)
+    x[3] = -0.0
+    ops = {"ij->ji": (x,), "ij->ij": (x,), "ij->i": (x,), "ij,jk->ik": (x, -np.eye(8, dtype=dtype)),
+           "ij,ij->ij": (x, -np.ones_like(x)), "i,j->ij": (x[0], -x[1])}[sub]
+    with np.errstate(invalid="ignore"):
+        got = tp.einsum(sub, *ops, epilogue="relu")
+        # These inputs give exact results in any summation order, so relu must be
+        # numpy.maximum of the plain result bit for bit (NaN: position only, as
+        # which NaN a sum keeps depends on the order).
+        want = np.maximum(tp.einsum(sub, *ops), 0)
+    assert not np.signbit(got[~np.isnan(got)]).any(), "relu never gives -0.0 or negatives"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    num = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[num]), np.signbit(want[num]))
+    np.testing.assert_array_equal(_bits(got[num]), _bits(want[num]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_copy_is_bitwise_numpy_maximum(dtype):
+    """A permutation moves values without arithmetic: relu(x) must be np.maximum(x, 0)
+    bit for bit, NaN payloads and signs included."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((33, 17)).astype(dtype)
+    x.ravel()[::5] = -0.0
+    x.ravel()[1::7] = np.nan
+    x.ravel()[2::11] = -np.nan
+    x.ravel()[3::13] = -np.inf
+    for sub in ("ij->ji", "ij->ij"):
+        got = tp.einsum(sub, x, epilogue="relu")
+        want = np.maximum(np.einsum(sub, x), 0)
+        np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=sub)
+
+
+@fuzz_settings(default=40, fuzz=10_000)
+@given(problem=einsum_problems(work_limit=5_000), rate=st.sampled_from([0.0, 0.1, 0.3]))
+@counted
+def test_relu_epilogue_matches_numpy_maximum(problem: EinsumProblem, rate: float) -> None:
+    ops = [o.astype(r.dtype) for o, r in zip(_special_operands(problem, rate), problem.recipes)]
+    assume(not _refuses(problem.subscripts, ops))
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = tp.einsum(problem.subscripts, *ops, epilogue="relu")
+        ref = np.maximum(einsum_reference(problem.subscripts, ops), 0)
+        tol = einsum_tolerance(problem.subscripts, ops, got.dtype)
+    assert not np.signbit(got[~np.isnan(got)]).any(), "relu gave -0.0 or a negative"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+    fin = np.isfinite(ref)
+    assert (np.abs(got[fin] - ref[fin]) <= tol[fin]).all()
+
+
+# ---- float32 accuracy: at least numpy.einsum(optimize=True)'s, with 2x slack -----------
+
+ACCURACY_SLACK = 2.0  # tp's summed relative error may be at most 2x numpy's
+
+
+def _ill_conditioned(shape, rng):  # type: ignore[no-untyped-def]
+    """Values spanning eight decades with random signs: sums cancel heavily."""
+    return (rng.standard_normal(shape) * 10.0 ** rng.integers(-4, 5, shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "sub,shapes",
+    [
+        ("i,i->", [(50_000,), (50_000,)]),
+        ("ij,j->i", [(32, 8_000), (8_000,)]),
+        ("ij,jk->ik", [(32, 2_048), (2_048, 32)]),
+        ("ij->i", [(32, 20_000)]),
+        ("ijk->k", [(100, 100, 10)]),
+        ("bij,bjk->bik", [(3, 16, 1_000), (3, 1_000, 16)]),
+        ("ij,ij->", [(200, 200), (200, 200)]),
+        ("ji,jk->ik", [(2_048, 16), (2_048, 16)]),
+    ],
+)
+def test_float32_accumulates_at_least_as_accurately_as_numpy(sub, shapes):
+    rng = np.random.default_rng(42)
+    err_tp = err_np = 0.0
+    for _ in range(4):
+        ops = [_ill_conditioned(s, rng) for s in shapes]
+        ref = np.einsum(sub, *[o.astype(np.float64) for o in ops])
+        scale = np.einsum(sub, *[np.abs(o.astype(np.float64)) for o in ops])
+        got = tp.einsum(sub, *ops)
+        assert got.dtype == np.float32
+        theirs = np.einsum(sub, *ops, optimize=True)
+        err_tp += float(np.sum(np.abs(got - ref) / scale))
+        err_np += float(np.sum(np.abs(theirs - ref) / scale))
+    eps = float(np.finfo(np.float32).eps)
+    assert err_tp <= ACCURACY_SLACK * err_np + eps, (sub, err_tp, err_np)
