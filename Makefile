@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck fuzz bench clean
+.PHONY: demo test lint typecheck fuzz bench docs notebooks clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,17 @@ typecheck: $(STAMP)
 
 test: $(STAMP) lint typecheck
 	$(PY) -m pytest -q -n 2 tests
+	$(MAKE) notebooks docs
+
+# The notebooks run top to bottom (small sizes); their outputs stay stripped in git.
+notebooks: $(STAMP)
+	$(PY) -m pytest -q -n 2 --nbmake notebooks -p no:cacheprovider
+
+# Pages generated from benchmarks/results, then a strict build: a broken link or
+# API reference fails.
+docs: $(STAMP)
+	$(PY) docs/scripts/generate.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 fuzz: $(STAMP)
 	TEIR_PLAN_FUZZ=1 $(PY) -m pytest -q -n 2 tests -p no:cacheprovider --hypothesis-show-statistics
