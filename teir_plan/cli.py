@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -26,26 +27,32 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _sizes(expr: str, text: str) -> list[tuple[int, ...]]:
+    """Operand shapes from ``--sizes i=64,j=32``; the expression is checked first, so a
+    malformed one is reported as such rather than as a size mismatch."""
+    from teir_plan.frontend.expression import parse
+
+    if "." in expr:
+        raise _Usage("'...' needs arrays; give explicit indices on the command line")
     ext: dict[str, int] = {}
-    for part in filter(None, (text or "").split(",")):
+    for part in filter(None, (text or "").replace(" ", "").split(",")):
         if "=" not in part:
             raise _Usage(f"--sizes: expected index=extent, got {part!r}")
         k, v = part.split("=", 1)
-        k = k.strip()
         if len(k) != 1 or not k.isalpha():
             raise _Usage(f"--sizes: {k!r} is not a single-letter index")
+        if k in ext:
+            raise _Usage(f"--sizes: index {k} given twice")
         try:
             ext[k] = int(v)
         except ValueError:
             raise _Usage(f"--sizes: extent of {k!r} is not an integer: {v!r}") from None
-    if "->" not in expr and "," not in expr and not expr:
-        raise _Usage("expression is empty")
+        if ext[k] < 0:
+            raise _Usage(f"--sizes: extent of {k!r} is negative: {ext[k]}")
     terms = expr.replace(" ", "").split("->")[0].split(",")
+    parse(expr, [tuple(ext.get(c, 1) for c in t) for t in terms])  # EinsumError if malformed
     used = {c for t in terms for c in t}
     missing = sorted(used - set(ext))
     extra = sorted(set(ext) - used)
-    if "." in expr:
-        raise _Usage("'...' needs arrays; give explicit indices on the command line")
     if missing:
         raise _Usage(f"--sizes: no extent for index {', '.join(missing)}")
     if extra:
@@ -59,24 +66,32 @@ def _dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
-def _operands(expr: str, args: argparse.Namespace) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    return [rng.standard_normal(s).astype(_dtype(args.dtype)) for s in _sizes(expr, args.sizes)]
-
-
 def _cmd_explain(args: argparse.Namespace) -> int:
     shapes = _sizes(args.expr, args.sizes)
     report = tp.explain(args.expr, *shapes, dtype=_dtype(args.dtype), measure=args.measure)
     if args.format == "text":
-        report.print()
+        text = report.text(rich=None if args.output is None else False)
     elif args.format == "markdown":
-        print(report.markdown())
+        text = report.markdown()
     elif args.format == "html":
-        print(report.html())
+        text = report.html()
     else:
-        print(json.dumps(report.to_dict(), indent=2))
+        text = json.dumps(report.to_dict(), indent=2)
+    if args.output is None:
+        print(text)
+    else:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+        except OSError as exc:
+            raise _Usage(f"cannot write {args.output}: {exc.strerror}") from None
+        print(f"report written to {args.output}", file=sys.stderr)
     if args.figure:
-        report.figure().savefig(args.figure, dpi=110, bbox_inches="tight")
+        fig = report.figure()
+        try:
+            fig.savefig(args.figure, dpi=110, bbox_inches="tight")
+        except (OSError, ValueError) as exc:
+            raise _Usage(f"cannot write the figure {args.figure}: {exc}") from None
         print(f"tile figure written to {args.figure}", file=sys.stderr)
     return 0
 
@@ -92,31 +107,43 @@ def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    ops = _operands(args.expr, args)
-    flops = 2 * float(np.prod([n for s in _sizes(args.expr, args.sizes) for n in s] or [1]))
     shapes = _sizes(args.expr, args.sizes)
+    dt = _dtype(args.dtype)
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal(s).astype(dt) for s in shapes]
     ext: dict[str, int] = {}
     for t, s in zip(args.expr.replace(" ", "").split("->")[0].split(","), shapes):
         ext.update(zip(t, s))
-    flops = 2 * float(np.prod(list(ext.values()) or [1]))
-    res = tp.einsum(args.expr, *ops)
+    flops = 2 * float(np.prod(list(ext.values()) or [1]))  # multiply-adds over all indices
+    plan = tp.plan(args.expr, *ops)
+    res = plan(*ops)
     ref = np.einsum(args.expr, *[o.astype(np.float64) for o in ops])
     err = float(np.abs(res - ref).max()) if res.size else 0.0
     scale = max(1.0, float(np.abs(ref).max())) if ref.size else 1.0
-    ok = err <= (1e-3 if args.dtype == "float32" else 1e-9) * scale
-    t_tp = _best(lambda: tp.einsum(args.expr, *ops))
+    ok = err <= (1e-3 if dt == np.float32 else 1e-9) * scale
+    t_tp = _best(lambda: plan(*ops))
     t_np = _best(lambda: np.einsum(args.expr, *ops, optimize=True))
-    print(f"teir_plan     {t_tp:.3e} s  {flops / t_tp / 1e9:8.2f} GFLOP/s")
-    print(f"numpy.einsum  {t_np:.3e} s  {flops / t_np / 1e9:8.2f} GFLOP/s")
+
+    def rate(t: float) -> float:
+        return flops / t / 1e9 if t > 0 else float("inf")
+
+    print(f"{args.expr}  sizes {args.sizes}  {dt}")
+    print(f"teir_plan     {t_tp:.3e} s  {rate(t_tp):8.2f} GFLOP/s  "
+          f"(predicted {plan.predicted_seconds:.3e} s)")
+    print(f"numpy.einsum  {t_np:.3e} s  {rate(t_np):8.2f} GFLOP/s")
     print(f"speed-up {t_np / t_tp:.2f}x; max abs error vs float64 numpy {err:.2e} "
           f"({'ok' if ok else 'WRONG'})")
     return 0 if ok else 1
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    params = tp.calibrate()
+    from teir_plan.planner.machine import cache_dir
+
+    params = tp.calibrate(save=not args.no_save)
     for k, v in params.__dict__.items():
         print(f"{k:24s} {v}")
+    if not args.no_save:
+        print(f"saved under {cache_dir()}", file=sys.stderr)
     return 0
 
 
@@ -192,20 +219,30 @@ def _cmd_execute(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="teir-plan", description="Plan, explain and run einsum as TEIR programs.")
     sub = p.add_subparsers(dest="cmd", required=True)
+    helps = {"explain": "plan an einsum for these sizes and explain the plan",
+             "run": "run the plan on random data, timed and checked against numpy.einsum",
+             "validate": "check a TEIR program (JSON file) against the spec's rules",
+             "execute": "run a TEIR program on random data, checked against numpy"}
     for name, fn in (("explain", _cmd_explain), ("run", _cmd_run)):
-        q = sub.add_parser(name)
+        q = sub.add_parser(name, help=helps[name])
         q.add_argument("expr")
         q.add_argument("--sizes", required=True, help="index=extent,... e.g. i=64,j=32,k=48")
         q.add_argument("--dtype", default="float32")
         if name == "explain":
             q.add_argument("--format", default="text",
                            choices=["text", "markdown", "html", "json"])
-            q.add_argument("--figure", default=None, help="write the tile figure (PNG)")
-            q.add_argument("--measure", action="store_true")
+            q.add_argument("--figure", default=None,
+                           help="write the tile figure (PNG, SVG or PDF; needs matplotlib)")
+            q.add_argument("--measure", action="store_true",
+                           help="time the plan and its alternatives on random data")
+            q.add_argument("-o", "--output", default=None,
+                           help="write the report to this file instead of stdout")
         q.set_defaults(fn=fn)
-    sub.add_parser("calibrate").set_defaults(fn=_cmd_calibrate)
+    q = sub.add_parser("calibrate", help="measure the cost model's machine parameters")
+    q.add_argument("--no-save", action="store_true", help="use them in this run only")
+    q.set_defaults(fn=_cmd_calibrate)
     for name, fn in (("validate", _cmd_validate), ("execute", _cmd_execute)):
-        q = sub.add_parser(name)
+        q = sub.add_parser(name, help=helps[name])
         q.add_argument("program", help="TEIR program as JSON (teir_plan's or etops')")
         q.set_defaults(fn=fn)
     try:
@@ -214,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     except (_Usage, TEIRPlanError) as exc:
         print(f"teir-plan: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `teir-plan explain ... | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

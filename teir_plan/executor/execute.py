@@ -10,6 +10,9 @@ from teir_plan.executor.lower import Lowered, lower
 from teir_plan.executor.threads import get_num_threads, numba_threads, set_blas_threads
 from teir_plan.teir.records import TEIR
 
+# Tiles with at least this many flops let BLAS use all threads (the cost model's threshold).
+BLAS_THREADED_TILE_FLOPS = 4_000_000
+
 _CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
            np.dtype(np.float64): np.array([1, 0], np.float64)}
 
@@ -59,5 +62,9 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
     else:
         if low.tile[K.T_MODE] == K.MODE_BLAS:
-            set_blas_threads(threads)
+            # BLAS threads pay off only on large tiles; on small ones every call would wait
+            # for thread wake-ups.
+            t = low.tile
+            tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
+            set_blas_threads(threads if tile_flops >= BLAS_THREADED_TILE_FLOPS else 1)
         K.run_serial(x0, x1, y, low.loops, tile, consts)

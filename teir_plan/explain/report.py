@@ -1,8 +1,14 @@
 """``tp.Report``: the chosen plan, its cost account, and the alternatives, in four formats.
 
+A report is data (the fields below, fixed when it is built); the formats render
+from it: ``str(report)`` / ``report.print()`` for a terminal (rich tables when
+rich is installed and the output is a terminal, plain text otherwise),
+``report.markdown()``, ``report.html()`` (one self-contained page),
+``report.to_dict()`` (JSON-serializable) and ``report.figure()`` (matplotlib).
+
 >>> import teir_plan as tp
 >>> r = tp.explain("ij,jk->ik", (64, 48), (48, 32), dtype="float32")
->>> "GEMM(" in str(r)
+>>> "GEMM(" in r.text(rich=False)
 True
 """
 
@@ -12,6 +18,9 @@ import base64
 import html as html_lib
 import io
 import json
+import os
+import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,13 +29,16 @@ import numpy as np
 from teir_plan.errors import PlanError
 from teir_plan.explain.pseudocode import pseudocode
 from teir_plan.plan.plan import Plan
-from teir_plan.plan.steps import Candidate, TEIRStep
+from teir_plan.plan.steps import Candidate, CastStep, CopyStep, NumpyStep, TEIRStep
 from teir_plan.planner.cost import Cost
 from teir_plan.teir.enums import ExecType
 
 
 @dataclass(frozen=True)
 class StepInfo:
+    """One step of the plan.  TEIR steps carry their program three ways: the spec's
+    table, pseudocode, and ``to_json``."""
+
     index: int
     kind: str
     description: str
@@ -36,192 +48,385 @@ class StepInfo:
     packs: tuple[str, ...] = ()
     teir_json: dict | None = None
     cost: dict | None = None
+    names: tuple[str, ...] = ()
+    table_rows: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
 class AltInfo:
+    """A ranked candidate of the main step (rank 0 is the chosen one)."""
+
     rank: int
     predicted_seconds: float
     changes: tuple[str, ...]
     measured_seconds: float | None = None
     teir_json: dict | None = None
+    names: tuple[str, ...] = ()
+    cost: dict | None = None
 
 
-@dataclass
+Rows = list[list[str]]
+Block = tuple[str, Any]
+
+
+@dataclass(frozen=True)
 class Report:
-    """What a plan runs and why.  ``str()``, ``markdown()``, ``html()``, ``to_dict()``,
-    ``figure()``."""
+    """What a plan runs and why.  Formats: ``str()``, :meth:`print`, :meth:`markdown`,
+    :meth:`html`, :meth:`to_dict`, :meth:`figure`."""
 
     expression: str
     shape: tuple[int, ...]
     dtype: str
-    indices: list[dict[str, Any]]
-    steps: list[StepInfo]
+    indices: tuple[dict[str, Any], ...]
+    indices_of: str  # the subscripts the index table describes (the main step's)
+    frontend: tuple[str, ...]
+    steps: tuple[StepInfo, ...]
     cost: dict[str, Any] | None
-    alternatives: list[AltInfo]
-    tree: list[str]
+    predicted_seconds: float
+    total_flops: int
+    alternatives: tuple[AltInfo, ...]
+    tree: tuple[str, ...]  # the contraction tree, one line each (empty for one step)
     measured_seconds: float | None = None
-    _plan: Plan | None = field(default=None, repr=False)
+    _plan: Plan | None = field(default=None, repr=False, compare=False)
 
-    # ---- formats ------------------------------------------------------------
+    # ---- data ---------------------------------------------------------------
+    @property
+    def teir_json(self) -> dict | None:
+        """The chosen TEIR program of the main step, as ``TEIR.to_json`` gives it."""
+        main = [s for s in self.steps if s.teir_json is not None]
+        return main[-1].teir_json if main else None
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable: the chosen TEIR as to_json gives it, alternatives, costs."""
+        """JSON-serializable: the chosen TEIR as ``to_json`` gives it, every step, the
+        cost account, the alternatives (with their programs) and the contraction tree."""
         data = {
             "expression": self.expression,
             "shape": list(self.shape),
             "dtype": self.dtype,
-            "indices": self.indices,
+            "teir": self.teir_json,
+            "indices_of": self.indices_of,
+            "indices": list(self.indices),
+            "frontend": list(self.frontend),
             "steps": [asdict(s) for s in self.steps],
             "cost": self.cost,
+            "predicted_seconds": self.predicted_seconds,
             "measured_seconds": self.measured_seconds,
+            "flops": self.total_flops,
             "alternatives": [asdict(a) for a in self.alternatives],
-            "contraction_tree": self.tree,
+            "contraction_tree": list(self.tree),
         }
         return json.loads(json.dumps(data))  # JSON-native values (lists, not tuples)
 
-    def _sections(self) -> list[tuple[str, str, list[list[str]] | None]]:
-        """(title, preformatted text, table rows) in display order."""
-        out: list[tuple[str, str, list[list[str]] | None]] = []
-        rows = [["index", "role", "extent", "stride in0", "stride in1", "stride out"]]
+    # ---- the content, once, for every format ----------------------------------
+    def _sections(self) -> list[tuple[str, list[Block]]]:
+        """(title, blocks) in display order; a block is ("text", str), ("code", str),
+        ("list", [str]) or ("table", rows with a header row)."""
+        out: list[tuple[str, list[Block]]] = []
+        rows: Rows = [["index", "role", "extent", "stride in0", "stride in1", "stride out"]]
         rows += [[i["name"], i["role"], str(i["extent"]), *map(str, i["strides"])]
                  for i in self.indices]
-        out.append((f"{self.expression}  ->  {self.shape} {self.dtype}", "", rows))
-        if len(self.tree) > 1:
-            out.append(("Contraction tree", "\n".join(self.tree), None))
+        head = f"{self.expression}  ->  {self.shape} {self.dtype}"
+        blocks: list[Block] = []
+        if self.indices_of != self.expression:
+            blocks.append(("text", f"indices of the main step {self.indices_of}"))
+        if self.indices:
+            blocks.append(("table", rows))
+        out.append((head, blocks))
+        if self.tree:
+            out.append(("Contraction tree", [("code", "\n".join(self.tree))]))
+        if self.frontend:
+            out.append(("Frontend", [("list", list(self.frontend))]))
+        if not self.steps:
+            out.append(("Steps", [("text", "none: the output has no elements, so nothing "
+                                           "runs")]))
         for s in self.steps:
-            text = s.description
-            if s.packs:
-                text += "\n" + "\n".join(f"  first: {p}" for p in s.packs)
-            if s.table:
-                text += "\n\n" + s.table + "\n\n" + s.code
-            out.append((f"Step {s.index}: {s.kind}", text, None))
+            blocks = [("text", s.description)]  # packing is listed under Frontend
+            if s.table_rows:
+                blocks.append(("table", [list(r) for r in s.table_rows]))
+                p = s.teir_json or {}
+                blocks.append(("text", "TEIR-Primitives: " + ", ".join(
+                    f"{k} = {p.get(k)}" for k in ("data_type", "prim_first", "prim_main",
+                                                  "prim_last"))))
+            if s.code:
+                blocks.append(("code", s.code))
+            out.append((f"Step {s.index}: {s.kind}", blocks))
         if self.cost:
-            c = self.cost
-            rows = [["quantity", "value"],
-                    ["flops", f"{c['flops']:,}"],
-                    ["bytes from DRAM", f"{c['dram_bytes']:,.0f}"],
-                    ["bytes from last-level cache", f"{c['llc_bytes']:,.0f}"],
-                    ["tile calls", f"{c['tile_calls']:,}"],
-                    ["flops per tile", f"{c['tile_flops']:,}"],
-                    ["predicted seconds", f"{c['seconds']:.3e}"],
-                    ["predicted GFLOP/s", f"{c['gflops']:.1f}"],
-                    ["bound", c["bound"]],
-                    ["threads", str(c["threads"])],
-                    ["parallel iterations", str(c["parallel_iterations"])],
-                    ["parallel efficiency", f"{c['parallel_efficiency']:.2f}"],
-                    ["packing seconds", f"{c['pack_seconds']:.3e}"]]
-            if self.measured_seconds is not None:
-                rows.append(["measured seconds", f"{self.measured_seconds:.3e}"])
-                rows.append(["measured GFLOP/s",
-                             f"{c['flops'] / self.measured_seconds / 1e9:.1f}"])
-            out.append(("Cost model (main step)", "", rows))
+            out.append(("Cost model (main step)", [("table", self._cost_rows())]))
         if self.alternatives:
             rows = [["rank", "predicted s", "measured s", "what changes vs the chosen"]]
             for a in self.alternatives:
-                rows.append([str(a.rank), f"{a.predicted_seconds:.3e}",
+                rows.append([str(a.rank) + (" (chosen)" if a.rank == 0 else ""),
+                             f"{a.predicted_seconds:.3e}",
                              f"{a.measured_seconds:.3e}" if a.measured_seconds else "-",
-                             "; ".join(a.changes) or "(the chosen schedule)"])
-            out.append(("Alternatives considered", "", rows))
+                             "; ".join(a.changes) or ("-" if a.rank == 0 else
+                                                       "(same axes and policies)")])
+            out.append(("Alternatives considered (main step)", [("table", rows)]))
         return out
 
-    def __str__(self) -> str:
+    def _cost_rows(self) -> Rows:
+        c = self.cost
+        assert c is not None
+        rows = [["quantity", "value"],
+                ["flops", f"{c['flops']:,}"],
+                ["bytes moved from DRAM", f"{c['dram_bytes']:,.0f}"],
+                ["bytes moved from last-level cache", f"{c['llc_bytes']:,.0f}"],
+                ["tile calls", f"{c['tile_calls']:,}"],
+                ["flops per tile", f"{c['tile_flops']:,}"],
+                ["compute seconds", f"{c['compute_seconds']:.3e}"],
+                ["memory seconds", f"{c['memory_seconds']:.3e}"],
+                ["call overhead seconds", f"{c['overhead_seconds']:.3e}"],
+                ["packing seconds", f"{c['pack_seconds']:.3e}"],
+                ["predicted seconds", f"{c['seconds']:.3e}"],
+                ["predicted GFLOP/s", f"{c['gflops']:.1f}"],
+                ["bound", c["bound"]],
+                ["threads", str(c["threads"])],
+                ["parallel iterations", str(c["parallel_iterations"])],
+                ["parallel efficiency", f"{c['parallel_efficiency']:.2f}"]]
+        if len([s for s in self.steps if s.cost]) > 1:
+            rows.append(["predicted seconds, all steps", f"{self.predicted_seconds:.3e}"])
+        if self.measured_seconds is not None:
+            rows.append(["measured seconds, whole plan", f"{self.measured_seconds:.3e}"])
+            rows.append(["measured GFLOP/s, whole plan",
+                         f"{self.total_flops / self.measured_seconds / 1e9:.1f}"])
+        return rows
+
+    # ---- formats ----------------------------------------------------------------
+    def text(self, rich: bool | None = None, width: int | None = None) -> str:
+        """The terminal form.  ``rich=None``: rich tables when rich is installed and
+        stdout is a terminal; ``False``: plain text; ``True``: rich (with colours)."""
+        if rich is None:
+            rich = _terminal_supports_rich()
+        if rich:
+            try:
+                return self._rich_text(width)
+            except ImportError:
+                pass
         parts = []
-        for title, text, rows in self._sections():
+        for title, blocks in self._sections():
             parts.append(f"== {title} ==")
-            if text:
-                parts.append(text)
-            if rows:
-                parts.append(_plain_table(rows))
+            parts.append("\n\n".join(_block_text(kind, body) for kind, body in blocks))
             parts.append("")
         return "\n".join(parts)
 
-    def print(self) -> None:
-        """Print with rich tables when rich is installed and stdout is a terminal."""
-        try:
-            import sys
+    def __str__(self) -> str:
+        return self.text()
 
-            from rich.console import Console
-            from rich.table import Table
+    def print(self, file: Any = None) -> None:
+        """Print the terminal form (rich when rich is installed and ``file`` is a tty)."""
+        f = file if file is not None else sys.stdout
+        print(self.text(rich=_terminal_supports_rich(f)), file=f)
 
-            if not sys.stdout.isatty():
-                raise ImportError
-        except ImportError:
-            print(str(self))
-            return
-        console = Console()
-        for title, text, rows in self._sections():
-            console.rule(title)
-            if text:
-                console.print(text, markup=False, highlight=False)
-            if rows:
-                table = Table(*rows[0])
-                for r in rows[1:]:
-                    table.add_row(*r)
-                console.print(table)
+    def _renderables(self) -> list[Any]:
+        from rich.rule import Rule
+        from rich.syntax import Syntax
+        from rich.table import Table
+        from rich.text import Text
+
+        items: list[Any] = []
+        for n, (title, blocks) in enumerate(self._sections()):
+            if n:
+                items.append(Text(""))
+            items.append(Rule(Text(title, style="bold"), style="cyan"))
+            for b, (kind, body) in enumerate(blocks):
+                if b:
+                    items.append(Text(""))
+                if kind == "table":  # cells as Text: "strides[in0]" is not rich markup
+                    table = Table(header_style="bold cyan")
+                    for c in body[0]:
+                        table.add_column(Text(c))
+                    for r in body[1:]:
+                        table.add_row(*(Text(c) for c in r))
+                    items.append(table)
+                elif kind == "code":
+                    items.append(Syntax(body, "python", theme="ansi_dark",
+                                        background_color="default"))
+                else:
+                    items.append(Text(_block_text(kind, body)))
+        return items
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        yield from self._renderables()
+
+    def _rich_text(self, width: int | None) -> str:
+        from rich.console import Console
+
+        w = width or _terminal_width()
+        console = Console(width=w, force_terminal=True, color_system="standard",
+                          file=io.StringIO())
+        with console.capture() as cap:
+            for item in self._renderables():
+                console.print(item)
+        return cap.get().rstrip("\n")
 
     def markdown(self) -> str:
-        parts = []
-        for title, text, rows in self._sections():
+        parts = [f"# teir_plan schedule report: `{self.expression}`\n"]
+        for title, blocks in self._sections():
             parts.append(f"## {title}\n")
-            if text:
-                parts.append(f"```\n{text}\n```\n")
-            if rows:
-                parts.append(_md_table(rows) + "\n")
+            for kind, body in blocks:
+                if kind == "table":
+                    parts.append(_md_table(body) + "\n")
+                elif kind == "code":
+                    parts.append(f"```\n{body}\n```\n")
+                elif kind == "list":
+                    parts.append("\n".join(f"- {x}" for x in body) + "\n")
+                else:
+                    parts.append(body + "\n")
         return "\n".join(parts)
 
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
     def html(self, figure: bool = True) -> str:
-        """One self-contained HTML page (the tile figure inlined when matplotlib is installed)."""
+        """One self-contained HTML page: no scripts, no external resources; the tile
+        figure is inlined as a PNG when matplotlib is installed."""
         esc = html_lib.escape
         body = []
-        for title, text, rows in self._sections():
+        for title, blocks in self._sections():
             body.append(f"<h2>{esc(title)}</h2>")
-            if text:
-                body.append(f"<pre>{esc(text)}</pre>")
-            if rows:
-                head = "".join(f"<th>{esc(c)}</th>" for c in rows[0])
-                trs = "".join(
-                    "<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows[1:]
-                )
-                body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody></table>")
+            for kind, b in blocks:
+                if kind == "table":
+                    head = "".join(f"<th>{esc(c)}</th>" for c in b[0])
+                    trs = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
+                                  for r in b[1:])
+                    body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{trs}</tbody>"
+                                f"</table>")
+                elif kind == "code":
+                    body.append(f"<pre>{esc(b)}</pre>")
+                elif kind == "list":
+                    body.append("<ul>" + "".join(f"<li>{esc(x)}</li>" for x in b) + "</ul>")
+                else:
+                    body.append("".join(f"<p>{esc(x)}</p>" for x in b.splitlines()))
         if figure:
             try:
                 fig = self.figure()
+            except PlanError:
+                fig = None
+            if fig is not None:
+                import matplotlib.pyplot as plt
+
                 buf = io.BytesIO()
                 fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+                plt.close(fig)
                 png = base64.b64encode(buf.getvalue()).decode()
-                body.append(f'<h2>Tiles</h2><img alt="tiles" src="data:image/png;base64,{png}">')
-            except PlanError:
-                pass
-        style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:70em}"
-                 "pre{background:#f4f4f4;padding:.8em;overflow-x:auto}"
-                 "table{border-collapse:collapse;margin:.5em 0}"
-                 "td,th{border:1px solid #bbb;padding:.25em .6em;text-align:left}"
-                 "th{background:#eee}")
-        return (f"<!DOCTYPE html><html><head><meta charset='utf-8'>"
+                body.append("<h2>Tiles of the main step</h2>"
+                            f'<img alt="tile figure" src="data:image/png;base64,{png}">')
+        style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}"
+                 "h1{font-size:1.5em}h2{font-size:1.15em;border-bottom:1px solid #ccc;"
+                 "padding-bottom:.2em;margin-top:1.6em}"
+                 "pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.9em}"
+                 "table{border-collapse:collapse;margin:.5em 0;font-size:.92em}"
+                 "td,th{border:1px solid #bbb;padding:.25em .6em;text-align:left;"
+                 "vertical-align:top}th{background:#eee;white-space:nowrap}"
+                 "td:not(:last-child){white-space:nowrap}img{max-width:min(100%,760px)}")
+        return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
                 f"<title>teir_plan: {esc(self.expression)}</title><style>{style}</style></head>"
-                f"<body><h1>teir_plan schedule report</h1>{''.join(body)}</body></html>")
+                f"<body><h1>teir_plan schedule report: <code>{esc(self.expression)}</code></h1>"
+                f"{''.join(body)}</body></html>")
+
+    def _repr_html_(self) -> str:
+        return self.html()
 
     def figure(self):  # type: ignore[no-untyped-def]
-        """A matplotlib figure of the main step's tiles (spec Fig. 10.3.1 style)."""
+        """A matplotlib figure of the main step's tiles, in the manner of the spec's
+        Fig. 10.3.1.  Needs matplotlib (``pip install 'teir_plan[plot]'``)."""
         from teir_plan.explain.figure import tile_figure
 
         step = self._plan.main_step if self._plan is not None else None
         if step is None:
-            raise PlanError("figure: this plan runs no TEIR contraction to draw")
-        return tile_figure(step.teir, step.chosen.names, title=self.expression)
+            raise PlanError("figure: this plan runs no TEIR program to draw")
+        return tile_figure(step.teir, step.chosen.names, title=step.subscripts)
 
 
-def _plain_table(rows: list[list[str]]) -> str:
+# ---- helpers ---------------------------------------------------------------------
+
+def _terminal_supports_rich(f: Any = None) -> bool:
+    f = f if f is not None else sys.stdout
+    if os.environ.get("TERM") == "dumb" or os.environ.get("NO_COLOR"):
+        return False
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        return bool(f.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _terminal_width() -> int:
+    try:
+        return max(80, os.get_terminal_size().columns)
+    except OSError:
+        return 120
+
+
+def _block_text(kind: str, body: Any) -> str:
+    if kind == "table":
+        return _plain_table(body)
+    if kind == "list":
+        return "\n".join(f"- {x}" for x in body)
+    return str(body)
+
+
+def _teir_rows(teir: Any, names: Sequence[str]) -> Rows:
+    """The spec's TEIR-Schedule table (as TEIR.format prints it) as table rows."""
+    s = teir.schedule
+    rows = [["Dimension ID", *names],
+            ["dim_sizes", *map(str, s.dim_sizes)],
+            ["dim_types", *(str(t) for t in s.dim_types)],
+            ["exec_types", *(str(e) for e in s.exec_types)]]
+    tensors = ("in0", "out") if teir.is_unary else ("in0", "in1", "out")
+    rows += [[f"strides[{t}]", *map(str, s.strides[j])] for j, t in enumerate(tensors)]
+    return rows
+
+
+def _plain_table(rows: Rows) -> str:
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def _md_table(rows: list[list[str]]) -> str:
+def _md_table(rows: Rows) -> str:
     lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows[1:]]
     return "\n".join(lines)
+
+
+def executor_note(teir: Any) -> str:
+    """How the executor runs each tile of a GEMM/BRGEMM program: a BLAS ``?gemm`` call
+    (with its transpose flags and leading dimensions, executor/lower.py) or, for tiles
+    too small for a call to pay off or not addressable by BLAS, jitted strided loops."""
+    from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan
+    from teir_plan.explain.pseudocode import prim_axes_by_role
+
+    if teir.is_unary:
+        return "executor: each tile copied by a jitted strided loop"
+    s = teir.schedule
+    ax = prim_axes_by_role(teir)
+
+    def size(a: int | None) -> int:
+        return s.dim_sizes[a] if a is not None else 1
+
+    def st(j: int, a: int | None) -> int:
+        return s.strides[j][a] if a is not None else 0
+
+    m, n, k = size(ax["m"]), size(ax["n"]), size(ax["k"])
+    bp = blas_plan(m, n, k, (st(0, ax["m"]), st(0, ax["k"])), (st(1, ax["k"]), st(1, ax["n"])),
+                   (st(2, ax["m"]), st(2, ax["n"])))
+    if bp is None or m * n * k < SMALL_TILE_FLOPS:
+        why = "too few multiply-adds per tile for a BLAS call" if bp is not None else \
+            "extents beyond BLAS' 32-bit integers"
+        return f"executor: each tile runs as jitted strided loops ({why})"
+    name = ("s" if teir.primitives.data_type.numpy.itemsize == 4 else "d") + "gemm"
+    mm, nn = (n, m) if bp.swap else (m, n)
+    ta, tb = chr(bp.transa) if bp.transa else "packed", chr(bp.transb) if bp.transb else "packed"
+    call = (f"{name}(transA={ta}, transB={tb}, m={mm}, n={nn}, k={k}, lda={bp.lda}, "
+            f"ldb={bp.ldb}, ldc={bp.ldc or 'scratch'})")
+    per = f", {size(ax['br'])} times (once per batch-reduce member)" if ax["br"] is not None \
+        else ""
+    swap = " (as C^T = B^T A^T: out is unit-stride along N)" if bp.swap else ""
+    return f"executor: each tile runs BLAS {call}{swap}{per}"
 
 
 def _cost_dict(cost: Cost) -> dict[str, Any]:
@@ -231,101 +436,229 @@ def _cost_dict(cost: Cost) -> dict[str, Any]:
     return d
 
 
+# ---- what an alternative changes -------------------------------------------------------
+
+def _letters(names: list[str]) -> set[str]:
+    return {ch for n in names for ch in n.rstrip("^")}
+
+
+def _join(xs: Any) -> str:
+    return ", ".join(sorted(xs))
+
+
 def changes(chosen: Candidate, alt: Candidate) -> list[str]:
-    """What ``alt`` does differently from ``chosen``, in the user's index letters (fused
-    axes are compared letter by letter; a split outer axis is named ``x^``)."""
-    def letters(names: list[str]) -> set[str]:
-        return {ch for n in names for ch in n.rstrip("^")}
+    """What ``alt`` does differently from ``chosen``, in the user's index letters.
 
-    def parts(c: Candidate) -> tuple[list[str], set[str], set[str], str, set[int]]:
+    Axis names come from ``Candidate.names``: fused axes concatenate their letters
+    (``pq``), the outer part of a split axis ends with ``^`` (``pq^``)."""
+    def parts(c: Candidate) -> dict[str, Any]:
         s = c.teir.schedule
-        loops = [c.names[i] for i in s.loop_axes()]
-        prim = letters([c.names[i] for i in s.prim_axes()])
-        par = letters([c.names[i] for i, e in enumerate(s.exec_types)
-                       if e is ExecType.PARALLEL])
-        return loops, prim, par, str(c.teir.primitives.prim_main), {p.tensor for p in c.packs}
+        names = list(c.names)
+        return {
+            "loops": [names[i] for i in s.loop_axes()],
+            "prim": _letters([names[i] for i in s.prim_axes()]),
+            "par": {names[i] for i, e in enumerate(s.exec_types) if e is ExecType.PARALLEL},
+            "main": str(c.teir.primitives.prim_main).upper(),
+            "packs": {p.tensor for p in c.packs},
+            "fused": {n.rstrip("^") for n in names if len(n.rstrip("^")) > 1},
+            "splits": {n[:-1]: (s.dim_sizes[i], s.dim_sizes[names.index(n[:-1])])
+                       for i, n in enumerate(names) if n.endswith("^") and n[:-1] in names},
+        }
 
-    def join(xs: set[str]) -> str:
-        return ", ".join(sorted(xs))
-
-    l0, p0, q0, m0, k0 = parts(chosen)
-    l1, p1, q1, m1, k1 = parts(alt)
+    a, b = parts(chosen), parts(alt)
     out = []
-    if p1 - p0:
-        out.append(f"{join(p1 - p0)} moved into the primitive")
-    if p0 - p1:
-        out.append(f"{join(p0 - p1)} moved out of the primitive")
-    if q1 - q0:
-        out.append(f"{join(q1 - q0)} now parallel")
-    if q0 - q1:
-        out.append(f"{join(q0 - q1)} no longer parallel")
-    if m0 != m1:
-        out.append(f"{m1.upper()} instead of {m0.upper()}")
+    if b["prim"] - a["prim"]:
+        out.append(f"{_join(b['prim'] - a['prim'])} moved into the primitive")
+    if a["prim"] - b["prim"]:
+        out.append(f"{_join(a['prim'] - b['prim'])} moved out of the primitive")
+    if a["main"] != b["main"]:
+        out.append(f"{b['main']} instead of {a['main']}")
+    if b["fused"] - a["fused"]:
+        out.append(f"fuses {_join(b['fused'] - a['fused'])}")
+    if a["fused"] - b["fused"]:
+        out.append(f"does not fuse {_join(a['fused'] - b['fused'])}")
+    for n, (outer, inner) in sorted(b["splits"].items()):
+        if a["splits"].get(n) != (outer, inner):
+            out.append(f"{n} split {outer} x {inner}")
+    for n in sorted(set(a["splits"]) - set(b["splits"])):
+        out.append(f"{n} not split")
+    if b["par"] - a["par"]:
+        out.append(f"{_join(b['par'] - a['par'])} now parallel")
+    if a["par"] - b["par"]:
+        out.append(f"{_join(a['par'] - b['par'])} no longer parallel")
     names = ("in0", "in1")
-    out += [f"packs {names[t]}" for t in sorted(k1 - k0)]
-    out += [f"does not pack {names[t]}" for t in sorted(k0 - k1)]
-    for n in alt.names:
-        if n.endswith("^"):
-            inner = alt.teir.schedule.dim_sizes[list(alt.names).index(n[:-1])]
-            outer = alt.teir.schedule.dim_sizes[list(alt.names).index(n)]
-            out.append(f"{n[:-1]} split {outer} x {inner}")
-    if not out and l0 != l1:
-        out.append(f"loop order {' '.join(l1)} instead of {' '.join(l0)}")
+    out += [f"packs {names[t]} first" for t in sorted(b["packs"] - a["packs"])]
+    out += [f"does not pack {names[t]}" for t in sorted(a["packs"] - b["packs"])]
+    common = [n for n in b["loops"] if n in a["loops"]]
+    added = [n for n in b["loops"] if n not in a["loops"]]
+    if common != [n for n in a["loops"] if n in b["loops"]] or (
+            a["loops"] != b["loops"] and ((added and len(b["loops"]) > 1) or not out)):
+        out.append(f"loop order {' '.join(b['loops']) or '(none)'}"
+                   + (f" (was {' '.join(a['loops'])})" if a["loops"] else ""))
+    if not out and alt.teir != chosen.teir:
+        s0, s1 = chosen.teir.schedule, alt.teir.schedule
+        if s0.strides != s1.strides:
+            out.append("same axes, different strides (a different tensor layout)")
+        elif s0.dim_sizes != s1.dim_sizes:
+            out.append("same axes, different tile sizes")
     return out
 
 
+# ---- building the report -----------------------------------------------------------------
+
+def _frontend_notes(plan: Plan) -> list[str]:
+    """What the frontend does before (and around) the TEIR programs: casts, diagonal
+    views, broadcasts, pre-reductions, extent-1 indices, packing, numpy fallbacks."""
+    expr = plan.expression
+    ext = expr.extent_map
+    notes: list[str] = []
+    for i, (term, spec) in enumerate(zip(expr.inputs, plan.operands)):
+        for ch in dict.fromkeys(term):
+            if term.count(ch) > 1:
+                notes.append(f"operand {i} '{term}': diagonal view over the repeated index "
+                             f"{ch} (one axis whose stride is the sum of the repeated dims' "
+                             f"strides; nothing is copied)")
+        for ch, n in zip(term, spec.shape):
+            if n == 1 and ext.get(ch, 1) > 1:
+                notes.append(f"operand {i} '{term}': index {ch} has extent 1 here and "
+                             f"{ext[ch]} elsewhere: broadcast with stride 0")
+    ones = sorted(ch for ch, n in ext.items() if n == 1)
+    if ones:
+        notes.append(f"index {_join(ones)} of extent 1 dropped from the TEIR programs "
+                     f"(it selects one element everywhere)")
+    for k, st in enumerate(plan.steps):
+        if isinstance(st, CastStep):
+            notes.append(f"step {k}: {st.describe()} before the contraction")
+        elif isinstance(st, (NumpyStep, CopyStep)):
+            notes.append(f"step {k}: {st.describe()}")
+        elif isinstance(st, TEIRStep):
+            ins, out = st.subscripts.split("->")
+            terms = ins.split(",")
+            if st.role == "reduce":
+                notes.append(f"step {k}: the sum over "
+                             f"{_join(set(terms[0]) - set(out))} runs as a contraction "
+                             f"with an added constant in1 of ones (stride 0 on every "
+                             f"axis)")
+            elif len(terms) == 2:
+                for j, t in enumerate(terms):
+                    pre = {c for c in t if c not in out and c not in terms[1 - j]
+                           and ext.get(c, 1) > 1}
+                    if pre:
+                        notes.append(
+                            f"step {k}: {_join(pre)} summed in in{j} only (a pre-reduction): "
+                            f"a K axis with stride 0 in in{1 - j}, summed inside the "
+                            f"contraction, no separate pass")
+            for p in st.chosen.packs:
+                notes.append(f"step {k}: {p.describe()} before the TEIR program runs")
+    return notes
+
+
+def _tree(plan: Plan) -> tuple[str, ...]:
+    """The steps as a tree, output at the root: every buffer with its shape."""
+    n_ops = len(plan.operands)
+    out_id = n_ops
+    producer: dict[int, tuple[int, Any]] = {}
+    for k, st in enumerate(plan.steps):
+        dst = getattr(st, "dst", None)
+        if dst is not None:
+            producer[dst] = (k, st)
+    if sum(isinstance(s, (TEIRStep, NumpyStep)) for s in plan.steps) < 2:
+        return ()
+    terms = plan.expression.inputs
+
+    def label(b: int) -> str:
+        if b < n_ops:
+            return f"operand {b} '{terms[b]}' {plan.operands[b].shape}"
+        if b == out_id:
+            return f"out '{plan.expression.output}' {plan.shape}"
+        spec = plan.buffers[b - n_ops - 1]
+        return f"{spec.name} {spec.shape}"
+
+    lines: list[str] = []
+
+    def walk(b: int, prefix: str, last: bool, root: bool, seen: frozenset[int]) -> None:
+        conn = "" if root else ("└── " if last else "├── ")
+        made = producer.get(b)
+        how = ""
+        kids: list[int] = []
+        if made is not None and b not in seen:
+            k, st = made
+            if isinstance(st, (TEIRStep, NumpyStep)):
+                how = f"  <- step {k}: {st.subscripts}"
+                kids = list(st.inputs)
+            elif isinstance(st, (CastStep, CopyStep)):
+                how = f"  <- step {k}: {st.kind}"
+                kids = [st.src]
+        lines.append(prefix + conn + label(b) + how)
+        child_prefix = prefix + ("" if root else ("    " if last else "│   "))
+        for n, c in enumerate(kids):
+            walk(c, child_prefix, n == len(kids) - 1, False, seen | {b})
+
+    walk(out_id, "", True, True, frozenset())
+    return tuple(lines)
+
+
 def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
+    """The report of ``plan``; ``measure`` times the plan and its ``top`` alternatives
+    on random data of the operands' layouts."""
     from teir_plan.planner.autotune import time_plan
 
     step = plan.main_step
     indices: list[dict[str, Any]] = []
+    indices_of = step.subscripts if step is not None else plan.subscripts
     original = _original_contraction(plan)
-    if original is not None or (step is not None and step.chosen.contraction is not None):
-        shown = original if original is not None else step.chosen.contraction  # type: ignore[union-attr]  # noqa: E501
-        assert shown is not None
-        for ax in shown.axes:
+    contraction = original if original is not None else (
+        step.chosen.contraction if step is not None else None)
+    if original is not None:
+        indices_of = plan.subscripts
+    if contraction is not None:
+        for ax in contraction.axes:
             indices.append({"name": ax.name, "role": str(ax.role).upper(),
                             "extent": ax.extent, "strides": list(ax.strides)})
-    elif step is not None:  # a copy: roles are all C
+    elif step is not None:  # a permutation: every axis is C, tensors in0 and out
         s = step.teir.schedule
         for i, n in enumerate(step.chosen.names):
             indices.append({"name": n, "role": "C", "extent": s.dim_sizes[i],
-                            "strides": [s.strides[0][i], 0, s.strides[1][i]]})
+                            "strides": [s.strides[0][i], "-", s.strides[1][i]]})
     infos = []
+    total_flops = 0
     for i, st in enumerate(plan.steps):
         if isinstance(st, TEIRStep):
+            total_flops += st.chosen.cost.flops
             infos.append(StepInfo(
-                i, st.role, st.describe(packs=False), st.subscripts,
+                i, st.role, st.describe(packs=False) + "\n" + executor_note(st.teir),
+                st.subscripts,
                 st.teir.format(st.chosen.names),
                 pseudocode(st.teir, st.chosen.names), tuple(p.describe() for p in st.chosen.packs),
-                json.loads(st.teir.to_json()), _cost_dict(st.chosen.cost)))
+                json.loads(st.teir.to_json()), _cost_dict(st.chosen.cost),
+                tuple(st.chosen.names),
+                tuple(tuple(r) for r in _teir_rows(st.teir, st.chosen.names))))
         else:
             infos.append(StepInfo(i, st.kind, st.describe()))
     arrays = None
     measured = None
     if measure:
-        rng = np.random.default_rng(0)
         from teir_plan.api import _random_like
 
+        rng = np.random.default_rng(0)
         arrays = [_random_like(s, rng) for s in plan.operands]
-        measured = time_plan(plan, arrays)
+        measured = time_plan(plan, arrays, repeats=5)
     alts = []
     if step is not None:
         for r, alt in enumerate(step.alternatives[:top]):
             m = None
-            if measure and arrays is not None:
-                m = time_plan(plan.with_candidate(alt), arrays)
+            if arrays is not None:
+                m = measured if r == 0 and alt == step.chosen else time_plan(
+                    plan.with_candidate(alt), arrays, repeats=5)
             alts.append(AltInfo(r, alt.cost.seconds, tuple(changes(step.chosen, alt)), m,
-                                json.loads(alt.teir.to_json())))
-    tree = [f"{st.subscripts}  ->  buffer {st.dst}" for st in plan.steps
-            if isinstance(st, TEIRStep)]
-    for b_i, spec in enumerate(plan.buffers):
-        if spec.kind == "temp":
-            tree.append(f"buffer {len(plan.operands) + 1 + b_i}: {spec.name} {spec.shape}")
+                                json.loads(alt.teir.to_json()), tuple(alt.names),
+                                _cost_dict(alt.cost)))
     return Report(
-        expression=plan.subscripts, shape=plan.shape, dtype=str(plan.dtype), indices=indices,
-        steps=infos, cost=_cost_dict(step.chosen.cost) if step is not None else None,
-        alternatives=alts, tree=tree, measured_seconds=measured, _plan=plan,
+        expression=plan.subscripts, shape=tuple(plan.shape), dtype=str(plan.dtype),
+        indices=tuple(indices), indices_of=indices_of, frontend=tuple(_frontend_notes(plan)),
+        steps=tuple(infos), cost=_cost_dict(step.chosen.cost) if step is not None else None,
+        predicted_seconds=plan.predicted_seconds, total_flops=total_flops,
+        alternatives=tuple(alts), tree=_tree(plan), measured_seconds=measured, _plan=plan,
     )
 
 
@@ -345,7 +678,15 @@ def _original_contraction(plan: Plan):  # type: ignore[no-untyped-def]
 
 def explain(subscripts: str, *operands: object, measure: bool = False, top: int = 5,
             **options: Any) -> Report:
-    """Plan ``subscripts`` for arrays or shapes (as :func:`tp.plan`) and explain it."""
+    """Plan ``subscripts`` for arrays or shapes (as :func:`tp.plan`, same options) and
+    return its :class:`Report`; ``measure=True`` also times the plan and its ``top``
+    alternatives on random data.
+
+    >>> import teir_plan as tp
+    >>> r = tp.explain("trus,pqtu->pqrs", (2, 3, 8, 8), (4, 6, 2, 8))
+    >>> [i["role"] for i in r.indices]
+    ['N', 'N', 'M', 'M', 'K', 'K']
+    """
     from teir_plan.api import plan
 
     return build_report(plan(subscripts, *operands, **options), measure=measure, top=top)

@@ -1,0 +1,208 @@
+"""The ``teir-plan`` command line, end to end in subprocesses: every subcommand, its
+outputs, and its error paths (one line on stderr, exit status 2, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import teir_plan as tp
+from teir_plan.cli import reference_execute
+from tests import spec_examples as ex
+
+SPEC_SIZES = "p=8,q=48,r=24,s=48,t=8,u=48"  # the issue's example command
+
+
+def _cli(*args: str, cwd: Path | None = None, env: dict | None = None
+         ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "teir_plan", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd, env=env)
+
+
+def test_explain_json_and_figure(tmp_path):
+    r = _cli("explain", "trus,pqtu->pqrs", "--sizes", SPEC_SIZES, "--format", "json",
+             "--figure", str(tmp_path / "tiles.png"))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["expression"] == "trus,pqtu->pqrs" and d["dtype"] == "float32"
+    assert d["shape"] == [8, 48, 24, 48]
+    assert [i["role"] for i in d["indices"]] == ["N", "N", "M", "M", "K", "K"]
+    prog = tp.TEIR.from_json(json.dumps(d["teir"]))
+    prog.validate()
+    assert prog.primitives.prim_main in (tp.Prim.GEMM, tp.Prim.BRGEMM)
+    assert (tmp_path / "tiles.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_explain_html_in_a_subprocess():
+    r = _cli("explain", "trus,pqtu->pqrs", "--sizes", "p=4,q=8,r=3,s=8,t=2,u=8",
+             "--format", "html", "--dtype", "float64")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("<!DOCTYPE html>") and r.stdout.rstrip().endswith("</html>")
+
+
+@pytest.mark.parametrize("fmt,check", [
+    ("text", lambda out: "== trus,pqtu->pqrs" in out and "GEMM(" in out),
+    ("markdown", lambda out: out.startswith("# teir_plan") and "| index | role |" in out),
+])
+def test_explain_text_and_markdown(capsys, fmt, check):
+    from teir_plan.cli import main
+
+    assert main(["explain", "trus,pqtu->pqrs", "--sizes", "p=4,q=8,r=3,s=8,t=2,u=8",
+                 "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert check(out)
+    assert "\x1b[" not in out  # not a terminal: plain text
+
+
+def test_explain_measure_to_file(tmp_path, capsys):
+    from teir_plan.cli import main
+
+    out = tmp_path / "report.md"
+    assert main(["explain", "ij,jk->ik", "--sizes", "i=64,j=32,k=48", "--measure",
+                 "--format", "markdown", "-o", str(out)]) == 0
+    assert "measured seconds" in out.read_text()
+    assert "report written to" in capsys.readouterr().err
+
+
+def test_run_checks_against_numpy():
+    r = _cli("run", "trus,pqtu->pqrs", "--sizes", "p=4,q=8,r=3,s=8,t=2,u=8")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("GFLOP/s") == 2 and "(ok)" in r.stdout and "numpy.einsum" in r.stdout
+
+
+def test_validate_etops_json(tmp_path):
+    prog, *_ = ex.brgemm_contraction("float64")
+    f = tmp_path / "program.json"
+    f.write_text(prog.to_etops_json())
+    r = _cli("validate", str(f))
+    assert r.returncode == 0 and r.stdout.strip().endswith("valid"), r.stderr
+
+
+@pytest.mark.parametrize("build,flavour", [(ex.gemm_contraction, "to_json"),
+                                           (ex.brgemm_contraction, "to_etops_json"),
+                                           (ex.tiled_permutation, "to_json")])
+def test_execute_spec_programs(tmp_path, build, flavour):
+    prog, *_ = build("float64")
+    f = tmp_path / "program.json"
+    f.write_text(getattr(prog, flavour)())
+    r = _cli("execute", str(f))
+    assert r.returncode == 0 and "(ok)" in r.stdout, r.stdout + r.stderr
+
+
+def test_reference_is_independent_of_the_executor():
+    """The CLI's reference (numpy.einsum over strided views) agrees with numpy.einsum on
+    the arrays of every spec example, without running the executor."""
+    for build in ex.ALL:
+        prog, expr, shapes, out_shape = build("float64")
+        rng = np.random.default_rng(0)
+        ins = [rng.standard_normal(s) for s in shapes]
+        out = np.zeros(out_shape)
+        reference_execute(prog, [*ins, out])
+        np.testing.assert_allclose(out, np.einsum(expr, *ins), atol=1e-12)
+
+
+def test_execute_detects_a_wrong_result(tmp_path, monkeypatch):
+    """A reference that disagrees makes ``execute`` fail: the check can fail."""
+    from teir_plan import cli
+
+    prog, *_ = ex.gemm_contraction("float64")
+    f = tmp_path / "p.json"
+    f.write_text(prog.to_json())
+
+    def wrong(prog, arrays):  # type: ignore[no-untyped-def]
+        arrays[-1][...] = 0.0
+
+    monkeypatch.setattr(cli, "reference_execute", wrong)
+    assert cli.main(["execute", str(f)]) == 1
+
+
+def test_calibrate_without_saving(tmp_path):
+    env = {**os.environ, "TEIR_PLAN_CACHE_DIR": str(tmp_path)}
+    r = _cli("calibrate", "--no-save", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "calibrated" in r.stdout and not any(tmp_path.iterdir())
+
+
+def _bad_program(tmp_path: Path) -> str:
+    prog, *_ = ex.gemm_contraction()
+    d = json.loads(prog.to_json())
+    d["strides"][0][0] = 5  # in0 does not take part in the N axis p: must be 0 (10.1)
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(d))
+    return str(f)
+
+
+BAD = [
+    (["explain", "ij,jk->i%k", "--sizes", "i=2,j=3,k=4"], "invalid character"),
+    (["explain", "ij,jk->ikl", "--sizes", "i=2,j=3,k=4,l=2"], "'l' does not appear"),
+    (["explain", "ij,jk->ik", "--sizes", "i=2,j=3"], "no extent for index k"),
+    (["explain", "ij,jk->ik", "--sizes", "i=2,j=3,k=4,z=5"], "not in the expression"),
+    (["explain", "ij,jk->ik", "--sizes", "i=2,j=x,k=4"], "not an integer"),
+    (["explain", "ij,jk->ik", "--sizes", "i=2,j=3,k=-4"], "negative"),
+    (["explain", "ij,jk->ik"], "--sizes"),
+    (["explain", "ij,jk->ik", "--sizes", "i=2,j=3,k=4", "--format", "xml"], "invalid choice"),
+    (["run", "ij,jk->ik", "--sizes", "i=2,j=3,k=4", "--dtype", "int8"], "--dtype"),
+    (["validate", "/nonexistent/p.json"], "cannot read"),
+    (["execute", "/"], "cannot read"),
+    (["validate", "BAD"], "stride"),
+    (["validate", "NOTJSON"], "JSON"),
+    (["frobnicate"], "invalid choice"),
+    ([], "required"),
+]
+IN_SUBPROCESS = {0, 2, 8, 10, 11}  # the rest run in-process: same code, less start-up time
+
+
+def _fix_paths(tmp_path: Path, args: list[str]) -> list[str]:
+    if args[-1:] == ["BAD"]:
+        prog, *_ = ex.gemm_contraction()
+        d = json.loads(prog.to_json())
+        d["strides"][0][0] = 5  # in0 does not take part in the N axis p: must be 0 (10.1)
+        (tmp_path / "bad.json").write_text(json.dumps(d))
+        return [args[0], str(tmp_path / "bad.json")]
+    if args[-1:] == ["NOTJSON"]:
+        (tmp_path / "x.json").write_text("{not json")
+        return [args[0], str(tmp_path / "x.json")]
+    return args
+
+
+@pytest.mark.parametrize("case", range(len(BAD)))
+def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys, case):
+    from teir_plan.cli import main
+
+    args, needle = BAD[case]
+    args = _fix_paths(tmp_path, args)
+    if case in IN_SUBPROCESS:
+        r = _cli(*args)
+        code, err = r.returncode, r.stderr
+    else:
+        code = main(args)
+        err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("teir-plan: error:")
+    assert needle in lines[0]
+
+
+def test_console_script_is_installed():
+    exe = Path(sys.executable).with_name("teir-plan")
+    if not exe.exists():
+        pytest.skip("teir-plan console script not installed in this environment")
+    r = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "explain" in r.stdout and "execute" in r.stdout
+
+
+def test_demo_runs(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "teir_plan.demo"], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "BRGEMM" in r.stdout and "numpy.einsum" in r.stdout
+    assert r.stdout.count("(ok)") == 1 and ": ok)" in r.stdout and "WRONG" not in r.stdout
+    for name in ("demo-tiles.png", "demo-tiles-10.3.6.png", "demo-tiles-10.3.7.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
