@@ -1,9 +1,18 @@
-"""Generate the docs' derived content (run by `make docs`).
+"""Generate the docs' derived content.
 
 * docs/scripts/first-einsum.out: the real output of the getting-started example
   (docs/scripts/first_einsum.py), run with the cost model's default parameters.
 * docs/performance.md: the benchmark results files benchmarks/results/*-latest.md.
 * The GENERATED blocks of docs/cost-model.md and README.md, from the same files.
+
+Two modes, so that testing never edits tracked files:
+
+* ``generate.py`` (``make docs``) writes the files; commit them with the results or
+  code change that caused them.
+* ``generate.py --check`` (``make test``) writes nothing.  It fails when a page no
+  longer matches the results files it is generated from (a pure function of files in
+  the repository), and only warns when the example's output differs, because that
+  output depends on the planner and the machine it runs on.
 
 Nothing is invented: a results file that does not exist is reported as missing, with
 the command that produces it.
@@ -11,6 +20,7 @@ the command that produces it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -56,16 +66,16 @@ def body(markdown: str) -> str:
     return "\n".join(lines).strip()
 
 
-def first_einsum() -> None:
+def first_einsum() -> str:
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TEIR_PLAN_CACHE_DIR": cache}
         env.pop("TEIR_PLAN_AUTOCALIBRATE", None)
         out = subprocess.run([sys.executable, str(DOCS / "scripts" / "first_einsum.py")],
                              check=True, capture_output=True, text=True, env=env, cwd=ROOT)
-    (DOCS / "scripts" / "first-einsum.out").write_text(out.stdout)
+    return out.stdout
 
 
-def performance_page() -> None:
+def performance_page() -> str:
     parts = [
         "# Performance",
         "",
@@ -86,27 +96,27 @@ def performance_page() -> None:
         else:
             parts += [f"No results yet: `benchmarks/results/{stem}-latest.md` does not exist.",
                       ""]
-    (DOCS / "performance.md").write_text("\n".join(parts))
+    return "\n".join(parts)
 
 
-def fill(path: Path, source: str, content: str) -> None:
-    """Replace the block between the GENERATED markers for ``source`` in ``path``."""
-    text = path.read_text()
+def fill(path: Path, text: str, source: str, content: str) -> str:
+    """``text`` (of ``path``) with the block between the GENERATED markers for ``source``
+    replaced by ``content``."""
     begin = f"<!-- BEGIN GENERATED: {source} -->"
     end = "<!-- END GENERATED -->"
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(text):
         raise SystemExit(f"{path}: no '{begin}' block")
-    text = pattern.sub(lambda _: f"{begin}\n{content.strip()}\n{end}", text)
-    path.write_text(text)
+    return pattern.sub(lambda _: f"{begin}\n{content.strip()}\n{end}", text)
 
 
-def cost_model_page() -> None:
+def cost_model_page() -> str:
     src = "benchmarks/results/cost-accuracy-latest.md"
     path = ROOT / src
     content = (demote(body(path.read_text()), 1) if path.exists() else
                "No results yet: run `.venv/bin/python -m benchmarks.cost_accuracy --calibrate`.")
-    fill(DOCS / "cost-model.md", src, content)
+    page = DOCS / "cost-model.md"
+    return fill(page, page.read_text(), src, content)
 
 
 def _geo(xs: list[float]) -> float:
@@ -154,14 +164,15 @@ def _prims_summary(data: dict) -> str:
                               f"({m.get('threads')} threads).")
 
 
-def readme() -> None:
+def readme(example_output: str) -> str:
     path = ROOT / "README.md"
+    text = path.read_text()
     script = (DOCS / "scripts" / "first_einsum.py").read_text()
-    if script not in path.read_text():
+    if script not in text:
         raise SystemExit("README.md: its example differs from docs/scripts/first_einsum.py, "
                          "whose output it shows; make them the same")
-    out = (DOCS / "scripts" / "first-einsum.out").read_text()
-    fill(path, "docs/scripts/first-einsum.out", f"```text\n{out.strip()}\n```")
+    text = fill(path, text, "docs/scripts/first-einsum.out",
+                f"```text\n{example_output.strip()}\n```")
     parts = []
     tccg = RESULTS / "tccg-latest.json"
     if tccg.exists():
@@ -169,16 +180,45 @@ def readme() -> None:
     prims = RESULTS / "prims-latest.json"
     if prims.exists():
         parts.append(_prims_summary(json.loads(prims.read_text())))
-    fill(path, "benchmarks/results", "\n\n".join(parts) or
-         "No benchmark results yet: run `make bench`.")
+    return fill(path, text, "benchmarks/results", "\n\n".join(parts) or
+                "No benchmark results yet: run `make bench`.")
+
+
+def generate(example_output: str) -> dict[Path, str]:
+    """Every generated file's new text, given the example's output."""
+    return {
+        DOCS / "performance.md": performance_page(),
+        DOCS / "cost-model.md": cost_model_page(),
+        ROOT / "README.md": readme(example_output),
+    }
+
+
+def check() -> int:
+    """Compare without writing: 1 if a results-derived page is stale, else 0."""
+    committed_output = (DOCS / "scripts" / "first-einsum.out").read_text()
+    stale = [p for p, text in generate(committed_output).items() if p.read_text() != text]
+    for p in stale:
+        print(f"docs: {p.relative_to(ROOT)} does not match benchmarks/results; "
+              "run `make docs` and commit the result", file=sys.stderr)
+    if first_einsum() != committed_output:
+        print("docs: warning: docs/scripts/first_einsum.py now prints something other than "
+              "docs/scripts/first-einsum.out (the planner or the machine differs); "
+              "`make docs` refreshes it", file=sys.stderr)
+    return 1 if stale else 0
 
 
 def main() -> None:
-    first_einsum()
-    performance_page()
-    cost_model_page()
-    readme()
-    print("docs: generated performance.md, cost-model.md results, first-einsum.out")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; fail if a generated page is stale")
+    if parser.parse_args().check:
+        raise SystemExit(check())
+    output = first_einsum()
+    (DOCS / "scripts" / "first-einsum.out").write_text(output)
+    for path, text in generate(output).items():
+        path.write_text(text)
+    print("docs: generated performance.md, cost-model.md results, README blocks, "
+          "first-einsum.out")
 
 
 if __name__ == "__main__":
