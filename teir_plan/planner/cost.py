@@ -70,7 +70,10 @@ def _sat(x: float, half: float) -> float:
     return x / (x + half)
 
 
-def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) -> Cost:
+def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int, *,
+             memory: bool = True) -> Cost:
+    """The predicted cost of ``ch``; ``memory=False`` leaves out the traffic model (a
+    cheaper lower bound the search prunes with)."""
     ax = c.axes
     isz = c.dtype.itemsize
 
@@ -129,16 +132,16 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) ->
         used = threads if share > 0.25 else 1
         compute = compute / (1 + (threads - 1) * share)
 
-    dram, llc = _traffic(c, ch, params)
+    dram, llc = _traffic(c, ch, params) if memory else (0.0, 0.0)
     bw_scale = 1.0 if used > 1 else 0.6
-    memory = dram / (params.dram_bytes_per_second * bw_scale) + llc / (
+    mem_seconds = dram / (params.dram_bytes_per_second * bw_scale) + llc / (
         params.llc_bytes_per_second * bw_scale
     )
-    seconds = max(compute, memory) + overhead
+    seconds = max(compute, mem_seconds) + overhead
     return Cost(
         seconds=seconds,
         compute_seconds=compute,
-        memory_seconds=memory,
+        memory_seconds=mem_seconds,
         overhead_seconds=overhead,
         flops=c.flops,
         dram_bytes=dram,

@@ -2,13 +2,16 @@
 
 The space is the product of: packing (none, in0, in1, both), a split of one large
 free axis (when loops alone cannot feed the threads), prim choices, loop orders
-and parallel sets.  Prim choices are first ranked on an optimistic bound and only
-the most promising are expanded, which keeps planning a contraction of up to
-eight axes within a few milliseconds.
+and parallel sets.  Prim choices are ranked on an optimistic bound (their compute
+spread over all threads, no memory traffic) and expanded in that order, most
+promising first; a prim choice whose bound cannot beat the candidates already
+kept is not expanded at all (branch and bound: the result is the same as costing
+everything, in a fraction of the time).
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, replace
 
 from teir_plan.frontend.contraction import Contraction
@@ -54,7 +57,7 @@ def _bound(c: Contraction, prim: tuple[int, int, int, int], params: MachineParam
     taken = {a for a in prim if a != NO_AXIS}
     loops = tuple(a for a in range(len(c.axes)) if a not in taken)
     ch = Choice(loops, 0, m, n, k, br, tile_blas(c, m, n, k))
-    cost = estimate(c, ch, params, 1)
+    cost = estimate(c, ch, params, 1, memory=False)
     return cost.compute_seconds / max(1, threads) + cost.overhead_seconds
 
 
@@ -87,14 +90,25 @@ def rank(
     relu_last: bool = False,
     top: int = 8,
     allow_pack: bool = True,
+    prune: bool = True,
 ) -> list[Ranked]:
-    """The ``top`` best candidates for ``c``, cheapest first."""
+    """The ``top`` best candidates for ``c``, cheapest first (``prune=False`` costs
+    every candidate, for testing that pruning loses nothing)."""
     scored: list[tuple[float, int, Contraction, Choice, Cost, tuple[Pack, ...]]] = []
     serial = 0
+    # The costs of the best `keep` candidates so far (negated: a max-heap).  Twice
+    # `top`, because candidates that lower to the same program are dropped below.
+    keep = 2 * top
+    kept: list[float] = []
     for v, packs in variants(c, params, threads, allow_pack):
         pack_seconds = sum(p.seconds for p in packs)
-        prims = sorted(prim_choices(v), key=lambda p: _bound(v, p, params, threads))
-        for prim in prims[:MAX_PRIM_CHOICES]:
+        bounds = sorted(
+            ((_bound(v, p, params, threads) + pack_seconds, p) for p in prim_choices(v)),
+            key=lambda bp: bp[0],
+        )
+        for bound, prim in bounds[:MAX_PRIM_CHOICES]:
+            if prune and len(kept) >= keep and bound >= -kept[0]:
+                break  # neither this prim choice nor the later ones can make the cut
             for ch in choices_for(v, prim, threads):
                 cost = estimate(v, ch, params, threads)
                 if packs:
@@ -102,6 +116,10 @@ def rank(
                                    pack_seconds=pack_seconds)
                 scored.append((cost.seconds, serial, v, ch, cost, packs))
                 serial += 1
+                if len(kept) < keep:
+                    heapq.heappush(kept, -cost.seconds)
+                elif cost.seconds < -kept[0]:
+                    heapq.heapreplace(kept, -cost.seconds)
     scored.sort(key=lambda s: (s[0], s[1]))
     out: list[Ranked] = []
     seen: set[tuple[TEIR, tuple[int, ...]]] = set()
