@@ -3,8 +3,10 @@
 A copy is planned over named axes ``(name, extent, stride_in, stride_out)``:
 axes whose strides compose in both tensors are fused, the tile takes the axis
 with the output's smallest stride and the one with the input's smallest stride
-(a blocked transpose when they differ), and the outer loops run in parallel
-when the copy is large enough to pay for it.
+(a blocked transpose when they differ); the outer loops are ordered by the
+output's strides or by the input's (whichever wastes fewer partly used cache
+lines, see :func:`_line_waste`) and run in parallel when the copy is large enough
+to pay for it.
 """
 
 from __future__ import annotations
@@ -80,22 +82,41 @@ def plan_copy(
         if prim in seen:
             continue
         seen.add(prim)
-        loops = sorted(
-            (i for i in range(len(ax)) if i not in prim), key=lambda i: -abs(ax[i][3])
-        )
-        for parallel in (True, False):
-            npar = 0
-            iters = 1
-            if parallel and threads > 1 and elements * isz >= PARALLEL_COPY_BYTES:
-                while npar < len(loops) and iters < 4 * threads:
-                    iters *= ax[loops[npar]][1]
-                    npar += 1
-            if parallel and npar == 0:
-                continue
-            out.append(_copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params,
-                                  threads, relu))
+        rest = [i for i in range(len(ax)) if i not in prim]
+        orders = [sorted(rest, key=lambda i: (-abs(ax[i][3]), -abs(ax[i][2]))),
+                  sorted(rest, key=lambda i: (-abs(ax[i][2]), -abs(ax[i][3])))]
+        for loops in orders[: 1 if orders[0] == orders[1] else 2]:
+            for parallel in (True, False):
+                npar = 0
+                iters = 1
+                if parallel and threads > 1 and elements * isz >= PARALLEL_COPY_BYTES:
+                    while npar < len(loops) and iters < 4 * threads:
+                        iters *= ax[loops[npar]][1]
+                        npar += 1
+                if parallel and npar == 0:
+                    continue
+                out.append(_copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype,
+                                      params, threads, relu))
     out.sort(key=lambda c: c.cost.seconds)
     return out
+
+
+def _line_waste(ax: Sequence[tuple[str, int, int, int]], prim: Sequence[int],
+                loops: Sequence[int], side: int, isz: int) -> float:
+    """Bytes moved per useful byte on one side (2: input, 3: output) from cache lines
+    that a tile uses only in part.  A tile's contiguous run that is not a whole number
+    of lines leaves its first and last lines partly used, unless the innermost loop
+    steps exactly one run on, so that the next tile uses the rest of them."""
+    stride = [abs(a[2]) if side == 2 else abs(a[3]) for a in ax]
+    run = 1
+    for i in sorted(prim, key=lambda i: stride[i]):
+        if stride[i] != run:
+            break
+        run *= ax[i][1]
+    if run == 1 or (loops and stride[loops[-1]] == run):
+        return 1.0
+    run_bytes = run * isz
+    return (math.ceil(run_bytes / 64) + 1) * 64 / run_bytes
 
 
 def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threads, relu):  # type: ignore[no-untyped-def]
@@ -108,7 +129,8 @@ def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threa
     transpose = len(prim) == 2 and abs(ax[prim[1]][2]) < abs(ax[prim[0]][2])
     rate = params.copy_bytes_per_second * (0.7 if transpose else 1.0) / read_scale
     used = min(threads, iters) if npar else 1
-    move = 2 * elements * isz / (rate * used)
+    waste = _line_waste(ax, prim, loops, 2, isz) + _line_waste(ax, prim, loops, 3, isz)
+    move = waste * elements * isz / (rate * used)
     mem = 2 * elements * isz / (params.dram_bytes_per_second * (1.0 if used > 1 else 0.6))
     compute = calls * params.tile_seconds / used + move
     overhead = params.call_seconds + (params.parallel_seconds if npar else 0.0)
