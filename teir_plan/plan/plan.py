@@ -11,6 +11,7 @@ from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.frontend.expression import Expression
 from teir_plan.plan.steps import BufferSpec, Candidate, Step, TEIRStep
+from teir_plan.plan.workspace import workspace
 from teir_plan.teir.records import TEIR
 
 
@@ -155,10 +156,19 @@ class Plan:
     def run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Run on checked arrays (no checks: callers have done them)."""
         buffers: list[np.ndarray] = [*arrays, out]
-        for i, spec in enumerate(self.buffers):
-            buffers.append(self._consts[i] if spec.kind == "const" else spec.make())
-        for step in self.steps:
-            step.run(buffers)
+        temps: list[np.ndarray] = []
+        try:
+            for i, spec in enumerate(self.buffers):
+                if spec.kind == "const":
+                    buffers.append(self._consts[i])
+                else:
+                    temps.append(spec.make())
+                    buffers.append(temps[-1])
+            for step in self.steps:
+                step.run(buffers)
+        finally:
+            for buf in temps:
+                workspace.give_back(buf)
 
     def _check_operands(self, operands: Sequence[object]) -> list[np.ndarray]:
         if len(operands) != len(self.operands):

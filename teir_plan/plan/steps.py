@@ -15,6 +15,7 @@ import numpy as np
 from teir_plan.executor.execute import run_lowered
 from teir_plan.executor.lower import lower
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.plan.workspace import workspace
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.pack import Pack
@@ -32,9 +33,11 @@ class BufferSpec:
     fill: float = 0.0
 
     def make(self) -> np.ndarray:
+        """A const buffer, filled; a temp buffer borrowed from the workspace (the caller
+        gives it back)."""
         if self.kind == "const":
             return np.full(self.shape, self.fill, dtype=self.dtype)
-        return np.empty(self.shape, dtype=self.dtype)
+        return workspace.borrow(self.shape, self.dtype)
 
 
 @dataclass(frozen=True)
@@ -152,11 +155,16 @@ class TEIRStep(Step):
 
     def run(self, buffers: list[np.ndarray]) -> None:
         arrays = [buffers[i] for i in (*self.inputs, self.dst)]
-        for pack in self.chosen.packs:
-            packed = np.empty(pack.shape, dtype=arrays[-1].dtype)
-            run_lowered(lower(pack.copy.teir), [arrays[pack.tensor], packed])
-            arrays[pack.tensor] = packed
-        run_lowered(lower(self.chosen.teir), arrays)
+        packed: list[np.ndarray] = []
+        try:
+            for pack in self.chosen.packs:
+                packed.append(workspace.borrow(pack.shape, arrays[-1].dtype))
+                run_lowered(lower(pack.copy.teir), [arrays[pack.tensor], packed[-1]])
+                arrays[pack.tensor] = packed[-1]
+            run_lowered(lower(self.chosen.teir), arrays)
+        finally:
+            for buf in packed:
+                workspace.give_back(buf)
 
     def describe(self, packs: bool = True) -> str:
         c = self.chosen.cost

@@ -1,0 +1,64 @@
+"""The scratch pool: reuse, its bound, one owner per buffer, and plans that use it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import teir_plan as tp
+from teir_plan.plan.workspace import POOL_MIN_BYTES, Workspace, workspace
+
+
+def test_reuses_an_idle_buffer_of_similar_size() -> None:
+    ws = Workspace(limit_bytes=1 << 30)
+    a = ws.borrow((1 << 20,), np.float32)
+    ws.give_back(a)
+    b = ws.borrow((1 << 18, 3), np.float32)  # 3/4 of the idle buffer: reused
+    assert np.shares_memory(a, b)
+    assert b.flags.c_contiguous and b.ctypes.data % 64 == 0 and b.shape == (1 << 18, 3)
+    c = ws.borrow((1 << 20,), np.float32)  # a is taken: new memory
+    assert not np.shares_memory(b, c)
+    ws.give_back(b)
+    tiny = ws.borrow((1 << 16,), np.float32)  # a quarter of the idle buffer: not reused
+    assert not np.shares_memory(tiny, b)
+
+
+def test_small_buffers_are_not_pooled() -> None:
+    ws = Workspace()
+    a = ws.borrow((POOL_MIN_BYTES // 8,), np.float32)
+    ws.give_back(a)
+    assert ws.idle_bytes() == 0
+
+
+def test_idle_bytes_stay_under_the_limit() -> None:
+    ws = Workspace(limit_bytes=8 << 20)
+    bufs = [ws.borrow((n << 18,), np.float32) for n in (1, 2, 3, 4)]  # 1, 2, 3, 4 MiB
+    for b in bufs:
+        ws.give_back(b)
+    assert ws.idle_bytes() <= 8 << 20
+    ws.give_back(bufs[0])  # a second give-back of the same buffer is ignored
+    assert ws.idle_bytes() <= 8 << 20
+
+
+def test_no_two_borrowers_share_memory() -> None:
+    ws = Workspace()
+    held = [ws.borrow((1 << 20,), np.float32) for _ in range(4)]
+    for i, x in enumerate(held):
+        for y in held[i + 1:]:
+            assert not np.shares_memory(x, y)
+
+
+def test_a_packed_plan_reuses_its_pack_and_stays_correct() -> None:
+    rng = np.random.default_rng(1)
+    # An operand whose layout no BLAS tile can read: the plan packs it (> 1 MiB).
+    a = rng.standard_normal((40, 36, 12, 40, 36), dtype=np.float32)
+    b = rng.standard_normal((20, 36), dtype=np.float32)
+    expr = "efbad,cf->abcde"
+    plan = tp.plan(expr, a, b)
+    assert any(s.chosen.packs for s in plan.steps if hasattr(s, "chosen"))
+    ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+    workspace.clear()
+    for _ in range(3):
+        np.testing.assert_allclose(plan(a, b), ref, rtol=1e-4, atol=1e-3)
+        a = a[::-1].copy()  # new data, same layout
+        ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+    assert workspace.idle_bytes() >= a.nbytes
