@@ -80,11 +80,15 @@ def _spec_of(x: object, i: int, dtype: object) -> tuple[OperandSpec, np.ndarray 
 
 def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSpec | None,
               dtype: object, optimize: object, epilogue: str | None,
-              arrays: Sequence[np.ndarray] | None) -> Plan:
+              arrays: Sequence[np.ndarray] | None, order: str = "K") -> Plan:
     threads = get_num_threads()
+    if isinstance(order, str):
+        order = order.upper()  # numpy accepts 'c', 'f', 'a', 'k' too
+    if out_spec is not None and order in ("K", "C", "F", "A"):
+        order = "K"  # out= fixes the layout; order only applies to a result tp allocates
     try:
         key = (subscripts, tuple(specs), out_spec, None if dtype is None else np.dtype(dtype),  # type: ignore[call-overload]
-               optimize, epilogue, threads)
+               optimize, epilogue, threads, order)
         hash(key)
     except TypeError:
         key = None  # unhashable options: build_plan will reject them with a clear message
@@ -93,7 +97,7 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
         if plan is not None:
             return plan
     plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=optimize,
-                      epilogue=epilogue, threads=threads, params=machine_params())
+                      epilogue=epilogue, threads=threads, params=machine_params(), order=order)
     if optimize == "autotune" and plan.main_step is not None:
         if arrays is None:
             rng = np.random.default_rng(0)
@@ -117,10 +121,13 @@ def _random_like(spec: OperandSpec, rng: np.random.Generator) -> np.ndarray:
 
 
 def plan(subscripts: str, *operands: object, dtype: object = None, optimize: object = True,
-         epilogue: str | None = None, out: np.ndarray | None = None) -> Plan:
+         epilogue: str | None = None, out: np.ndarray | None = None,
+         order: str = "K") -> Plan:
     """Plan ``subscripts`` for operands given as arrays or shapes; call the plan to run it.
 
-    Shapes plan for row-major operands of ``dtype`` (default float64).
+    Shapes plan for row-major operands of ``dtype`` (default float64).  ``out`` plans
+    for writing that array's layout; otherwise ``order`` chooses the result's layout
+    as in :func:`einsum`, and ``plan.empty_out()`` makes an array the plan can write.
 
     >>> import numpy as np, teir_plan as tp
     >>> p = tp.plan("trus,pqtu->pqrs", (8, 24, 48, 48), (8, 48, 8, 48), dtype=np.float32)
@@ -135,7 +142,7 @@ def plan(subscripts: str, *operands: object, dtype: object = None, optimize: obj
     out_spec = _out_spec(out)
     have_all = all(a is not None for a in arrays)
     return _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue,
-                     arrays if have_all else None)  # type: ignore[arg-type]
+                     arrays if have_all else None, order)  # type: ignore[arg-type]
 
 
 def _out_spec(out: object) -> OperandSpec | None:
@@ -147,12 +154,17 @@ def _out_spec(out: object) -> OperandSpec | None:
 
 
 def einsum(subscripts: str, *operands: object, out: np.ndarray | None = None,
-           dtype: object = None, optimize: object = True,
+           dtype: object = None, order: str = "K", optimize: object = True,
            epilogue: str | None = None) -> np.ndarray:
     """numpy.einsum, planned as TEIR programs and run on the jitted executor.
 
     ``optimize``: True (cost model), False (a plain valid schedule), or "autotune"
     (also time the top candidates on these arrays; remembered for the same problem).
+    ``order``: the result's memory layout when ``out`` is not given, as numpy's:
+    "C", "F", "A", or "K" (the default), with which the planner picks the fastest
+    of C order and the layouts that follow the operands, so the result may be a
+    transposed view, as numpy.einsum's often is.  ``np.ascontiguousarray`` or
+    ``order="C"`` gives C order.
     ``epilogue="relu"`` applies ReLU to the result as TEIR's last-access primitive.
 
     >>> import numpy as np, teir_plan as tp
@@ -165,7 +177,7 @@ def einsum(subscripts: str, *operands: object, out: np.ndarray | None = None,
     arrays = [as_operand(x, i) for i, x in enumerate(operands)]
     specs = [OperandSpec.of(a) for a in arrays]
     out_spec = _out_spec(out)
-    p = _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue, arrays)
+    p = _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue, arrays, order)
     result = p._check_out(out, arrays)
     p.run(arrays, result)
     return result

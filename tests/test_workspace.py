@@ -53,7 +53,7 @@ def test_a_packed_plan_reuses_its_pack_and_stays_correct() -> None:
     a = rng.standard_normal((40, 36, 12, 40, 36), dtype=np.float32)
     b = rng.standard_normal((20, 36), dtype=np.float32)
     expr = "efbad,cf->abcde"
-    plan = tp.plan(expr, a, b)
+    plan = tp.plan(expr, a, b, order="C")  # C order: the operand must be packed
     assert any(s.chosen.packs for s in plan.steps if hasattr(s, "chosen"))
     ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
     workspace.clear()

@@ -100,6 +100,9 @@ class _Builder:
         return idx
 
 
+ORDERS = ("K", "C", "F", "A")
+
+
 def build_plan(
     subscripts: str,
     specs: Sequence[OperandSpec],
@@ -110,12 +113,117 @@ def build_plan(
     epilogue: str | None,
     threads: int,
     params: MachineParams,
+    order: str = "K",
 ) -> Plan:
+    """The plan for ``subscripts`` on operands of ``specs``.
+
+    Without ``out_spec`` the result's memory layout follows ``order``, as in
+    numpy.einsum: "C" or "F" order, "A" (F when every operand is F-contiguous, else
+    C), or "K" (the default): whichever permutation of the output axes the cost
+    model predicts fastest among C order and the layouts that let the primitive
+    write its tiles along the operands' own strides.  The result is then a
+    permuted view of a contiguous buffer, as numpy.einsum often returns.
+    """
     if optimize not in (True, False, "autotune"):
         raise PlanError(f"optimize: expected True, False or 'autotune', got {optimize!r}")
     if epilogue not in (None, "relu"):
         raise PlanError(f"epilogue: expected None or 'relu', got {epilogue!r}")
+    if order not in ORDERS:
+        raise PlanError(f"order: expected one of 'K', 'C', 'F', 'A', got {order!r}")
     expr = parse(subscripts, [s.shape for s in specs])
+    if out_spec is not None:
+        return _build(expr, subscripts, specs, out_spec, dtype, optimize, epilogue, threads,
+                      params)
+    result = _result_dtype(specs, dtype)
+    plans = [
+        _build(expr, subscripts, specs, OperandSpec(shape_strides[0], shape_strides[1], result),
+               dtype, optimize, epilogue, threads, params)
+        for shape_strides in result_layouts(expr, specs, order if optimize is not False else
+                                            ("C" if order == "K" else order))
+    ]
+    return min(plans, key=lambda p: p.predicted_seconds)
+
+
+def result_layouts(expr: Expression, specs: Sequence[OperandSpec],
+                   order: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(shape, element strides) of each result layout worth planning for ``order``."""
+    extents = expr.extent_map
+    shape = tuple(extents[ch] for ch in expr.output)
+    if 0 in shape:
+        return [(shape, c_strides(shape))]
+    c_order = list(range(len(shape)))
+    f_order = c_order[::-1]
+    if order == "C":
+        perms = [c_order]
+    elif order == "F":
+        perms = [f_order]
+    elif order == "A":
+        f_all = all(_f_contiguous(s) for s in specs) and not all(
+            _c_contiguous(s) for s in specs)
+        perms = [f_order if f_all else c_order]
+    else:
+        perms = [c_order, *_operand_orders(expr, specs)]
+    out: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for perm in perms:
+        strides = [0] * len(shape)
+        step = 1
+        for ax in reversed(perm):  # perm: output axes, outermost first
+            strides[ax] = step if shape[ax] > 1 else 0
+            step *= shape[ax]
+        layout = (shape, tuple(strides))
+        if layout not in out:
+            out.append(layout)
+    return out
+
+
+def _operand_orders(expr: Expression, specs: Sequence[OperandSpec]) -> list[list[int]]:
+    """Output axis orders (outermost first) that follow the operands: for one operand
+    its own stride order (a copy that streams); for two, the indices both share, then
+    one operand's own indices, then the other's, each group in its operand's stride
+    order, so that the primitive's output tile runs along an operand's unit stride."""
+    if len(expr.inputs) > 2:
+        return []
+
+    def stride(i: int, ch: str) -> int:
+        term, spec = expr.inputs[i], specs[i]
+        return sum(abs(st) for t, st in zip(term, spec.strides) if t == ch)
+
+    out = expr.output
+    axes = range(len(out))
+    if len(expr.inputs) == 1:
+        return [sorted(axes, key=lambda a: -stride(0, out[a]))]
+    a_term, b_term = expr.inputs
+    both = [a for a in axes if out[a] in a_term and out[a] in b_term]
+    only_a = [a for a in axes if out[a] in a_term and out[a] not in b_term]
+    only_b = [a for a in axes if out[a] in b_term and out[a] not in a_term]
+    by_a = sorted(both, key=lambda a: -stride(0, out[a]))
+    by_b = sorted(both, key=lambda a: -stride(1, out[a]))
+    own_a = sorted(only_a, key=lambda a: -stride(0, out[a]))
+    own_b = sorted(only_b, key=lambda a: -stride(1, out[a]))
+    return [by_a + own_b + own_a, by_b + own_a + own_b]
+
+
+def _c_contiguous(spec: OperandSpec) -> bool:
+    return spec.strides == tuple(
+        st if n > 1 else 0 for st, n in zip(c_strides(spec.shape), spec.shape))
+
+
+def _f_contiguous(spec: OperandSpec) -> bool:
+    rev = c_strides(spec.shape[::-1])[::-1]
+    return spec.strides == tuple(st if n > 1 else 0 for st, n in zip(rev, spec.shape))
+
+
+def _build(
+    expr: Expression,
+    subscripts: str,
+    specs: Sequence[OperandSpec],
+    out_spec: OperandSpec,
+    dtype: object,
+    optimize: object,
+    epilogue: str | None,
+    threads: int,
+    params: MachineParams,
+) -> Plan:
     extents = expr.extent_map
     result = _result_dtype(specs, dtype)
     shape = tuple(extents[ch] for ch in expr.output)
@@ -123,19 +231,14 @@ def build_plan(
     out_id = len(specs)
     for i, s in enumerate(specs):
         b.specs[i] = s
-    if out_spec is not None:
-        if out_spec.shape != shape:
-            raise EinsumError(
-                f"out: shape {out_spec.shape} differs from the result's shape {shape}"
-            )
-        if out_spec.dtype != result and not np.can_cast(result, out_spec.dtype, "safe"):
-            raise DTypeError(
-                f"out: cannot store the {result} result in an array of dtype {out_spec.dtype} "
-                f"(numpy's 'safe' casting)"
-            )
-        b.specs[out_id] = out_spec
-    else:
-        b.specs[out_id] = OperandSpec(shape, c_strides(shape), result)
+    if out_spec.shape != shape:
+        raise EinsumError(f"out: shape {out_spec.shape} differs from the result's shape {shape}")
+    if out_spec.dtype != result and not np.can_cast(result, out_spec.dtype, "safe"):
+        raise DTypeError(
+            f"out: cannot store the {result} result in an array of dtype {out_spec.dtype} "
+            f"(numpy's 'safe' casting)"
+        )
+    b.specs[out_id] = out_spec
     final_spec = b.specs[out_id]
     options = {"dtype": result, "optimize": optimize, "epilogue": epilogue, "threads": threads}
 

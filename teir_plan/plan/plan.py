@@ -170,6 +170,14 @@ class Plan:
             for buf in temps:
                 workspace.give_back(buf)
 
+    def empty_out(self) -> np.ndarray:
+        """A new, uninitialised array in the layout this plan writes (``out_spec``): a
+        permuted view of a contiguous buffer when the plan chose its result's layout."""
+        spec = self.out_spec
+        outer_first = sorted(range(len(spec.shape)), key=lambda a: -spec.strides[a])
+        buf = np.empty([spec.shape[a] for a in outer_first], dtype=spec.dtype)
+        return buf.transpose(np.argsort(outer_first))
+
     def _check_operands(self, operands: Sequence[object]) -> list[np.ndarray]:
         if len(operands) != len(self.operands):
             raise PlanError(
@@ -197,7 +205,7 @@ class Plan:
     def _check_out(self, out: np.ndarray | None, arrays: Sequence[np.ndarray]) -> np.ndarray:
         spec = self.out_spec
         if out is None:
-            return np.empty(spec.shape, dtype=spec.dtype)
+            return self.empty_out()
         if not isinstance(out, np.ndarray):
             raise OperandTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
         if out.shape != spec.shape:
@@ -211,7 +219,8 @@ class Plan:
         if OperandSpec.of(out) != spec:
             raise PlanError(
                 f"out: this plan writes element strides {spec.strides}, out has "
-                f"{OperandSpec.of(out).strides}; plan with out= to write this layout"
+                f"{OperandSpec.of(out).strides}; use plan.empty_out() for a matching array, "
+                f"or plan with out= (or order='C') to write this layout"
             )
         for i, arr in enumerate(arrays):
             if _overlap(out, arr):

@@ -177,11 +177,15 @@ def parallel_sets(c: Contraction, order: Sequence[int], threads: int) -> list[tu
     return [()] + [s[3] for s in scored[: MAX_PARALLEL_SETS - 1]]
 
 
-def choices_for(c: Contraction, prim: tuple[int, int, int, int], threads: int) -> Iterator[Choice]:
+def choices_for(c: Contraction, prim: tuple[int, int, int, int], threads: int,
+                blas: BlasPlan | None | bool = True) -> Iterator[Choice]:
     """Every loop order and parallel set for one prim choice, parallel axes outermost
-    (the executor collapses them into one parallel range)."""
+    (the executor collapses them into one parallel range).  ``blas``: the prim axes'
+    :func:`tile_blas`, when the caller has it already."""
     m, n, k, br = prim
-    blas = tile_blas(c, m, n, k)
+    if blas is True:
+        blas = tile_blas(c, m, n, k)
+    assert blas is None or isinstance(blas, BlasPlan)
     taken = {a for a in prim if a != NO_AXIS}
     loops = [a for a in range(len(c.axes)) if a not in taken]
     for order in loop_orders(c, loops):

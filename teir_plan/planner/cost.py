@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from teir_plan.executor.lower import BlasPlan
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
 from teir_plan.planner.machine import MachineParams
@@ -70,40 +71,35 @@ def _sat(x: float, half: float) -> float:
     return x / (x + half)
 
 
-def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int, *,
-             memory: bool = True) -> Cost:
-    """The predicted cost of ``ch``; ``memory=False`` leaves out the traffic model (a
-    cheaper lower bound the search prunes with)."""
+def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
+                 blas: BlasPlan | None, params: MachineParams) -> tuple[float, int, int]:
+    """(seconds, flops, packed bytes) of one primitive call on one core."""
     ax = c.axes
     isz = c.dtype.itemsize
-
-    def e(a: int) -> int:
-        return ax[a].extent if a != NO_AXIS else 1
-
-    m, n, k, br = e(ch.m), e(ch.n), e(ch.k), e(ch.br)
+    m = ax[m_ax].extent if m_ax != NO_AXIS else 1
+    n = ax[n_ax].extent if n_ax != NO_AXIS else 1
+    k = ax[k_ax].extent if k_ax != NO_AXIS else 1
+    br = ax[br_ax].extent if br_ax != NO_AXIS else 1
     tile_flops = 2 * m * n * k * br
-    calls = 1
-    for a in ch.loops:
-        calls *= ax[a].extent
     packed = 0
-    if ch.blas is not None:
+    if blas is not None:
         eff = _sat(m, params.gemm_half_m) * _sat(n, params.gemm_half_n) * _sat(
             k, params.gemm_half_k
         )
         rate = params.gemm_flops(c.dtype) * eff
-        a_str = (ax[ch.m].strides[0] if ch.m != NO_AXIS else 0,
-                 ax[ch.k].strides[0] if ch.k != NO_AXIS else 0)
-        b_str = (ax[ch.k].strides[1] if ch.k != NO_AXIS else 0,
-                 ax[ch.n].strides[1] if ch.n != NO_AXIS else 0)
-        c_str = (ax[ch.m].strides[2] if ch.m != NO_AXIS else 0,
-                 ax[ch.n].strides[2] if ch.n != NO_AXIS else 0)
-        a_op, b_op = (b_str, a_str) if ch.blas.swap else (a_str, b_str)
-        mm, nn = (n, m) if ch.blas.swap else (m, n)
-        if ch.blas.transa == 0:
+        a_str = (ax[m_ax].strides[0] if m_ax != NO_AXIS else 0,
+                 ax[k_ax].strides[0] if k_ax != NO_AXIS else 0)
+        b_str = (ax[k_ax].strides[1] if k_ax != NO_AXIS else 0,
+                 ax[n_ax].strides[1] if n_ax != NO_AXIS else 0)
+        c_str = (ax[m_ax].strides[2] if m_ax != NO_AXIS else 0,
+                 ax[n_ax].strides[2] if n_ax != NO_AXIS else 0)
+        a_op, b_op = (b_str, a_str) if blas.swap else (a_str, b_str)
+        mm, nn = (n, m) if blas.swap else (m, n)
+        if blas.transa == 0:
             packed += mm * k * br * _gather_bytes(a_op, isz)
-        if ch.blas.transb == 0:
+        if blas.transb == 0:
             packed += k * nn * br * _gather_bytes(b_op, isz)
-        if ch.blas.ldc == 0:
+        if blas.ldc == 0:
             packed += 2 * m * n * _gather_bytes(c_str, isz)
         per_call = (
             br * params.gemm_call_seconds
@@ -112,7 +108,29 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int, *,
         )
     else:
         per_call = tile_flops / params.loop_flops
-    per_call += params.tile_seconds
+    return per_call + params.tile_seconds, tile_flops, packed
+
+
+def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPlan | None,
+                  params: MachineParams, threads: int) -> float:
+    """A lower bound on :func:`estimate` for every schedule of these prim axes: their
+    compute spread perfectly over all threads, no memory traffic, no parallel region."""
+    m, n, k, br = prim
+    per_call, _, _ = tile_seconds(c, m, n, k, br, blas, params)
+    calls = 1
+    for a, axis in enumerate(c.axes):
+        if a not in prim:
+            calls *= axis.extent
+    return calls * per_call / max(1, threads) + params.call_seconds
+
+
+def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) -> Cost:
+    """The predicted cost of ``ch`` on ``threads`` threads."""
+    ax = c.axes
+    per_call, tile_flops, packed = tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
+    calls = 1
+    for a in ch.loops:
+        calls *= ax[a].extent
     compute = calls * per_call
 
     par_iters = 1
@@ -132,7 +150,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int, *,
         used = threads if share > 0.25 else 1
         compute = compute / (1 + (threads - 1) * share)
 
-    dram, llc = _traffic(c, ch, params) if memory else (0.0, 0.0)
+    dram, llc = _traffic(c, ch, params)
     bw_scale = 1.0 if used > 1 else 0.6
     mem_seconds = dram / (params.dram_bytes_per_second * bw_scale) + llc / (
         params.llc_bytes_per_second * bw_scale

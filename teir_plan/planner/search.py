@@ -27,7 +27,7 @@ from teir_plan.planner.candidates import (
     tile_blas,
     to_teir,
 )
-from teir_plan.planner.cost import Cost, estimate
+from teir_plan.planner.cost import Cost, compute_bound, estimate
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
@@ -48,17 +48,6 @@ class Ranked:
     @property
     def predicted_seconds(self) -> float:
         return self.cost.seconds
-
-
-def _bound(c: Contraction, prim: tuple[int, int, int, int], params: MachineParams,
-           threads: int) -> float:
-    """Optimistic cost of a prim choice: its compute spread over all threads."""
-    m, n, k, br = prim
-    taken = {a for a in prim if a != NO_AXIS}
-    loops = tuple(a for a in range(len(c.axes)) if a not in taken)
-    ch = Choice(loops, 0, m, n, k, br, tile_blas(c, m, n, k))
-    cost = estimate(c, ch, params, 1, memory=False)
-    return cost.compute_seconds / max(1, threads) + cost.overhead_seconds
 
 
 def variants(c: Contraction, params: MachineParams, threads: int,
@@ -102,14 +91,19 @@ def rank(
     kept: list[float] = []
     for v, packs in variants(c, params, threads, allow_pack):
         pack_seconds = sum(p.seconds for p in packs)
+        blas = {}  # the BLAS call of each (m, n, k): BRGEMM shares its GEMM's
+        for m, n, k, _ in prim_choices(v):
+            if (m, n, k) not in blas:
+                blas[m, n, k] = tile_blas(v, m, n, k)
         bounds = sorted(
-            ((_bound(v, p, params, threads) + pack_seconds, p) for p in prim_choices(v)),
+            ((compute_bound(v, p, blas[p[:3]], params, threads) + pack_seconds, p)
+             for p in prim_choices(v)),
             key=lambda bp: bp[0],
         )
         for bound, prim in bounds[:MAX_PRIM_CHOICES]:
             if prune and len(kept) >= keep and bound >= -kept[0]:
                 break  # neither this prim choice nor the later ones can make the cut
-            for ch in choices_for(v, prim, threads):
+            for ch in choices_for(v, prim, threads, blas[prim[:3]]):
                 cost = estimate(v, ch, params, threads)
                 if packs:
                     cost = replace(cost, seconds=cost.seconds + pack_seconds,

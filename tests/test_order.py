@@ -1,0 +1,95 @@
+"""The result's layout: numpy.einsum's ``order`` (K, C, F, A) and ``out=``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import teir_plan as tp
+
+RNG = np.random.default_rng(7)
+CASES = [
+    ("efbad,cf->abcde", {"a": 6, "b": 5, "c": 4, "d": 7, "e": 3, "f": 5}),
+    ("dca,bd->abc", {"a": 9, "b": 4, "c": 7, "d": 8}),
+    ("ij,jk->ik", {"i": 13, "j": 9, "k": 11}),
+    ("abc->cab", {"a": 5, "b": 6, "c": 7}),
+    ("bij,bjk->bik", {"b": 3, "i": 5, "j": 6, "k": 4}),
+]
+
+
+def _operands(expr: str, ext: dict[str, int]) -> list[np.ndarray]:
+    terms = expr.split("->")[0].split(",")
+    return [RNG.standard_normal([ext[c] for c in t]).astype(np.float32) for t in terms]
+
+
+def _ref(expr: str, ops: list[np.ndarray]) -> np.ndarray:
+    return np.einsum(expr, *[o.astype(np.float64) for o in ops])
+
+
+@pytest.mark.parametrize("expr,ext", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("order", ["K", "C", "F", "A"])
+def test_every_order_gives_numpys_values(expr: str, ext: dict[str, int], order: str) -> None:
+    ops = _operands(expr, ext)
+    got = tp.einsum(expr, *ops, order=order)
+    np.testing.assert_allclose(got, _ref(expr, ops), rtol=1e-4, atol=1e-4)
+    if order == "C":
+        assert got.flags.c_contiguous
+    if order == "F":
+        assert got.flags.f_contiguous
+    # Whatever the layout, the result owns (or views) one contiguous buffer of its size.
+    base = got if got.base is None else got.base
+    assert base.nbytes == got.nbytes
+
+
+def test_order_a_follows_fortran_operands() -> None:
+    a = np.asfortranarray(RNG.standard_normal((6, 5)))
+    b = np.asfortranarray(RNG.standard_normal((5, 4)))
+    assert tp.einsum("ij,jk->ik", a, b, order="A").flags.f_contiguous
+    assert tp.einsum("ij,jk->ik", np.ascontiguousarray(a), b, order="A").flags.c_contiguous
+
+
+def test_order_k_picks_a_layout_that_avoids_packing() -> None:
+    # out = abcde would need the first operand transposed; in the operand's own
+    # order the primitive reads and writes it in place.
+    expr, ext = CASES[0][0], {"a": 24, "b": 18, "c": 12, "d": 18, "e": 24, "f": 18}
+    ops = _operands(expr, ext)
+    k_plan = tp.plan(expr, *ops)
+    c_plan = tp.plan(expr, *ops, order="C")
+    assert any(s.chosen.packs for s in c_plan.steps if hasattr(s, "chosen"))
+    assert not any(s.chosen.packs for s in k_plan.steps if hasattr(s, "chosen"))
+    assert k_plan.predicted_seconds < c_plan.predicted_seconds
+    np.testing.assert_allclose(k_plan(*ops), _ref(expr, ops), rtol=1e-4, atol=1e-4)
+
+
+def test_a_plan_writes_its_own_layout_and_says_so() -> None:
+    expr, ext = CASES[1]
+    ops = _operands(expr, ext)
+    p = tp.plan(expr, *ops)
+    out = p.empty_out()
+    assert tp.plan(expr, *ops).out_spec == p.out_spec
+    assert p(*ops, out=out) is out
+    np.testing.assert_allclose(out, _ref(expr, ops), rtol=1e-4, atol=1e-4)
+    if not out.flags.c_contiguous:
+        with pytest.raises(tp.PlanError, match="empty_out"):
+            p(*ops, out=np.empty(out.shape, np.float32))
+
+
+def test_out_fixes_the_layout_whatever_the_order() -> None:
+    expr, ext = CASES[0]
+    ops = _operands(expr, ext)
+    shape = tuple(ext[c] for c in expr.split("->")[1])
+    for out in (np.empty(shape, np.float32), np.empty(shape[::-1], np.float32).T):
+        assert tp.einsum(expr, *ops, out=out, order="F") is out
+        np.testing.assert_allclose(out, _ref(expr, ops), rtol=1e-4, atol=1e-4)
+
+
+def test_order_is_case_insensitive_as_in_numpy() -> None:
+    a = RNG.standard_normal((4, 3))
+    assert tp.einsum("ij,jk->ik", a, a.T, order="f").flags.f_contiguous
+
+
+@pytest.mark.parametrize("bad", ["X", "", "CF", None, 1])
+def test_a_bad_order_names_the_argument(bad: object) -> None:
+    a = np.ones((2, 2))
+    with pytest.raises(tp.PlanError, match="order"):
+        tp.einsum("ij,jk->ik", a, a, order=bad)  # type: ignore[arg-type]
