@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import teir_plan as tp
-from tests.strategies import fuzz_settings
+from tests.strategies import counted, fuzz_settings
 
 CASES = [
     ("trus,pqtu->pqrs", [(3, 4, 5, 6), (7, 2, 3, 5)]),  # the spec's contraction
@@ -148,6 +148,7 @@ def test_plan_reuse_and_wrong_layout():
 
 @fuzz_settings(default=60)
 @given(st.data())
+@counted
 def test_random_binary_contractions(data):
     letters = "abcdefg"
     n = data.draw(st.integers(1, 6))

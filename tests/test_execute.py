@@ -10,7 +10,7 @@ from hypothesis import given
 import teir_plan as tp
 from tests import spec_examples
 from tests.reference import run_reference
-from tests.strategies import fuzz_settings, program_cases
+from tests.strategies import counted, fuzz_settings, program_cases
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -31,6 +31,7 @@ def test_spec_examples_match_numpy(build, dtype):
 
 @fuzz_settings(default=80)
 @given(program_cases())
+@counted
 def test_random_programs_match_reference(case):
     teir = case.teir
     teir.validate()

@@ -7,11 +7,12 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 import teir_plan as tp
 from tests import spec_examples
-from tests.strategies import fuzz_settings, program_cases
+from tests.strategies import counted, fuzz_settings, program_cases
 
 
 def test_enum_names_are_case_insensitive():
@@ -126,6 +127,7 @@ def test_construction_does_not_check_semantics():
 
 @fuzz_settings(default=60)
 @given(program_cases())
+@counted
 def test_json_round_trip(case):
     prog = case.teir
     assert tp.TEIR.from_json(prog.to_json()) == prog
@@ -172,3 +174,92 @@ def test_etops_runs_our_programs():
         op.execute(*ins, out)
         np.testing.assert_allclose(out, np.einsum(expr, *[x.astype(float) for x in ins]),
                                    rtol=1e-4, atol=1e-4)
+
+
+# ---- random invalid programs -----------------------------------------------------------
+
+def _fields(prog: tp.TEIR) -> dict:
+    d = json.loads(prog.to_json())
+    return {k: d[k] for k in ("data_type", "prim_first", "prim_main", "prim_last",
+                              "dim_types", "exec_types", "dim_sizes", "strides")}
+
+
+def _break(f: dict, rule: str, i: int) -> tuple[dict, str] | None:
+    """``f`` with one rule broken at axis ``i`` (None when this program has no such
+    axis), and the field the error must name."""
+    d = len(f["dim_sizes"])
+    binary = len(f["strides"]) == 3
+    types, execs = f["dim_types"], f["exec_types"]
+    out = len(f["strides"]) - 1
+    if rule == "size":
+        if d == 0:
+            return None
+        f["dim_sizes"][i % d] = -abs(f["dim_sizes"][i % d]) if i % 2 else 0
+        return f, f"dim_sizes\\[{i % d}\\]"
+    if rule == "parallel k":
+        # (a parallel k axis of extent 1 is allowed: it has nothing to race with)
+        ks = [a for a in range(d) if types[a] == "k" and f["dim_sizes"][a] > 1]
+        if not ks:
+            return None
+        execs[ks[i % len(ks)]] = "parallel"
+        return f, "exec_types"
+    if rule == "absent tensor stride":
+        # a tensor that does not take part in an axis must have stride 0 there
+        spots = [(a, j) for a in range(d) for j in range(len(f["strides"]))
+                 if f["strides"][j][a] == 0 and not (types[a] == "c" or
+                 (types[a] == "m" and j != 1) or (types[a] == "n" and j != 0) or
+                 (types[a] == "k" and j != out))]
+        if not binary or not spots:
+            return None
+        a, j = spots[i % len(spots)]
+        f["strides"][j][a] = 1
+        return f, f"strides\\[{j}\\]\\[{a}\\]"
+    if rule == "output alias":
+        spots = [a for a in range(d) if types[a] != "k" and f["dim_sizes"][a] > 1]
+        if not spots:
+            return None
+        f["strides"][out][spots[i % len(spots)]] = 0
+        return f, "strides"
+    if rule == "lengths":
+        if d == 0:
+            return None
+        f["exec_types"] = execs[:-1]
+        return f, "exec_types"
+    if rule == "unknown name":
+        key = ["prim_main", "data_type", "dim_types"][i % 3]
+        if key == "dim_types":
+            if d == 0:
+                return None
+            types[i % d] = "q"
+        else:
+            f[key] = "fast" if key == "prim_main" else "float16"
+        return f, key
+    if rule == "unary on non-c":
+        if binary or d == 0:
+            return None
+        types[i % d] = "m"
+        return f, "dim_types"
+    raise AssertionError(rule)
+
+
+RULES = ["size", "parallel k", "absent tensor stride", "output alias", "lengths",
+         "unknown name", "unary on non-c"]
+
+
+@fuzz_settings(default=80)
+@given(case=program_cases(), rule=st.sampled_from(RULES), i=st.integers(0, 10))
+@counted
+def test_random_invalid_programs_raise_teir_error(case, rule, i):
+    broken = _break(_fields(case.teir), rule, i)
+    assume(broken is not None)
+    fields, name = broken
+    with pytest.raises(tp.TEIRError, match=name) as info:
+        tp.TEIR.from_fields(**fields).validate()
+    assert isinstance(info.value, ValueError)
+    # The executor refuses it too, before touching the arrays.
+    if rule not in ("lengths", "unknown name"):
+        before = [v.copy() for v in case.views]
+        with pytest.raises(tp.TEIRError):
+            tp.execute(tp.TEIR.from_fields(**fields), *case.views)
+        for v, b in zip(case.views, before):
+            np.testing.assert_array_equal(v, b)
