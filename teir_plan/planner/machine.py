@@ -132,6 +132,8 @@ def calibrate(save: bool = True) -> MachineParams:
     """
     global _current
     import teir_plan as tp
+    from teir_plan.executor.execute import run_lowered
+    from teir_plan.executor.lower import lower
     from teir_plan.executor.threads import set_blas_threads
 
     p = MachineParams()
@@ -158,26 +160,30 @@ def calibrate(save: bool = True) -> MachineParams:
             peaks[dtype] = 2 * 768**3 / _best(lambda: tp.execute(prog, *arrs), 3)  # noqa: B023
         # Small tiles: the fraction of peak they reach fixes the half-saturation extents.
         prog, arrs = gemm_prog(32, 32, 32, "float32")
+        small = lower(prog)
         calls = 400
 
         def many() -> None:
             for _ in range(calls):
-                tp.execute(prog, *arrs)
+                run_lowered(small, arrs)
 
         many()
         t_small = _best(many, 3) / calls
-        # Python-side cost of an executor call, from a one-element copy.
+        # Python-side cost of a plan step (a pre-checked executor call), from a
+        # one-element copy.
         one = tp.TEIR.from_fields(
             data_type="float32", prim_first="none", prim_main="copy", prim_last="none",
             dim_types=[], exec_types=[], dim_sizes=[], strides=[[], []],
         )
         x, y = np.ones(1, np.float32), np.zeros(1, np.float32)
-        tp.execute(one, x, y)
-        def calls200() -> None:
-            for _ in range(200):
-                tp.execute(one, x, y)
+        lowered = lower(one)
 
-        t_call = _best(calls200, 3) / 200
+        def run200() -> None:
+            for _ in range(200):
+                run_lowered(lowered, [x, y])
+
+        run200()
+        t_call = _best(run200, 3) / 200
         flops_small = 2 * 32**3
         eff_small = min(0.95, flops_small / max(t_small - t_call, 1e-9) / peaks["float32"])
         # eff = (32 / (32 + h))^3 for a common half extent h.
