@@ -3,6 +3,8 @@ programs of any roles, orders, exec types, primitives, sizes and stride signs)."
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -112,3 +114,33 @@ def test_threads_setting():
         tp.set_num_threads(n)
     with pytest.raises(tp.PlanError):
         tp.set_num_threads(0)
+
+
+def test_both_blas_libraries_give_numpys_answers():
+    """GEMM tiles call numpy's ILP64 OpenBLAS when numpy bundles one, else scipy's LP64
+    BLAS: both integer widths, every BLAS shape (transposes, swap, packing, BRGEMM)."""
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np, teir_plan as tp
+from teir_plan.executor.blas import blas_name
+rng = np.random.default_rng(0)
+cases = [("ij,jk->ik", (37, 29), (29, 41)), ("ji,jk->ki", (29, 37), (29, 41)),
+         ("bij,bjk->ik", (3, 37, 29), (3, 29, 41)), ("iaj,kj->aki", (20, 3, 30), (25, 30)),
+         ("trus,pqtu->pqrs", (4, 6, 12, 12), (4, 12, 4, 12))]
+for dt in (np.float32, np.float64):
+    for sub, sa, sb in cases:
+        a, b = rng.standard_normal(sa).astype(dt), rng.standard_normal(sb).astype(dt)
+        for alt in tp.plan(sub, a, b).alternatives:
+            got = alt(a, b)
+            ref = np.einsum(sub, a.astype(float), b.astype(float))
+            assert np.allclose(got, ref, rtol=1e-4, atol=1e-4), (sub, dt)
+print(blas_name())
+"""
+    for choice, expect in (("scipy", "scipy"), ("", "")):
+        env = {**os.environ, "TEIR_PLAN_BLAS": choice}
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=600, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert expect in r.stdout

@@ -1,15 +1,25 @@
 """BLAS ``?gemm`` callable from numba-jitted code, with a disk-cacheable signature.
 
-Kernels receive the address of scipy's Fortran ``sgemm``/``dgemm`` as a plain
-integer argument and call through it with :func:`call_gemm`.  A ctypes function
-object would be baked into the compiled code as a process-specific address,
-which defeats numba's on-disk cache; passing the address at run time keeps one
-cached compilation valid in every process.
+Kernels receive the address of a Fortran-interface ``sgemm``/``dgemm`` and the
+width of its integers as plain integer arguments and call through them with
+:func:`call_gemm`.  A ctypes function object would be baked into the compiled
+code as a process-specific address, which defeats numba's on-disk cache;
+passing the address at run time keeps one cached compilation valid in every
+process.
+
+Which BLAS: numpy's own OpenBLAS (64-bit integers, symbols ``scipy_?gemm_64_``)
+when this numpy bundles one, because it is the library numpy.matmul and
+numpy.einsum use and a newer OpenBLAS than scipy's (on the reference machine it
+runs tall-skinny GEMMs, m=144384 n=24 k=384, about 2x faster); otherwise scipy's
+``cython_blas`` (32-bit integers).  ``TEIR_PLAN_BLAS=scipy`` forces the latter.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 from llvmlite import ir
@@ -32,8 +42,32 @@ def call_gemm(typingctx, fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ld
     return sig, codegen
 
 
+def _numpy_openblas() -> ctypes.CDLL | None:
+    """numpy's bundled ILP64 OpenBLAS (already loaded by numpy), or None."""
+    libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
+    for path in sorted(libs.glob("libscipy_openblas64_*.so*")):
+        try:
+            lib = ctypes.CDLL(str(path))
+            lib.scipy_sgemm_64_, lib.scipy_dgemm_64_  # noqa: B018 - both must exist
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
+
+
 @cache
-def gemm_address(dtype: np.dtype) -> int:
-    """Address of scipy.linalg.cython_blas' sgemm (float32) or dgemm (float64)."""
+def gemm_address(dtype: np.dtype) -> tuple[int, int]:
+    """(address, integer width in bytes) of the ``sgemm`` (float32) or ``dgemm``
+    (float64) the kernels call."""
     name = {"float32": "sgemm", "float64": "dgemm"}[np.dtype(dtype).name]
-    return int(get_cython_function_address("scipy.linalg.cython_blas", name))
+    lib = _numpy_openblas() if os.environ.get("TEIR_PLAN_BLAS") != "scipy" else None
+    if lib is not None:
+        fn = getattr(lib, f"scipy_{name}_64_")
+        return int(ctypes.cast(fn, ctypes.c_void_p).value or 0), 8
+    return int(get_cython_function_address("scipy.linalg.cython_blas", name)), 4
+
+
+def blas_name() -> str:
+    """Which library the GEMM tiles call (for reports)."""
+    return "numpy's OpenBLAS (ILP64)" if gemm_address(np.dtype(np.float32))[1] == 8 else (
+        "scipy's BLAS (LP64)")

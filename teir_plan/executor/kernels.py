@@ -56,11 +56,12 @@ T_LDA = 19
 T_LDB = 20
 T_LDC = 21  # 0 = C is not BLAS-addressable: compute into scratch, then add
 T_GEMM_FN = 22
+T_BLAS_INT = 27  # bytes per BLAS integer: 4 (LP64) or 8 (ILP64)
 T_ORIGIN0 = 23
 T_ORIGIN1 = 24
 T_ORIGIN2 = 25
 T_SCRATCH = 26  # scratch elements each worker needs
-TILE_LEN = 27
+TILE_LEN = 28
 
 _ORD_N = 78
 _ORD_T = 84
@@ -196,6 +197,15 @@ def _pack(src, so, rows, cols, s_r, s_c, dst, do):  # type: ignore[no-untyped-de
 
 
 @njit(cache=True, nogil=True)
+def _set_int(i64, i32, width, q, v):  # type: ignore[no-untyped-def]
+    """Store BLAS integer argument ``q`` as ``width`` bytes (i32 views i64's memory)."""
+    if width == 8:
+        i64[q] = v
+    else:
+        i32[q] = v
+
+
+@njit(cache=True, nogil=True)
 def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts):  # type: ignore[no-untyped-def]
     """C (+)= sum_br A_br B_br through BLAS, packing the operands BLAS cannot address."""
     m, n, k, br = tile[T_M], tile[T_N], tile[T_K], tile[T_BR]
@@ -224,14 +234,18 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
         lda = mm
     if transb == 0:
         ldb = k
-    iparams[0] = mm
-    iparams[1] = nn
-    iparams[2] = k
-    iparams[3] = lda
-    iparams[4] = ldb
-    iparams[5] = ldc if ldc != 0 else mm
-    iparams[6] = _ORD_N if transa == 0 else transa
-    iparams[7] = _ORD_N if transb == 0 else transb
+    # BLAS reads each integer argument through a pointer, as 4 or 8 bytes; the
+    # transpose flags are characters, the first byte of a (little-endian) integer.
+    w = tile[T_BLAS_INT]
+    ip32 = iparams.view(np.int32)
+    _set_int(iparams, ip32, w, 0, mm)
+    _set_int(iparams, ip32, w, 1, nn)
+    _set_int(iparams, ip32, w, 2, k)
+    _set_int(iparams, ip32, w, 3, lda)
+    _set_int(iparams, ip32, w, 4, ldb)
+    _set_int(iparams, ip32, w, 5, ldc if ldc != 0 else mm)
+    _set_int(iparams, ip32, w, 6, _ORD_N if transa == 0 else transa)
+    _set_int(iparams, ip32, w, 7, _ORD_N if transb == 0 else transb)
     ip = np.int64(iparams.ctypes.data)
     cp = np.int64(consts.ctypes.data)  # consts = [1, 0]: alpha/beta one, beta zero
     isz = np.int64(consts.itemsize)
@@ -259,8 +273,8 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
         # C' temporary), so BLAS overwrites instead of reading uninitialized data.
         beta_zero = r == 0 and (zero_first or ldc == 0)
         call_gemm(
-            fn, ip + 24, ip + 28, ip, ip + 4, ip + 8, cp, a_ptr, ip + 12,
-            b_ptr, ip + 16, cp + (isz if beta_zero else 0), c_ptr, ip + 20,
+            fn, ip + 6 * w, ip + 7 * w, ip, ip + w, ip + 2 * w, cp, a_ptr, ip + 3 * w,
+            b_ptr, ip + 4 * w, cp + (isz if beta_zero else 0), c_ptr, ip + 5 * w,
         )
     if ldc == 0:
         # Add (or store) the C' temporary into the strided output tile.
@@ -347,7 +361,7 @@ def _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts
 def run_serial(x0, x1, y, loops, tile, consts):  # type: ignore[no-untyped-def]
     """Run a program with every loop sequential (parallel rows, if any, run in order)."""
     scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
-    iparams = np.zeros(8, np.int32)
+    iparams = np.zeros(8, np.int64)
     npar = 0
     _walk_seq(
         x0, x1, y, loops, npar, tile, tile[T_ORIGIN0], tile[T_ORIGIN1], tile[T_ORIGIN2],
@@ -372,7 +386,7 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
         stop = (c + 1) * total // nchunks
         if start < stop:
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
-            iparams = np.zeros(8, np.int32)
+            iparams = np.zeros(8, np.int64)
             for it in range(start, stop):
                 o0 = tile[T_ORIGIN0]
                 o1 = tile[T_ORIGIN1]

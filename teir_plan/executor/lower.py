@@ -122,7 +122,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype) -> None:
     tile[K.T_TRANSA], tile[K.T_LDA] = plan.transa, plan.lda
     tile[K.T_TRANSB], tile[K.T_LDB] = plan.transb, plan.ldb
     tile[K.T_LDC] = plan.ldc
-    tile[K.T_GEMM_FN] = gemm_address(dtype)
+    tile[K.T_GEMM_FN], tile[K.T_BLAS_INT] = gemm_address(dtype)
     if plan.needs_scratch:
         mm, nn = (n, m) if plan.swap else (m, n)
         tile[K.T_SCRATCH] = mm * k + k * nn + mm * nn

@@ -37,7 +37,7 @@ def get_num_threads() -> int:
 def _blas_controller():  # type: ignore[no-untyped-def]
     global _controller
     if _controller is None:
-        import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS the kernels call)
+        import scipy.linalg.cython_blas  # noqa: F401  (loads scipy's BLAS: numpy's is loaded)
         from threadpoolctl import ThreadpoolController
 
         _controller = ThreadpoolController().select(user_api="blas")
