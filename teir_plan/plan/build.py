@@ -86,8 +86,10 @@ class _ArraySpec:
 
 
 class _Builder:
-    def __init__(self, num_operands: int) -> None:
+    def __init__(self, num_operands: int,
+                 pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None) -> None:
         self.n = num_operands
+        self.pending = pending  # proofs to run later (None: run them at once)
         self.steps: list[Step] = []
         self.buffers: list[BufferSpec] = []
         self.specs: dict[int, OperandSpec] = {}
@@ -135,13 +137,20 @@ def build_plan(
         return _build(expr, subscripts, specs, out_spec, dtype, optimize, epilogue, threads,
                       params)
     result = _result_dtype(specs, dtype)
-    plans = [
-        _build(expr, subscripts, specs, OperandSpec(shape_strides[0], shape_strides[1], result),
-               dtype, optimize, epilogue, threads, params)
-        for shape_strides in result_layouts(expr, specs, order if optimize is not False else
-                                            ("C" if order == "K" else order))
-    ]
-    return min(plans, key=lambda p: p.predicted_seconds)
+    layouts = result_layouts(expr, specs, order if optimize is not False else
+                             ("C" if order == "K" else order))
+    proofs: dict[int, list[tuple[TEIR, list[_ArraySpec]]]] = {}
+    plans = []
+    for shape, strides in layouts:
+        # Proving each candidate's reach is deferred to the layout that wins.
+        pending: list[tuple[TEIR, list[_ArraySpec]]] = []
+        plans.append(_build(expr, subscripts, specs, OperandSpec(shape, strides, result),
+                            dtype, optimize, epilogue, threads, params, pending))
+        proofs[id(plans[-1])] = pending
+    best = min(plans, key=lambda p: p.predicted_seconds)
+    for teir, arrays in proofs[id(best)]:
+        _prove(teir, arrays)
+    return best
 
 
 def result_layouts(expr: Expression, specs: Sequence[OperandSpec],
@@ -223,11 +232,14 @@ def _build(
     epilogue: str | None,
     threads: int,
     params: MachineParams,
+    pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None,
 ) -> Plan:
+    """The plan writing ``out_spec``.  Every candidate program is proven to stay inside
+    its buffers, now or, when ``pending`` is given, by the caller from that list."""
     extents = expr.extent_map
     result = _result_dtype(specs, dtype)
     shape = tuple(extents[ch] for ch in expr.output)
-    b = _Builder(len(specs))
+    b = _Builder(len(specs), pending)
     out_id = len(specs)
     for i, s in enumerate(specs):
         b.specs[i] = s
@@ -374,13 +386,19 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
 def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
                    cands: list[Candidate], role: str) -> None:
     # Prove, once, that every candidate stays inside the buffers it will be given.
+    def prove(teir: TEIR, arrays: list[_ArraySpec]) -> None:
+        if b.pending is None:
+            _prove(teir, arrays)
+        else:
+            b.pending.append((teir, arrays))
+
     for cand in cands:
         specs = [_ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]
         for pack in cand.packs:
             packed = _ArraySpec.of(OperandSpec(pack.shape, c_strides(pack.shape), specs[-1].dtype))
-            _prove(pack.copy.teir, [specs[pack.tensor], packed])
+            prove(pack.copy.teir, [specs[pack.tensor], packed])
             specs[pack.tensor] = packed
-        _prove(cand.teir, specs)
+        prove(cand.teir, list(specs))
     b.steps.append(TEIRStep(sub, inputs, dst, cands[0], tuple(cands), role))
 
 
