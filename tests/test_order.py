@@ -93,3 +93,11 @@ def test_a_bad_order_names_the_argument(bad: object) -> None:
     a = np.ones((2, 2))
     with pytest.raises(tp.PlanError, match="order"):
         tp.einsum("ij,jk->ik", a, a, order=bad)  # type: ignore[arg-type]
+
+
+def test_explain_names_the_result_layout_and_the_others_costed() -> None:
+    expr, ext = CASES[1]
+    ops = _operands(expr, ext)
+    text = str(tp.plan(expr, *ops).explain())
+    assert "result layout (order='K')" in text and "also costed: " in text
+    assert "result layout" not in str(tp.plan(expr, *ops, order="C").explain())

@@ -526,6 +526,14 @@ def _frontend_notes(plan: Plan) -> list[str]:
     if ones:
         notes.append(f"index {_join(ones)} of extent 1 dropped from the TEIR programs "
                      f"(it selects one element everywhere)")
+    layouts = plan.options.get("result_layouts", ())
+    if len(layouts) > 1:
+        chosen = next(lay for lay in layouts if lay[2])
+        others = "; ".join(f"{lay[0]} {lay[1] * 1e6:.1f} us" for lay in layouts if not lay[2])
+        view = ("row-major" if chosen[0] == expr.output else
+                f"a permuted view of a buffer in {chosen[0]} order")
+        notes.append(f"result layout (order={plan.options.get('order')!r}): {view}, "
+                     f"predicted {chosen[1] * 1e6:.1f} us; also costed: {others}")
     for k, st in enumerate(plan.steps):
         if isinstance(st, CastStep):
             notes.append(f"step {k}: {st.describe()} before the contraction")

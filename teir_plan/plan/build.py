@@ -150,6 +150,12 @@ def build_plan(
     best = min(plans, key=lambda p: p.predicted_seconds)
     for teir, arrays in proofs[id(best)]:
         _prove(teir, arrays)
+    # For the explain report: each layout considered, in memory order, and its cost.
+    best.options["order"] = order
+    best.options["result_layouts"] = tuple(
+        ("".join(expr.output[a] for a in _outer_first(p.out_spec.strides)),
+         p.predicted_seconds, p is best)
+        for p in plans)
     return best
 
 
@@ -210,6 +216,11 @@ def _operand_orders(expr: Expression, specs: Sequence[OperandSpec]) -> list[list
     own_a = sorted(only_a, key=lambda a: -stride(0, out[a]))
     own_b = sorted(only_b, key=lambda a: -stride(1, out[a]))
     return [by_a + own_b + own_a, by_b + own_a + own_b]
+
+
+def _outer_first(strides: Sequence[int]) -> tuple[int, ...]:
+    """The axes of a contiguous layout, outermost (largest stride) first."""
+    return tuple(sorted(range(len(strides)), key=lambda a: -strides[a]))
 
 
 def _c_contiguous(spec: OperandSpec) -> bool:
