@@ -153,7 +153,9 @@ def main() -> None:
         out_elems = math.prod(ext[c] for c in expr.split("->")[1])
         bytes_min = 4 * (a.size + b.size + out_elems)
         roof = min(peak, flops / bytes_min * bw)
-        ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+        # The float64 reference through BLAS: numpy's C loops (optimize=False) would
+        # take minutes on the 7248^3 case.
+        ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
         rates = {}
         for name, fn in systems(expr, a, b, wanted).items():
             t_first = time.perf_counter()

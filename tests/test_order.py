@@ -101,3 +101,26 @@ def test_explain_names_the_result_layout_and_the_others_costed() -> None:
     text = str(tp.plan(expr, *ops).explain())
     assert "result layout (order='K')" in text and "also costed: " in text
     assert "result layout" not in str(tp.plan(expr, *ops, order="C").explain())
+
+
+def test_out_in_c_order_may_stage_the_result_and_permute_it() -> None:
+    # With out= in C order, writing abcde directly needs the large operand transposed;
+    # staging the result in the operand's order and permuting it moves fewer bytes.
+    expr, ext = CASES[0][0], {"a": 24, "b": 18, "c": 12, "d": 18, "e": 24, "f": 18}
+    ops = _operands(expr, ext)
+    shape = tuple(ext[c] for c in expr.split("->")[1])
+    out = np.full(shape, np.nan, np.float32)
+    p = tp.plan(expr, *ops, out=out)
+    kinds = [(s.kind, getattr(s, "role", None)) for s in p.steps]
+    assert kinds == [("teir", "contract"), ("teir", "permute")]
+    staged = p.buffers[0]
+    assert staged.name.startswith("result staged") and staged.axis_order is not None
+    direct = tp.plan(expr, *ops, out=out, optimize=False)
+    assert len(direct.steps) == 1
+    assert p(*ops, out=out) is out
+    np.testing.assert_allclose(out, _ref(expr, ops), rtol=1e-4, atol=1e-4)
+    # The staged plan's alternatives write through the same staging buffer.
+    for alt in p.alternatives[:3]:
+        out[...] = np.nan
+        alt(*ops, out=out)
+        np.testing.assert_allclose(out, _ref(expr, ops), rtol=1e-4, atol=1e-4)

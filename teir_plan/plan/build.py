@@ -95,10 +95,12 @@ class _Builder:
         self.specs: dict[int, OperandSpec] = {}
 
     def temp(self, name: str, shape: tuple[int, ...], dtype: np.dtype, kind: str = "temp",
-             fill: float = 0.0) -> int:
-        self.buffers.append(BufferSpec(name, shape, dtype, kind, fill))
+             fill: float = 0.0, strides: tuple[int, ...] | None = None) -> int:
+        """A new buffer: C order, or the contiguous layout of element ``strides``."""
+        order = None if strides is None else _outer_first(strides)
+        self.buffers.append(BufferSpec(name, shape, dtype, kind, fill, order))
         idx = self.n + len(self.buffers)
-        self.specs[idx] = OperandSpec(shape, c_strides(shape), dtype)
+        self.specs[idx] = OperandSpec(shape, strides or c_strides(shape), dtype)
         return idx
 
 
@@ -133,23 +135,35 @@ def build_plan(
     if order not in ORDERS:
         raise PlanError(f"order: expected one of 'K', 'C', 'F', 'A', got {order!r}")
     expr = parse(subscripts, [s.shape for s in specs])
-    if out_spec is not None:
-        return _build(expr, subscripts, specs, out_spec, dtype, optimize, epilogue, threads,
-                      params)
     result = _result_dtype(specs, dtype)
-    layouts = result_layouts(expr, specs, order if optimize is not False else
-                             ("C" if order == "K" else order))
+    # (result layout, staging layout) pairs to plan; the cheapest predicted wins.
+    options: list[tuple[OperandSpec, tuple[int, ...] | None]]
+    if out_spec is not None:
+        # out= fixes the layout written last, not the one the contraction writes: where
+        # out's layout would force an operand to be transposed, the contraction may write
+        # a staging buffer in a layout that follows the operands, then one permuting copy
+        # moves the result into out (the transpose then costs out's size, not an input's).
+        options = [(out_spec, None)]
+        if optimize is not False and out_spec.dtype == result:
+            options += [(out_spec, strides) for _, strides in result_layouts(expr, specs, "K")
+                        if strides != out_spec.strides]
+    else:
+        layouts = result_layouts(expr, specs, order if optimize is not False else
+                                 ("C" if order == "K" else order))
+        options = [(OperandSpec(shape, strides, result), None) for shape, strides in layouts]
     proofs: dict[int, list[tuple[TEIR, list[_ArraySpec]]]] = {}
     plans = []
-    for shape, strides in layouts:
-        # Proving each candidate's reach is deferred to the layout that wins.
+    for spec, stage in options:
+        # Proving each candidate's reach is deferred to the plan that wins.
         pending: list[tuple[TEIR, list[_ArraySpec]]] = []
-        plans.append(_build(expr, subscripts, specs, OperandSpec(shape, strides, result),
-                            dtype, optimize, epilogue, threads, params, pending))
+        plans.append(_build(expr, subscripts, specs, spec, dtype, optimize, epilogue, threads,
+                            params, pending, stage))
         proofs[id(plans[-1])] = pending
     best = min(plans, key=lambda p: p.predicted_seconds)
     for teir, arrays in proofs[id(best)]:
         _prove(teir, arrays)
+    if out_spec is not None:
+        return best
     # For the explain report: each layout considered, in memory order, and its cost.
     best.options["order"] = order
     best.options["result_layouts"] = tuple(
@@ -244,9 +258,12 @@ def _build(
     threads: int,
     params: MachineParams,
     pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None,
+    stage: tuple[int, ...] | None = None,
 ) -> Plan:
     """The plan writing ``out_spec``.  Every candidate program is proven to stay inside
-    its buffers, now or, when ``pending`` is given, by the caller from that list."""
+    its buffers, now or, when ``pending`` is given, by the caller from that list.
+    ``stage``: element strides of a contiguous layout the contraction writes first, then
+    permuted into ``out_spec`` (the same dtype)."""
     extents = expr.extent_map
     result = _result_dtype(specs, dtype)
     shape = tuple(extents[ch] for ch in expr.output)
@@ -268,6 +285,10 @@ def _build(
     target = out_id
     if final_spec.dtype != result:
         target = b.temp("result", shape, result)
+    computed = result in FLOAT_TYPES and math.prod(shape) > 0 and all(extents.values())
+    if stage is not None and computed and target == out_id:
+        order_text = "".join(expr.output[a] for a in _outer_first(stage))
+        target = b.temp(f"result staged in order {order_text}", shape, result, strides=stage)
 
     if result not in FLOAT_TYPES:
         if epilogue is not None:
@@ -293,8 +314,12 @@ def _build(
                 ids.append(i)
         _contract_all(b, expr, ids, target, result, optimize is not False, epilogue == "relu",
                       threads, params)
-    if target != out_id:
+    if target != out_id and b.specs[target].dtype != final_spec.dtype:
         b.steps.append(CopyStep(target, out_id, f"out has dtype {final_spec.dtype}"))
+    elif target != out_id:
+        # The staged result, permuted into out's layout by a Copy program.
+        _contract(b, [expr.output], [target], expr.output, out_id, result, True, False,
+                  threads, params)
 
     main = None
     best = -1.0

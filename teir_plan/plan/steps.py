@@ -31,13 +31,20 @@ class BufferSpec:
     dtype: np.dtype
     kind: str  # "temp" or "const"
     fill: float = 0.0
+    # Memory order of a temp's axes, outermost first (None: C order).  A result staged
+    # in another layout than ``out`` is a permuted view of a contiguous buffer.
+    axis_order: tuple[int, ...] | None = None
 
     def make(self) -> np.ndarray:
         """A const buffer, filled; a temp buffer borrowed from the workspace (the caller
         gives it back)."""
         if self.kind == "const":
             return np.full(self.shape, self.fill, dtype=self.dtype)
-        return workspace.borrow(self.shape, self.dtype)
+        if self.axis_order is None:
+            return workspace.borrow(self.shape, self.dtype)
+        outer_first = self.axis_order
+        buf = workspace.borrow(tuple(self.shape[a] for a in outer_first), self.dtype)
+        return buf.transpose(np.argsort(outer_first))
 
 
 @dataclass(frozen=True)

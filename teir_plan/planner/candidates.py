@@ -82,20 +82,40 @@ def split_axis(c: Contraction, index: int, inner: int) -> Contraction:
     return Contraction(tuple(axes), c.dtype)
 
 
+# Inner extents tried when splitting a long M or N axis into cache-sized tiles: a BLAS
+# output tile larger than L2 goes to memory and back once per block of K, and once more
+# for beta (see cost.py); a few thousand elements keep it in cache for most tile shapes.
+CACHE_SPLIT_TARGETS = (512, 4096)
+
+
 def split_variants(c: Contraction, threads: int) -> list[Contraction]:
-    """Contractions with one large M or N axis split so that its outer part can feed
-    the parallel loops (used when the loops alone cannot keep the threads busy)."""
-    if threads <= 1:
-        return []
+    """Contractions with one large M or N axis split: into a few parts, so that the outer
+    part can feed the parallel loops, and into cache-sized inner tiles."""
     out = []
     for i, ax in enumerate(c.axes):
-        if ax.role not in (DimType.M, DimType.N) or ax.extent < 64 * threads:
+        if ax.role not in (DimType.M, DimType.N):
             continue
-        for parts in (threads, 2 * threads, 4 * threads):
-            if ax.extent % parts == 0:
-                out.append(split_axis(c, i, ax.extent // parts))
-                break
+        inners: list[int] = []
+        if threads > 1 and ax.extent >= 64 * threads:
+            parts = next((p for p in (threads, 2 * threads, 4 * threads)
+                          if ax.extent % p == 0), None)
+            if parts is not None:
+                inners.append(ax.extent // parts)
+        for target in CACHE_SPLIT_TARGETS:
+            if ax.extent >= 4 * target:
+                d = _divisor_near(ax.extent, target)
+                if d is not None and d not in inners:
+                    inners.append(d)
+        out += [split_axis(c, i, inner) for inner in inners]
     return out
+
+
+def _divisor_near(n: int, target: int) -> int | None:
+    """The largest divisor of ``n`` in [target / 2, target], if any."""
+    for d in range(target, target // 2 - 1, -1):
+        if n % d == 0:
+            return d
+    return None
 
 
 def _tile_extents(c: Contraction, m: int, n: int, k: int, br: int) -> tuple[int, int, int, int]:

@@ -10,6 +10,8 @@ It models (see docs/cost-model.md):
   index a tensor reuses its tile from cache if the tile's working set fits in
   L2, otherwise it streams again; traffic beyond the tensor's distinct bytes
   comes from the last-level cache when the tensor fits there, else from DRAM;
+  a BLAS output tile larger than L2 makes extra round trips to memory (BLAS
+  applies beta to the whole tile first, then accumulates each block of K);
 * threads: parallel loops split their iterations over the threads (load
   balance = iterations / (threads x ceil(iterations / threads))); without
   parallel loops a large BLAS tile uses BLAS' own threads;
@@ -173,6 +175,20 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) ->
     )
 
 
+# BLAS sums K in blocks of about this many (OpenBLAS' GEMM_Q is 256 to 512 on x86).
+BLAS_K_BLOCK = 384
+
+
+def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
+    """How often one BLAS call reads and writes its C tile when the tile does not fit in
+    L2: once to apply beta (zeroing it when beta = 0), then once per block of K."""
+    kk = 1
+    for a in (ch.k, ch.br):
+        if a != NO_AXIS:
+            kk *= c.axes[a].extent
+    return 1.0 + math.ceil(kk / BLAS_K_BLOCK)
+
+
 def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, float]:
     """(DRAM bytes, LLC bytes) all three tensors move under this loop order."""
     ax = c.axes
@@ -198,6 +214,8 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, 
         if j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
+            if ch.blas is not None and tile > params.l2_bytes:
+                traffic *= _blas_out_round_trips(c, ch)
         if distinct <= params.llc_bytes:
             dram += distinct
             llc += traffic - distinct

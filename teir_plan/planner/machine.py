@@ -1,8 +1,9 @@
 """What the cost model knows about the machine, and the calibration that measures it.
 
-Before calibration the documented defaults below are used (a 2-core AVX2
-server).  ``tp.calibrate()`` measures them in well under 30 s and caches the
-result on disk (``$TEIR_PLAN_CACHE_DIR`` or ``~/.cache/teir_plan``), keyed by the
+Before calibration the documented defaults below are used (measured by
+``tp.calibrate()`` on a 2-core AVX-512 server).  ``tp.calibrate()`` measures them
+in about a second and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
+``~/.cache/teir_plan``), keyed by the
 CPU model and the thread count; later processes load it.  Set
 ``TEIR_PLAN_AUTOCALIBRATE=1`` to calibrate automatically on first use.
 """
@@ -24,19 +25,19 @@ import numpy as np
 class MachineParams:
     """Parameters of the cost model (all per core unless stated)."""
 
-    gemm_flops_f32: float = 60e9  # BLAS sgemm peak on large tiles, one core
-    gemm_flops_f64: float = 30e9
-    gemm_half_m: float = 12.0  # tile extent at which BLAS reaches half its peak along M
-    gemm_half_n: float = 6.0
-    gemm_half_k: float = 24.0
+    gemm_flops_f32: float = 160e9  # BLAS sgemm peak on large tiles, one core
+    gemm_flops_f64: float = 75e9
+    gemm_half_m: float = 20.0  # tile extent at which BLAS reaches half its peak along M
+    gemm_half_n: float = 2.5
+    gemm_half_k: float = 11.0
     gemm_call_seconds: float = 0.4e-6  # fixed cost of one BLAS call from the executor
     loop_flops: float = 1.5e9  # strided jitted loops (BLAS-illegal or tiny tiles)
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
     copy_bytes_per_second: float = 8e9  # Copy/ReLU tiles, one core
-    dram_bytes_per_second: float = 20e9  # aggregate, both cores
+    dram_bytes_per_second: float = 25e9  # aggregate, both cores
     llc_bytes_per_second: float = 60e9  # aggregate
-    l2_bytes: int = 512 * 1024  # per core
+    l2_bytes: int = 2 * 1024 * 1024  # per core
     llc_bytes: int = 32 * 1024 * 1024
     call_seconds: float = 8e-6  # Python-side cost of one executor call
     parallel_seconds: float = 6e-6  # starting a parallel region
@@ -125,7 +126,7 @@ def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
 
 
 def calibrate(save: bool = True) -> MachineParams:
-    """Measure the cost model's parameters on this machine (about 10 s) and use them.
+    """Measure the cost model's parameters on this machine (about a second) and use them.
 
     >>> import teir_plan as tp
     >>> params = tp.calibrate(save=False)  # doctest: +SKIP
@@ -139,15 +140,26 @@ def calibrate(save: bool = True) -> MachineParams:
     p = MachineParams()
     rng = np.random.default_rng(0)
 
-    def gemm_prog(m: int, n: int, k: int, dtype: str) -> tuple[tp.TEIR, list[np.ndarray]]:
+    def gemm_tiles(m: int, n: int, k: int, dtype: str, reps: int = 1
+                   ) -> tuple[tp.TEIR, list[np.ndarray]]:
+        # ``reps`` tiles along a sequential N loop: in0's tile stays in cache while in1
+        # and out stream, as in the loop nests the planner builds.
         prog = tp.TEIR.from_fields(
             data_type=dtype, prim_first="zero", prim_main="gemm", prim_last="none",
-            dim_types=["m", "n", "k"], exec_types=["prim"] * 3, dim_sizes=[m, n, k],
-            strides=[[1, 0, m], [0, k, 1], [1, m, 0]],
+            dim_types=["n", "m", "n", "k"], exec_types=["seq", "prim", "prim", "prim"],
+            dim_sizes=[reps, m, n, k],
+            strides=[[0, 1, 0, m], [k * n, 0, k, 1], [m * n, 1, m, 0]],
         )
-        arrs = [rng.random(m * k).astype(dtype), rng.random(k * n).astype(dtype),
-                np.zeros(m * n, dtype)]
+        arrs = [rng.random(m * k).astype(dtype), rng.random(k * n * reps).astype(dtype),
+                np.zeros(m * n * reps, dtype)]
         return prog, arrs
+
+    def tile_rate(m: int, n: int, k: int) -> float:
+        reps = max(1, min(2000, int(4e7 / (2 * m * n * k))))
+        lowered = lower(gemm_tiles(m, n, k, "float32", reps)[0])
+        arrs = gemm_tiles(m, n, k, "float32", reps)[1]
+        run_lowered(lowered, arrs)
+        return 2 * m * n * k * reps / _best(lambda: run_lowered(lowered, arrs), 3)  # noqa: B023
 
     saved_threads = tp.get_num_threads()
     try:
@@ -155,20 +167,15 @@ def calibrate(save: bool = True) -> MachineParams:
         set_blas_threads(1)
         peaks = {}
         for dtype in ("float32", "float64"):
-            prog, arrs = gemm_prog(768, 768, 768, dtype)
+            prog, arrs = gemm_tiles(768, 768, 768, dtype)
             tp.execute(prog, *arrs)
             peaks[dtype] = 2 * 768**3 / _best(lambda: tp.execute(prog, *arrs), 3)  # noqa: B023
-        # Small tiles: the fraction of peak they reach fixes the half-saturation extents.
-        prog, arrs = gemm_prog(32, 32, 32, "float32")
-        small = lower(prog)
-        calls = 400
-
-        def many() -> None:
-            for _ in range(calls):
-                run_lowered(small, arrs)
-
-        many()
-        t_small = _best(many, 3) / calls
+        # Tile shapes small along one or more of m, n, k: the rate each reaches fixes
+        # the half-saturation extents (a least-squares fit of the model's product of
+        # x / (x + half_x) factors, in log space, with the large-tile peak held fixed).
+        shapes = [(m, n, k) for m in (16, 128, 1024) for n in (8, 64) for k in (8, 64)]
+        rates = np.array([tile_rate(*shape) for shape in shapes])
+        half = _fit_half_extents(np.array(shapes, dtype=float), rates, peaks["float32"])
         # Python-side cost of a plan step (a pre-checked executor call), from a
         # one-element copy.
         one = tp.TEIR.from_fields(
@@ -184,21 +191,18 @@ def calibrate(save: bool = True) -> MachineParams:
 
         run200()
         t_call = _best(run200, 3) / 200
-        flops_small = 2 * 32**3
-        eff_small = min(0.95, flops_small / max(t_small - t_call, 1e-9) / peaks["float32"])
-        # eff = (32 / (32 + h))^3 for a common half extent h.
-        h = 32 * (eff_small ** (-1 / 3) - 1)
         # Memory: a large copy, read plus write.
-        a = rng.random(16 * 1024 * 1024 // 8 * 4)
+        a = np.ones(32 * 1024 * 1024)  # 256 MiB: large enough for the kernel to use huge pages
         b = np.empty_like(a)
         dram = 2 * a.nbytes / _best(lambda: np.copyto(b, a), 3)
         p = replace(
             p,
+            l2_bytes=_l2_bytes() or p.l2_bytes,
             gemm_flops_f32=peaks["float32"],
             gemm_flops_f64=peaks["float64"],
-            gemm_half_m=max(1.0, h),
-            gemm_half_n=max(1.0, h / 2),
-            gemm_half_k=max(1.0, 2 * h),
+            gemm_half_m=half[0],
+            gemm_half_n=half[1],
+            gemm_half_k=half[2],
             call_seconds=t_call,
             dram_bytes_per_second=dram,
             calibrated=True,
@@ -210,6 +214,35 @@ def calibrate(save: bool = True) -> MachineParams:
     with _lock:
         _current = p
     return p
+
+
+def _l2_bytes() -> int | None:
+    """This CPU's L2 cache per core as Linux reports it, or None."""
+    try:
+        for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+            if (index / "level").read_text().strip() == "2":
+                text = (index / "size").read_text().strip().upper()
+                scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
+                return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _fit_half_extents(shapes: np.ndarray, rates: np.ndarray, peak: float
+                      ) -> tuple[float, float, float]:
+    """Half-saturation extents (m, n, k) that best explain ``rates`` (flop/s) of tiles of
+    ``shapes`` (rows m, n, k) as ``peak`` x prod(x / (x + half_x)), in log space."""
+    from scipy.optimize import least_squares
+
+    def residual(logh: np.ndarray) -> np.ndarray:
+        h = np.exp(logh)
+        model = peak * np.prod(shapes / (shapes + h), axis=1)
+        return np.log(model) - np.log(rates)
+
+    fit = least_squares(residual, np.log([12.0, 6.0, 24.0]), bounds=(np.log(0.5), np.log(1e4)))
+    m, n, k = (float(v) for v in np.exp(fit.x))
+    return m, n, k
 
 
 def set_machine_params(params: MachineParams | None) -> None:
