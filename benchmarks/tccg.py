@@ -8,6 +8,10 @@ installed.  Roofline = min(GEMM rate, arithmetic intensity x memory bandwidth),
 with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
 large copy, both measured in this run.
 
+The cost model is calibrated first (``tp.calibrate()``, about a second), as the
+documentation asks users to do once per machine; ``--no-calibrate`` plans with the
+parameters in force instead.
+
 Run: .venv/bin/python -m benchmarks.tccg [--quick] [--cases 0,5,20] [--repeats N]
 """
 
@@ -114,6 +118,9 @@ def main() -> None:
     ap.add_argument("--cases", default="", help="comma-separated case indices (0-23)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--systems", default="", help="comma-separated subset of systems")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="plan with the cost model's parameters in force instead of running "
+                         "tp.calibrate() first (as a user does once per machine)")
     ap.add_argument("--once-over", type=float, default=20.0,
                     help="a system whose first call takes longer is timed by that call alone")
     args = ap.parse_args()
@@ -135,7 +142,11 @@ def main() -> None:
     cases = load_cases()
     chosen = [int(i) for i in args.cases.split(",") if i] or list(range(len(cases)))
     wanted = {s for s in args.systems.split(",") if s}
+    if not args.no_calibrate:
+        tp.calibrate(save=False)
     info = machine()
+    info["cost model"] = "calibrated in this run" if tp.machine_params().calibrated else (
+        "default parameters")
     peak = gemm_rate(repeats)
     bw = bandwidth(repeats)
     print(f"float32 GEMM rate {peak / 1e9:.1f} GFLOP/s, copy bandwidth {bw / 1e9:.1f} GB/s")

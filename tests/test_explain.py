@@ -227,7 +227,9 @@ def test_frontend_notes():
     r = tp.explain("iij,jkx->ik", (5, 5, 6), (6, 7, 3))
     notes = "\n".join(r.frontend)
     assert "diagonal view over the repeated index i" in notes
-    assert "x summed in in1 only" in notes
+    assert "a pre-reduction" in notes and "the sum over x" in notes
+    steps = [s.describe() for s in tp.plan("iij,jkx->ik", (5, 5, 6), (6, 7, 3)).steps]
+    assert steps[0].startswith("reduce jkx->jk") and steps[1].startswith("contract iij,jk->ik")
     r = tp.explain("ij,jk->ik", np.ones((4, 5), np.float32), np.ones((5, 3), np.float64))
     assert any("cast operand 0" in n for n in r.frontend)
     r = tp.explain("ij->i", (6, 7))

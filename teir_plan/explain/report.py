@@ -542,20 +542,18 @@ def _frontend_notes(plan: Plan) -> list[str]:
         elif isinstance(st, TEIRStep):
             ins, out = st.subscripts.split("->")
             terms = ins.split(",")
-            if st.role == "reduce":
-                notes.append(f"step {k}: the sum over "
+            staged = [b for b in plan.buffers if b.axis_order is not None]
+            if st.role == "permute" and staged:
+                notes.append(f"step {k}: out's layout would make the contraction transpose "
+                             f"an operand, so the result is staged in memory order {ins} "
+                             f"and permuted into out's order {out} (one copy of the result)")
+            elif st.role == "reduce":
+                pre = ("a pre-reduction: indices summed in one operand only are summed "
+                       "before the contraction; " if st.dst != len(plan.operands) else "")
+                notes.append(f"step {k}: {pre}the sum over "
                              f"{_join(set(terms[0]) - set(out))} runs as a contraction "
                              f"with an added constant in1 of ones (stride 0 on every "
                              f"axis)")
-            elif len(terms) == 2:
-                for j, t in enumerate(terms):
-                    pre = {c for c in t if c not in out and c not in terms[1 - j]
-                           and ext.get(c, 1) > 1}
-                    if pre:
-                        notes.append(
-                            f"step {k}: {_join(pre)} summed in in{j} only (a pre-reduction): "
-                            f"a K axis with stride 0 in in{1 - j}, summed inside the "
-                            f"contraction, no separate pass")
             for p in st.chosen.packs:
                 notes.append(f"step {k}: {p.describe()} before the TEIR program runs")
     return notes

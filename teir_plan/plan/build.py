@@ -137,20 +137,23 @@ def build_plan(
     expr = parse(subscripts, [s.shape for s in specs])
     result = _result_dtype(specs, dtype)
     # (result layout, staging layout) pairs to plan; the cheapest predicted wins.
-    options: list[tuple[OperandSpec, tuple[int, ...] | None]]
     if out_spec is not None:
-        # out= fixes the layout written last, not the one the contraction writes: where
-        # out's layout would force an operand to be transposed, the contraction may write
-        # a staging buffer in a layout that follows the operands, then one permuting copy
-        # moves the result into out (the transpose then costs out's size, not an input's).
-        options = [(out_spec, None)]
-        if optimize is not False and out_spec.dtype == result:
-            options += [(out_spec, strides) for _, strides in result_layouts(expr, specs, "K")
-                        if strides != out_spec.strides]
+        fixed = [out_spec]
     else:
         layouts = result_layouts(expr, specs, order if optimize is not False else
                                  ("C" if order == "K" else order))
-        options = [(OperandSpec(shape, strides, result), None) for shape, strides in layouts]
+        fixed = [OperandSpec(shape, strides, result) for shape, strides in layouts]
+    options: list[tuple[OperandSpec, tuple[int, ...] | None]] = [(f, None) for f in fixed]
+    if optimize is not False and (out_spec is not None or order != "K"):
+        # out= or order= fixes the layout written last, not the one the contraction
+        # writes: where that layout would force an operand to be transposed, the
+        # contraction may write a staging buffer in a layout that follows the operands,
+        # then one permuting copy moves the result into place (the transpose then costs
+        # the result's size, not an input's).
+        final = fixed[0]
+        if final.dtype == result:
+            options += [(final, strides) for _, strides in result_layouts(expr, specs, "K")
+                        if strides != final.strides]
     proofs: dict[int, list[tuple[TEIR, list[_ArraySpec]]]] = {}
     plans = []
     for spec, stage in options:
@@ -162,8 +165,8 @@ def build_plan(
     best = min(plans, key=lambda p: p.predicted_seconds)
     for teir, arrays in proofs[id(best)]:
         _prove(teir, arrays)
-    if out_spec is not None:
-        return best
+    if out_spec is not None or order != "K":
+        return best  # the layout was fixed: staging, if chosen, is a step of its own
     # For the explain report: each layout considered, in memory order, and its cost.
     best.options["order"] = order
     best.options["result_layouts"] = tuple(
@@ -318,8 +321,9 @@ def _build(
         b.steps.append(CopyStep(target, out_id, f"out has dtype {final_spec.dtype}"))
     elif target != out_id:
         # The staged result, permuted into out's layout by a Copy program.
+        out_order = "".join(expr.output[a] for a in _outer_first(final_spec.strides))
         _contract(b, [expr.output], [target], expr.output, out_id, result, True, False,
-                  threads, params)
+                  threads, params, label=f"{order_text}->{out_order}")
 
     main = None
     best = -1.0
@@ -384,7 +388,9 @@ def _contract_all(b: _Builder, expr: Expression, ids: list[int], target: int, dt
 
 def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst: int,
               dtype: np.dtype, optimize: bool, relu: bool, threads: int,
-              params: MachineParams) -> None:
+              params: MachineParams, label: str | None = None) -> None:
+    """Plan one TEIR step computing ``dst`` from ``ids`` (``label`` names it in reports
+    instead of its subscripts)."""
     extents: dict[str, int] = {}
     # The destination's shape counts too: an index broadcast from size 1 in these inputs
     # may have a larger extent in an intermediate (another operand sets it), and every
@@ -392,9 +398,26 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     for t, i in zip([*terms, out_term], [*ids, dst]):
         for ch, n in zip(t, b.specs[i].shape):
             extents[ch] = max(extents.get(ch, 1), n)
+    if len(terms) == 2:
+        terms, ids = list(terms), list(ids)
+        for j in (0, 1):
+            # An index summed in one operand only is summed first, in a reduction step of
+            # its own (a pre-reduction): never more flops than carrying it as a K axis
+            # with stride 0 in the other operand (that multiplies the contraction's work
+            # by its extent), and the order numpy sums in, so that an infinity meeting
+            # terms of both signs gives numpy's inf rather than inf - inf = NaN.
+            own = [c for c in dict.fromkeys(terms[j])
+                   if c not in terms[1 - j] and c not in out_term and extents[c] > 1]
+            if own:
+                kept = "".join(c for c in dict.fromkeys(terms[j]) if c not in own)
+                tmp = b.temp(f"operand {terms[j]} summed over {''.join(own)}",
+                             tuple(extents[c] for c in kept), dtype)
+                _contract(b, [terms[j]], [ids[j]], kept, tmp, dtype, optimize, False,
+                          threads, params)
+                terms[j], ids[j] = kept, tmp
     lays = [layout_from(t, b.specs[i], extents) for t, i in zip(terms, ids)]
     out_lay = layout_from(out_term, b.specs[dst], extents)
-    sub = ",".join(terms) + "->" + out_term
+    sub = label or ",".join(terms) + "->" + out_term
     if len(lays) == 1:
         summed = [c for c in lays[0].indices if c not in out_term and extents[c] > 1]
         if not summed:
