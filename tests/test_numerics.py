@@ -116,6 +116,25 @@ def test_nan_times_zero_is_nan_in_every_alternative(dtype):
             np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=sub)
 
 
+@pytest.mark.parametrize("sub", ["aaed,ee->a", "adb,c->d", "ij,k->i"])
+def test_an_infinity_meeting_a_sum_over_one_operand_is_numpys_inf(sub):
+    """numpy.einsum(optimize=True) sums an index found in one operand only before
+    multiplying (its optimize=False loops do so for some expressions, not others): a
+    finite sum times inf is inf, where multiplying first (inf terms of both signs) gives
+    NaN.  teir_plan pre-reduces such indices, so it gives optimize=True's answer."""
+    terms = sub.split("->")[0].split(",")
+    sizes = {c: 3 + i for i, c in enumerate(sorted(set("".join(terms))))}
+    rng = np.random.default_rng(5)
+    ops = [rng.standard_normal([sizes[c] for c in t]).astype(np.float32) for t in terms]
+    ops[1].flat[-1] = np.inf  # meets terms of both signs of the other operand's sum
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.einsum(sub, *[o.astype(float) for o in ops], optimize=True)
+        got = tp.einsum(sub, *ops)
+    assert np.isinf(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+
+
 # ---- epilogue="relu" is numpy.maximum(x, 0) ---------------------------------------------
 
 

@@ -391,30 +391,39 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
               params: MachineParams, label: str | None = None) -> None:
     """Plan one TEIR step computing ``dst`` from ``ids`` (``label`` names it in reports
     instead of its subscripts)."""
-    extents: dict[str, int] = {}
-    # The destination's shape counts too: an index broadcast from size 1 in these inputs
-    # may have a larger extent in an intermediate (another operand sets it), and every
-    # element of the destination must be written.
-    for t, i in zip([*terms, out_term], [*ids, dst]):
-        for ch, n in zip(t, b.specs[i].shape):
-            extents[ch] = max(extents.get(ch, 1), n)
+    def extents_of(terms: list[str], ids: list[int]) -> dict[str, int]:
+        # The destination's shape counts too: an index broadcast from size 1 in these
+        # inputs may have a larger extent in an intermediate (another operand sets it),
+        # and every element of the destination must be written.
+        ext: dict[str, int] = {}
+        for t, i in zip([*terms, out_term], [*ids, dst]):
+            for ch, n in zip(t, b.specs[i].shape):
+                ext[ch] = max(ext.get(ch, 1), n)
+        return ext
+
+    extents = extents_of(terms, ids)
     if len(terms) == 2:
         terms, ids = list(terms), list(ids)
+        # Where each operand really varies along an index (size 1: broadcast).
+        varies = [{c for c, n in zip(t, b.specs[i].shape) if n > 1} for t, i in zip(terms, ids)]
         for j in (0, 1):
             # An index summed in one operand only is summed first, in a reduction step of
             # its own (a pre-reduction): never more flops than carrying it as a K axis
             # with stride 0 in the other operand (that multiplies the contraction's work
-            # by its extent), and the order numpy sums in, so that an infinity meeting
-            # terms of both signs gives numpy's inf rather than inf - inf = NaN.
+            # by its extent), and the order numpy.einsum(optimize=True) sums in, so that
+            # an infinity meeting terms of both signs gives its inf, not inf - inf = NaN.
             own = [c for c in dict.fromkeys(terms[j])
-                   if c not in terms[1 - j] and c not in out_term and extents[c] > 1]
+                   if c in varies[j] and c not in varies[1 - j] and c not in out_term]
             if own:
                 kept = "".join(c for c in dict.fromkeys(terms[j]) if c not in own)
+                size = dict(zip(terms[j], b.specs[ids[j]].shape))
                 tmp = b.temp(f"operand {terms[j]} summed over {''.join(own)}",
-                             tuple(extents[c] for c in kept), dtype)
+                             tuple(size[c] for c in kept), dtype)
                 _contract(b, [terms[j]], [ids[j]], kept, tmp, dtype, optimize, False,
                           threads, params)
                 terms[j], ids[j] = kept, tmp
+        # An index the other operand only broadcasts is gone with the pre-reduction.
+        extents = extents_of(terms, ids)
     lays = [layout_from(t, b.specs[i], extents) for t, i in zip(terms, ids)]
     out_lay = layout_from(out_term, b.specs[dst], extents)
     sub = label or ",".join(terms) + "->" + out_term
