@@ -106,7 +106,9 @@ class Contraction:
 def describe(in0: Layout, in1: Layout, out: Layout) -> Contraction:
     """Roles from where each index appears: C (all three), M (in0, out), N (in1, out),
     K (in0 and/or in1, not out).  An index summed in one input only is a K axis with
-    stride 0 in the other input."""
+    stride 0 in the other input (the planner pre-reduces such indices in a step of
+    their own before it describes the contraction; hand-built descriptions may keep
+    them)."""
     names: list[str] = []
     for lay in (out, in0, in1):
         for ch in lay.indices:
