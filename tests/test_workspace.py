@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import numpy as np
@@ -68,3 +69,46 @@ def test_a_plan_reuses_its_large_buffers_and_stays_correct() -> None:
         a = a[::-1].copy()  # new data, same layout
         ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
     assert workspace.idle_bytes() >= max(borrowed)
+
+
+def test_a_lent_array_returns_its_memory_only_when_every_view_is_gone() -> None:
+    ws = Workspace()
+    a = ws.lend((512, 1024), np.float32)  # 2 MiB: pooled
+    assert a.flags.writeable and a.flags.c_contiguous and a.ctypes.data % 64 == 0
+    view = a.T[3:]
+    del a
+    gc.collect()
+    assert ws.idle_bytes() == 0  # the view still holds it
+    b = ws.lend((512, 1024), np.float32)
+    assert not np.shares_memory(b, view)
+    del view
+    gc.collect()
+    assert ws.idle_bytes() >= 2 << 20
+    c = ws.lend((500, 1000), np.float32)  # fits in the returned buffer: reused
+    assert ws.idle_bytes() == 0 and not np.shares_memory(b, c)
+    small = ws.lend((4, 4), np.float32)  # small: plain numpy memory
+    assert small.base is None
+
+
+def test_results_held_by_the_caller_never_share_memory() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((300, 200), dtype=np.float32)
+    b = rng.standard_normal((200, 400), dtype=np.float32)
+    ref = a.astype(np.float64) @ b
+    held = [tp.einsum("ij,jk->ik", a, b) for _ in range(3)]  # 480 KB each
+    big = [tp.einsum("ij,jk->ikj", a, b) for _ in range(3)]  # 96 MB each: lent
+    for i, x in enumerate(big):
+        for y in big[i + 1:]:
+            assert not np.shares_memory(x, y)
+    for x in held:
+        np.testing.assert_allclose(x, ref, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(big[0], big[2])
+    del big, held
+    workspace.clear()
+    first = tp.einsum("ij,jk->ikj", a, b)
+    ptr = first.ctypes.data
+    del first  # the caller drops the result: its memory goes back to the pool
+    assert workspace.idle_bytes() >= 300 * 400 * 200 * 4
+    again = tp.einsum("ij,jk->ikj", a, b)
+    assert again.ctypes.data == ptr  # written into the already-mapped memory
+    np.testing.assert_allclose(again, np.einsum("ij,jk->ikj", a, b), rtol=1e-6)

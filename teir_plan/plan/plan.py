@@ -175,7 +175,9 @@ class Plan:
         permuted view of a contiguous buffer when the plan chose its result's layout."""
         spec = self.out_spec
         outer_first = sorted(range(len(spec.shape)), key=lambda a: -spec.strides[a])
-        buf = np.empty([spec.shape[a] for a in outer_first], dtype=spec.dtype)
+        # A large result borrows pooled memory that returns to the pool when the caller
+        # drops it: repeated calls write into mapped pages (see plan/workspace.py).
+        buf = workspace.lend(tuple(spec.shape[a] for a in outer_first), spec.dtype)
         return buf.transpose(np.argsort(outer_first))
 
     def _check_operands(self, operands: Sequence[object]) -> list[np.ndarray]:

@@ -11,6 +11,12 @@ The pool is bounded (``WORKSPACE_LIMIT_BYTES`` of idle buffers; the largest idle
 buffers are freed first when it is exceeded) and thread-safe: a buffer is owned
 by one call between :meth:`Workspace.borrow` and :meth:`Workspace.give_back`.
 
+Results returned to the caller come from the pool too (:meth:`Workspace.lend`):
+such an array's memory goes back to the pool only when the array and every view
+of it have been freed, so a loop that computes, uses and drops a large result
+writes into memory that is already mapped instead of faulting in (and having
+the kernel zero) fresh pages on every call.
+
 >>> ws = Workspace(limit_bytes=1 << 30)
 >>> a = ws.borrow((1024, 1024), np.float32)
 >>> ws.give_back(a)
@@ -21,7 +27,9 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -38,25 +46,41 @@ class Workspace:
     def __init__(self, limit_bytes: int = WORKSPACE_LIMIT_BYTES) -> None:
         self.limit_bytes = limit_bytes
         self._idle: list[np.ndarray] = []  # raw uint8 buffers nobody is using
-        self._lock = threading.Lock()
+        # Re-entrant: a lent array freed by the garbage collector while this thread
+        # holds the lock (any allocation may run a collection) gives its memory back
+        # from inside the locked region.
+        self._lock = threading.RLock()
 
-    def borrow(self, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-        """An uninitialised C-order array, from an idle buffer if one is big enough
-        (and not more than twice the size), else newly allocated."""
-        dt = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        if nbytes < POOL_MIN_BYTES:
-            return np.empty(shape, dt)
+    def _take(self, nbytes: int) -> np.ndarray:
+        """A raw buffer of at least ``nbytes`` plus alignment: an idle one if one is big
+        enough (and not more than twice the size), else newly allocated."""
         raw = None
         with self._lock:
             fits = [b for b in self._idle if nbytes <= b.nbytes - _ALIGN <= 2 * nbytes]
             if fits:
                 raw = min(fits, key=lambda b: b.nbytes)
                 self._idle = [b for b in self._idle if b is not raw]
-        if raw is None:
-            raw = np.empty(nbytes + _ALIGN, np.uint8)
+        return raw if raw is not None else np.empty(nbytes + _ALIGN, np.uint8)
+
+    def borrow(self, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+        """An uninitialised C-order array for the caller to :meth:`give_back`."""
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        if nbytes < POOL_MIN_BYTES:
+            return np.empty(shape, dt)
+        raw = self._take(nbytes)
         skip = -raw.ctypes.data % _ALIGN
         return raw[skip: skip + nbytes].view(dt).reshape(shape)
+
+    def lend(self, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
+        """An uninitialised C-order array the caller keeps: its memory returns to the
+        pool by itself once the array and all its views are gone."""
+        dt = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        if nbytes < POOL_MIN_BYTES:
+            return np.empty(shape, dt)
+        raw = self._take(nbytes)
+        return np.asarray(_Lease(self, raw, -raw.ctypes.data % _ALIGN, tuple(shape), dt))
 
     def give_back(self, arr: np.ndarray) -> None:
         """Return a borrowed array; its memory may be handed to the next borrower."""
@@ -65,13 +89,18 @@ class Workspace:
             raw = raw.base
         if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.ndim != 1:
             return  # small arrays never came from the pool
+        self._put(raw)
+
+    def _put(self, raw: np.ndarray) -> None:
         with self._lock:
             if any(b is raw for b in self._idle):
                 return
-            self._idle.append(raw)
-            self._idle.sort(key=lambda b: b.nbytes)
-            while self._idle and sum(b.nbytes for b in self._idle) > self.limit_bytes:
-                self._idle.pop()  # free the largest
+            # A new list, never one changed in place: a collection inside this block may
+            # re-enter through a lent array's release (see ``_lock``).
+            idle = sorted([*self._idle, raw], key=lambda b: b.nbytes)
+            while idle and sum(b.nbytes for b in idle) > self.limit_bytes:
+                idle.pop()  # free the largest
+            self._idle = idle
 
     def idle_bytes(self) -> int:
         with self._lock:
@@ -83,3 +112,24 @@ class Workspace:
 
 
 workspace = Workspace()
+
+
+class _Lease:
+    """The owner of a lent array's memory (the array's ``base``): numpy frees it when the
+    last view of the array goes, and the memory then goes back to the pool."""
+
+    __slots__ = ("__array_interface__", "_pool", "_raw")
+
+    def __init__(self, pool: Workspace, raw: np.ndarray, offset: int,
+                 shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self._pool = pool
+        self._raw = raw
+        self.__array_interface__: dict[str, Any] = {
+            "shape": shape, "typestr": dtype.str, "version": 3,
+            "data": (raw.ctypes.data + offset, False),
+        }
+
+    def __del__(self) -> None:
+        # At interpreter shutdown the pool may be gone already: then the memory just goes.
+        with contextlib.suppress(Exception):
+            self._pool._put(self._raw)
