@@ -9,6 +9,7 @@ import threading
 import numpy as np
 
 import teir_plan as tp
+from teir_plan.planner.machine import set_machine_params
 
 THREADS = 8
 CALLS = 200
@@ -105,3 +106,30 @@ def test_threads_sharing_one_plan():
     for th in threads:
         th.join(timeout=300)
     assert not errors
+
+
+def test_blas_keeps_the_callers_thread_count() -> None:
+    """The executor narrows BLAS to one thread inside parallel loops (and widens it for
+    large serial tiles); the caller's numpy.matmul, on the same OpenBLAS, must find the
+    count it had before, whatever ran in between."""
+    import scipy.linalg.cython_blas  # noqa: F401  (the executor loads it: count it too)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def counts() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 48, 40), dtype=np.float32)
+    b = rng.standard_normal((40, 48, 96), dtype=np.float32)
+    before = counts()
+    for limit in (None, 1):
+        with threadpool_limits(limits=limit, user_api="blas"):
+            inside = counts()
+            tp.calibrate(save=False)
+            tp.einsum("ij,jk->ik", a.reshape(-1, 40), b.reshape(40, -1))  # one BLAS call
+            assert counts() == inside
+            assert "parallel" in str(tp.plan("abk,kbc->abc", a, b).teir)
+            tp.einsum("abk,kbc->abc", a, b)  # parallel loops: BLAS narrowed to 1 inside
+            assert counts() == inside
+    assert counts() == before
+    set_machine_params(None)  # back to the cached calibration or the defaults

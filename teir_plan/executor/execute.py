@@ -7,7 +7,7 @@ import numpy as np
 from teir_plan.executor import kernels as K
 from teir_plan.executor.checks import check_arrays, flat_view
 from teir_plan.executor.lower import Lowered, lower
-from teir_plan.executor.threads import get_num_threads, numba_threads, set_blas_threads
+from teir_plan.executor.threads import blas_threads, get_num_threads, numba_threads
 from teir_plan.teir.records import TEIR
 
 # Tiles with at least this many flops let BLAS use all threads (the cost model's threshold).
@@ -56,15 +56,15 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     consts = _CONSTS[low.dtype]
     threads = get_num_threads()
     if low.has_parallel and threads > 1:
-        set_blas_threads(1)
         nchunks = min(low.parallel_iterations, threads)
-        with numba_threads(threads):
+        with blas_threads(1), numba_threads(threads):
             K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
+    elif low.tile[K.T_MODE] == K.MODE_BLAS:
+        # BLAS threads pay off only on large tiles; on small ones every call would wait
+        # for thread wake-ups.
+        t = low.tile
+        tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
+        with blas_threads(threads if tile_flops >= BLAS_THREADED_TILE_FLOPS else 1):
+            K.run_serial(x0, x1, y, low.loops, tile, consts)
     else:
-        if low.tile[K.T_MODE] == K.MODE_BLAS:
-            # BLAS threads pay off only on large tiles; on small ones every call would wait
-            # for thread wake-ups.
-            t = low.tile
-            tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
-            set_blas_threads(threads if tile_flops >= BLAS_THREADED_TILE_FLOPS else 1)
         K.run_serial(x0, x1, y, low.loops, tile, consts)

@@ -17,7 +17,6 @@ from teir_plan.errors import PlanError
 
 _lock = threading.Lock()
 _num_threads: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
-_blas_threads: int | None = None
 _controller = None
 
 
@@ -44,15 +43,33 @@ def _blas_controller():  # type: ignore[no-untyped-def]
     return _controller
 
 
-def set_blas_threads(n: int) -> None:
-    """Set the BLAS libraries' thread count, skipping the call when it is unchanged."""
-    global _blas_threads
+_active = 0  # executor calls inside blas_threads() right now
+_baseline: list[int] = []  # each BLAS library's thread count outside those calls
+
+
+@contextmanager
+def blas_threads(n: int) -> Iterator[None]:
+    """BLAS uses ``n`` threads inside the block.  When the last concurrent block ends,
+    every BLAS library gets back the thread count it had before the first began, so
+    the caller's own numpy.matmul (the same OpenBLAS) keeps the threads it had."""
+    global _active, _baseline
+    libs = _blas_controller().lib_controllers
     with _lock:
-        if _blas_threads == n:
-            return
-        for lib in _blas_controller().lib_controllers:
-            lib.set_num_threads(n)
-        _blas_threads = n
+        if _active == 0:
+            _baseline = [lib.num_threads for lib in libs]
+        _active += 1
+        for lib in libs:
+            if lib.num_threads != n:
+                lib.set_num_threads(n)
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                for lib, count in zip(libs, _baseline):
+                    if lib.num_threads != count:
+                        lib.set_num_threads(count)
 
 
 @contextmanager

@@ -135,7 +135,6 @@ def calibrate(save: bool = True) -> MachineParams:
     import teir_plan as tp
     from teir_plan.executor.execute import run_lowered
     from teir_plan.executor.lower import lower
-    from teir_plan.executor.threads import set_blas_threads
 
     p = MachineParams()
     rng = np.random.default_rng(0)
@@ -164,7 +163,6 @@ def calibrate(save: bool = True) -> MachineParams:
     saved_threads = tp.get_num_threads()
     try:
         tp.set_num_threads(1)
-        set_blas_threads(1)
         peaks = {}
         for dtype in ("float32", "float64"):
             prog, arrs = gemm_tiles(768, 768, 768, dtype)
