@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS
 from teir_plan.executor.lower import BlasPlan
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
@@ -146,10 +147,11 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) ->
         efficiency = par_iters / (threads * math.ceil(par_iters / threads))
         compute = compute / (threads * efficiency)
         overhead += params.parallel_seconds
-    elif ch.blas is not None and threads > 1:
-        # BLAS threads its own large tiles; small ones stay on one core.
-        share = min(1.0, tile_flops / 4e6)
-        used = threads if share > 0.25 else 1
+    elif ch.blas is not None and threads > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
+        # BLAS threads its own large tiles (the executor's rule; smaller ones stay on one
+        # core); the threads' gain grows with the tile, as their start-up is paid per call.
+        share = tile_flops / (tile_flops + BLAS_THREAD_HALF_FLOPS)
+        used = threads
         compute = compute / (1 + (threads - 1) * share)
 
     dram, llc = _traffic(c, ch, params)
@@ -175,6 +177,9 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) ->
     )
 
 
+# A threaded BLAS call gets half its threads' ideal speed-up at this many flops.
+BLAS_THREAD_HALF_FLOPS = 8e6
+
 # BLAS sums K in blocks of about this many (OpenBLAS' GEMM_Q is 256 to 512 on x86).
 BLAS_K_BLOCK = 384
 
@@ -187,6 +192,35 @@ def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
         if a != NO_AXIS:
             kk *= c.axes[a].extent
     return 1.0 + math.ceil(kk / BLAS_K_BLOCK)
+
+
+# Bytes a tile row costs beyond its own: the partly used cache line at its end and the
+# start of another stream (prefetch, TLB) for every row of a tile.
+ROW_OVERHEAD_BYTES = 64
+
+
+def _short_run_factor(c: Contraction, ch: Choice, j: int) -> float:
+    """How much more than its bytes tensor ``j``'s tile moves when it is many short rows:
+    a tile whose contiguous run (its unit-stride prim axis, with the prim axes whose
+    strides continue it) is a few cache lines long pays a row's overhead per run.  Tiles
+    with no unit-stride axis are packed or gathered, costed elsewhere."""
+    ax = c.axes
+    strides = {a: abs(ax[a].strides[j]) for a in ch.prim_axes
+               if ax[a].strides[j] != 0 and ax[a].extent > 1}
+    run = 1
+    grew = True
+    while grew:
+        grew = False
+        for a, st in strides.items():
+            if st == run:
+                run *= ax[a].extent
+                del strides[a]
+                grew = True
+                break
+    if run == 1 or not strides:
+        return 1.0  # a gather, or one contiguous block
+    run_bytes = run * c.dtype.itemsize
+    return (run_bytes + ROW_OVERHEAD_BYTES) / run_bytes
 
 
 def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, float]:
@@ -210,7 +244,7 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, 
                 traffic *= ax[a].extent
                 working *= ax[a].extent
         distinct = float(c.tensor_elements(j) * isz)
-        traffic = max(traffic, distinct)
+        traffic = max(traffic, distinct) * _short_run_factor(c, ch, j)
         if j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2

@@ -27,10 +27,10 @@ class MachineParams:
 
     gemm_flops_f32: float = 160e9  # BLAS sgemm peak on large tiles, one core
     gemm_flops_f64: float = 75e9
-    gemm_half_m: float = 20.0  # tile extent at which BLAS reaches half its peak along M
-    gemm_half_n: float = 2.5
-    gemm_half_k: float = 11.0
-    gemm_call_seconds: float = 0.4e-6  # fixed cost of one BLAS call from the executor
+    gemm_half_m: float = 7.0  # tile extent at which BLAS reaches half its peak along M
+    gemm_half_n: float = 1.0
+    gemm_half_k: float = 9.0
+    gemm_call_seconds: float = 0.2e-6  # fixed cost of one BLAS call from the executor
     loop_flops: float = 1.5e9  # strided jitted loops (BLAS-illegal or tiny tiles)
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
@@ -153,12 +153,12 @@ def calibrate(save: bool = True) -> MachineParams:
                 np.zeros(m * n * reps, dtype)]
         return prog, arrs
 
-    def tile_rate(m: int, n: int, k: int) -> float:
+    def tile_seconds(m: int, n: int, k: int) -> float:
         reps = max(1, min(2000, int(4e7 / (2 * m * n * k))))
         lowered = lower(gemm_tiles(m, n, k, "float32", reps)[0])
         arrs = gemm_tiles(m, n, k, "float32", reps)[1]
         run_lowered(lowered, arrs)
-        return 2 * m * n * k * reps / _best(lambda: run_lowered(lowered, arrs), 3)  # noqa: B023
+        return _best(lambda: run_lowered(lowered, arrs), 3) / reps  # noqa: B023
 
     saved_threads = tp.get_num_threads()
     try:
@@ -168,12 +168,13 @@ def calibrate(save: bool = True) -> MachineParams:
             prog, arrs = gemm_tiles(768, 768, 768, dtype)
             tp.execute(prog, *arrs)
             peaks[dtype] = 2 * 768**3 / _best(lambda: tp.execute(prog, *arrs), 3)  # noqa: B023
-        # Tile shapes small along one or more of m, n, k: the rate each reaches fixes
-        # the half-saturation extents (a least-squares fit of the model's product of
-        # x / (x + half_x) factors, in log space, with the large-tile peak held fixed).
-        shapes = [(m, n, k) for m in (16, 128, 1024) for n in (8, 64) for k in (8, 64)]
-        rates = np.array([tile_rate(*shape) for shape in shapes])
-        half = _fit_half_extents(np.array(shapes, dtype=float), rates, peaks["float32"])
+        # Tile shapes small along one or more of m, n, k (down to a few thousand flops):
+        # the seconds each takes fix the half-saturation extents and the fixed cost of a
+        # call (a least-squares fit of the model, with the large-tile peak held fixed).
+        shapes = [(m, n, k) for m in (8, 32, 128, 1024) for n in (8, 64) for k in (8, 64)]
+        seconds = np.array([tile_seconds(*shape) for shape in shapes])
+        *half, gemm_call = _fit_tile_model(np.array(shapes, dtype=float), seconds,
+                                           peaks["float32"], p.tile_seconds)
         # Python-side cost of a plan step (a pre-checked executor call), from a
         # one-element copy.
         one = tp.TEIR.from_fields(
@@ -201,6 +202,7 @@ def calibrate(save: bool = True) -> MachineParams:
             gemm_half_m=half[0],
             gemm_half_n=half[1],
             gemm_half_k=half[2],
+            gemm_call_seconds=gemm_call,
             call_seconds=t_call,
             dram_bytes_per_second=dram,
             calibrated=True,
@@ -227,20 +229,26 @@ def _l2_bytes() -> int | None:
     return None
 
 
-def _fit_half_extents(shapes: np.ndarray, rates: np.ndarray, peak: float
-                      ) -> tuple[float, float, float]:
-    """Half-saturation extents (m, n, k) that best explain ``rates`` (flop/s) of tiles of
-    ``shapes`` (rows m, n, k) as ``peak`` x prod(x / (x + half_x)), in log space."""
+def _fit_tile_model(shapes: np.ndarray, seconds: np.ndarray, peak: float, per_tile: float
+                    ) -> tuple[float, float, float, float]:
+    """Half-saturation extents (m, n, k) and the fixed seconds of a BLAS call that best
+    explain the measured ``seconds`` per tile of ``shapes`` (rows m, n, k) as the cost
+    model computes them: ``call + 2mnk / (peak x prod(x / (x + half_x))) + per_tile``
+    (a least-squares fit in log space)."""
     from scipy.optimize import least_squares
 
-    def residual(logh: np.ndarray) -> np.ndarray:
-        h = np.exp(logh)
-        model = peak * np.prod(shapes / (shapes + h), axis=1)
-        return np.log(model) - np.log(rates)
+    flops = 2 * np.prod(shapes, axis=1)
 
-    fit = least_squares(residual, np.log([12.0, 6.0, 24.0]), bounds=(np.log(0.5), np.log(1e4)))
-    m, n, k = (float(v) for v in np.exp(fit.x))
-    return m, n, k
+    def residual(logp: np.ndarray) -> np.ndarray:
+        h, call = np.exp(logp[:3]), np.exp(logp[3])
+        model = call + flops / (peak * np.prod(shapes / (shapes + h), axis=1)) + per_tile
+        return np.log(model) - np.log(seconds)
+
+    start = np.log([12.0, 6.0, 24.0, 1e-7])
+    fit = least_squares(residual, start, bounds=(np.log([0.5, 0.5, 0.5, 1e-9]),
+                                                 np.log([1e4, 1e4, 1e4, 1e-4])))
+    m, n, k, call = (float(v) for v in np.exp(fit.x))
+    return m, n, k, call
 
 
 def set_machine_params(params: MachineParams | None) -> None:
