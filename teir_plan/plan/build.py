@@ -105,6 +105,9 @@ class _Builder:
 
 
 ORDERS = ("K", "C", "F", "A")
+# How much faster (predicted) a permuted result layout or a staged result must be than
+# the plain one to be chosen.
+LAYOUT_MARGIN = 1.15
 
 
 def build_plan(
@@ -162,7 +165,12 @@ def build_plan(
         plans.append(_build(expr, subscripts, specs, spec, dtype, optimize, epilogue, threads,
                             params, pending, stage))
         proofs[id(plans[-1])] = pending
-    best = min(plans, key=lambda p: p.predicted_seconds)
+    # Plans writing another layout than the first option's (C order for order='K', the
+    # direct plan for a fixed layout) must be predicted clearly faster: the model's error
+    # is larger than a few percent, and a C-ordered result, or no staging copy, is what
+    # a caller would pick on a tie.
+    best = min(plans, key=lambda p: p.predicted_seconds * (1.0 if p is plans[0]
+                                                             else LAYOUT_MARGIN))
     for teir, arrays in proofs[id(best)]:
         _prove(teir, arrays)
     if out_spec is not None or order != "K":
@@ -289,9 +297,10 @@ def _build(
     if final_spec.dtype != result:
         target = b.temp("result", shape, result)
     computed = result in FLOAT_TYPES and math.prod(shape) > 0 and all(extents.values())
+    staged_order = None  # memory order of the staging buffer, when there is one
     if stage is not None and computed and target == out_id:
-        order_text = "".join(expr.output[a] for a in _outer_first(stage))
-        target = b.temp(f"result staged in order {order_text}", shape, result, strides=stage)
+        staged_order = "".join(expr.output[a] for a in _outer_first(stage))
+        target = b.temp(f"result staged in order {staged_order}", shape, result, strides=stage)
 
     if result not in FLOAT_TYPES:
         if epilogue is not None:
@@ -317,13 +326,13 @@ def _build(
                 ids.append(i)
         _contract_all(b, expr, ids, target, result, optimize is not False, epilogue == "relu",
                       threads, params)
-    if target != out_id and b.specs[target].dtype != final_spec.dtype:
-        b.steps.append(CopyStep(target, out_id, f"out has dtype {final_spec.dtype}"))
-    elif target != out_id:
+    if staged_order is not None:
         # The staged result, permuted into out's layout by a Copy program.
         out_order = "".join(expr.output[a] for a in _outer_first(final_spec.strides))
         _contract(b, [expr.output], [target], expr.output, out_id, result, True, False,
-                  threads, params, label=f"{order_text}->{out_order}")
+                  threads, params, label=f"{staged_order}->{out_order}")
+    elif target != out_id:
+        b.steps.append(CopyStep(target, out_id, f"out has dtype {final_spec.dtype}"))
 
     main = None
     best = -1.0
