@@ -534,6 +534,7 @@ def _frontend_notes(plan: Plan) -> list[str]:
                 f"a permuted view of a buffer in {chosen[0]} order")
         notes.append(f"result layout (order={plan.options.get('order')!r}): {view}, "
                      f"predicted {chosen[1] * 1e6:.1f} us; also costed: {others}")
+    staged = any(b.axis_order is not None for b in plan.buffers)
     for k, st in enumerate(plan.steps):
         if isinstance(st, CastStep):
             notes.append(f"step {k}: {st.describe()} before the contraction")
@@ -542,7 +543,6 @@ def _frontend_notes(plan: Plan) -> list[str]:
         elif isinstance(st, TEIRStep):
             ins, out = st.subscripts.split("->")
             terms = ins.split(",")
-            staged = [b for b in plan.buffers if b.axis_order is not None]
             if st.role == "permute" and staged:
                 notes.append(f"step {k}: out's layout would make the contraction transpose "
                              f"an operand, so the result is staged in memory order {ins} "

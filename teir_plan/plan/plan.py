@@ -177,8 +177,7 @@ class Plan:
         outer_first = sorted(range(len(spec.shape)), key=lambda a: -spec.strides[a])
         # A large result borrows pooled memory that returns to the pool when the caller
         # drops it: repeated calls write into mapped pages (see plan/workspace.py).
-        buf = workspace.lend(tuple(spec.shape[a] for a in outer_first), spec.dtype)
-        return buf.transpose(np.argsort(outer_first))
+        return workspace.lend(spec.shape, spec.dtype, outer_first)
 
     def _check_operands(self, operands: Sequence[object]) -> list[np.ndarray]:
         if len(operands) != len(self.operands):

@@ -40,11 +40,7 @@ class BufferSpec:
         gives it back)."""
         if self.kind == "const":
             return np.full(self.shape, self.fill, dtype=self.dtype)
-        if self.axis_order is None:
-            return workspace.borrow(self.shape, self.dtype)
-        outer_first = self.axis_order
-        buf = workspace.borrow(tuple(self.shape[a] for a in outer_first), self.dtype)
-        return buf.transpose(np.argsort(outer_first))
+        return workspace.borrow(self.shape, self.dtype, self.axis_order)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -62,25 +63,33 @@ class Workspace:
                 self._idle = [b for b in self._idle if b is not raw]
         return raw if raw is not None else np.empty(nbytes + _ALIGN, np.uint8)
 
-    def borrow(self, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-        """An uninitialised C-order array for the caller to :meth:`give_back`."""
-        dt = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        if nbytes < POOL_MIN_BYTES:
-            return np.empty(shape, dt)
-        raw = self._take(nbytes)
-        skip = -raw.ctypes.data % _ALIGN
-        return raw[skip: skip + nbytes].view(dt).reshape(shape)
+    def borrow(self, shape: tuple[int, ...], dtype: np.dtype | type,
+               axis_order: Sequence[int] | None = None) -> np.ndarray:
+        """An uninitialised array for the caller to :meth:`give_back`: C order, or
+        contiguous with its axes laid out ``axis_order`` (outermost first)."""
+        return self._array(shape, np.dtype(dtype), axis_order, lent=False)
 
-    def lend(self, shape: tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
-        """An uninitialised C-order array the caller keeps: its memory returns to the
+    def lend(self, shape: tuple[int, ...], dtype: np.dtype | type,
+             axis_order: Sequence[int] | None = None) -> np.ndarray:
+        """Like :meth:`borrow`, for an array the caller keeps: its memory returns to the
         pool by itself once the array and all its views are gone."""
-        dt = np.dtype(dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        return self._array(shape, np.dtype(dtype), axis_order, lent=True)
+
+    def _array(self, shape: tuple[int, ...], dt: np.dtype, axis_order: Sequence[int] | None,
+               lent: bool) -> np.ndarray:
+        order = list(range(len(shape))) if axis_order is None else list(axis_order)
+        mem_shape = tuple(shape[a] for a in order)
+        nbytes = int(np.prod(mem_shape, dtype=np.int64)) * dt.itemsize
         if nbytes < POOL_MIN_BYTES:
-            return np.empty(shape, dt)
-        raw = self._take(nbytes)
-        return np.asarray(_Lease(self, raw, -raw.ctypes.data % _ALIGN, tuple(shape), dt))
+            buf = np.empty(mem_shape, dt)
+        else:
+            raw = self._take(nbytes)
+            skip = -raw.ctypes.data % _ALIGN
+            if lent:
+                buf = np.asarray(_Lease(self, raw, skip, mem_shape, dt))
+            else:
+                buf = raw[skip: skip + nbytes].view(dt).reshape(mem_shape)
+        return buf if axis_order is None else buf.transpose(np.argsort(order))
 
     def give_back(self, arr: np.ndarray) -> None:
         """Return a borrowed array; its memory may be handed to the next borrower."""

@@ -155,8 +155,8 @@ def calibrate(save: bool = True) -> MachineParams:
 
     def tile_seconds(m: int, n: int, k: int) -> float:
         reps = max(1, min(2000, int(4e7 / (2 * m * n * k))))
-        lowered = lower(gemm_tiles(m, n, k, "float32", reps)[0])
-        arrs = gemm_tiles(m, n, k, "float32", reps)[1]
+        prog, arrs = gemm_tiles(m, n, k, "float32", reps)
+        lowered = lower(prog)
         run_lowered(lowered, arrs)
         return _best(lambda: run_lowered(lowered, arrs), 3) / reps  # noqa: B023
 
