@@ -144,3 +144,25 @@ print(blas_name())
                            timeout=600, env=env)
         assert r.returncode == 0, r.stderr[-2000:]
         assert expect in r.stdout
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("flip", [False, True])
+@pytest.mark.parametrize("shape", [(517, 300), (300, 517), (1, 700), (700, 1), (9, 8)])
+def test_copy_tiles_of_every_kind_match_numpy(shape, flip, relu):
+    """Copy/ReLU tiles: contiguous, gathered in blocks (a transpose longer than the
+    kernel's block), one-axis tiles written either way, negative input strides."""
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal(shape).astype(np.float32)
+    x = base[::-1, ::-1] if flip else base
+    for out_order in "CF":
+        out = np.full(shape, np.nan, np.float32, order=out_order)
+        isz = 4
+        prog = tp.TEIR.from_fields(
+            data_type="float32", prim_first="none", prim_main="relu" if relu else "copy",
+            prim_last="none", dim_types=["c", "c"], exec_types=["prim", "prim"],
+            dim_sizes=list(shape),
+            strides=[[s // isz for s in x.strides], [s // isz for s in out.strides]],
+        )
+        tp.execute(prog, x, out)
+        np.testing.assert_array_equal(out, np.maximum(x, 0) if relu else x)
