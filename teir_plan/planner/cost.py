@@ -2,8 +2,9 @@
 
 It models (see docs/cost-model.md):
 
-* compute: each tile call costs a fixed BLAS call overhead plus its flops at the
-  BLAS rate scaled by a saturation factor per extent, ``x / (x + half_x)``;
+* compute: each tile call costs its flops at the BLAS rate scaled by BLAS' measured
+  efficiency on that tile shape (a calibrated table over m, n, k, interpolated;
+  the call's fixed cost is part of it);
   packing a BLAS-illegal operand costs its bytes at the packing rate; tiles that
   BLAS cannot take run as jitted loops at a much lower rate;
 * memory: bytes each tensor moves given the loop order: a loop that does not
@@ -23,12 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS
 from teir_plan.executor.lower import BlasPlan
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
-from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.machine import GEMM_GRID, MachineParams
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,44 @@ def _gather_bytes(strides: tuple[int, int], isz: int) -> int:
     return isz if 1 in (abs(strides[0]), abs(strides[1])) else 8 * isz
 
 
-def _sat(x: float, half: float) -> float:
-    return x / (x + half)
+def _grid_position(x: int) -> tuple[int, float, float]:
+    """(segment, weight of its upper end, scale) of extent ``x`` on GEMM_GRID's log
+    scale.  Beyond the grid's largest extent BLAS is saturated; below its smallest a
+    call costs what the smallest does (scale < 1: the micro-kernel pads the tile)."""
+    g = GEMM_GRID
+    if x <= g[0]:
+        return 0, 0.0, max(x, 1) / g[0]
+    if x >= g[-1]:
+        return len(g) - 2, 1.0, 1.0
+    i = next(j for j in range(len(g) - 1) if x <= g[j + 1])
+    return i, math.log(x / g[i]) / math.log(g[i + 1] / g[i]), 1.0
+
+
+@lru_cache(maxsize=65536)
+def _interpolate(table: tuple[float, ...], m: int, n: int, k: int) -> float:
+    size = len(GEMM_GRID)
+    (im, wm, sm), (in_, wn, sn), (ik, wk, sk) = map(_grid_position, (m, n, k))
+    log_eff = 0.0
+    for dm, fm in ((0, 1 - wm), (1, wm)):
+        for dn, fn in ((0, 1 - wn), (1, wn)):
+            for dk, fk in ((0, 1 - wk), (1, wk)):
+                w = fm * fn * fk
+                if w > 0:
+                    v = table[((im + dm) * size + in_ + dn) * size + ik + dk]
+                    log_eff += w * math.log(max(v, 1e-4))
+    return math.exp(log_eff) * sm * sn * sk
+
+
+def gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
+    """BLAS' fraction of its peak on one m x n x k call (BLAS' own m and n), from the
+    calibrated table: interpolated linearly in log extent and log efficiency.
+
+    >>> from teir_plan.planner.machine import GEMM_GRID, MachineParams
+    >>> p = MachineParams()
+    >>> gemm_efficiency(p, 512, 512, 512) > gemm_efficiency(p, 512, 24, 512)
+    True
+    """
+    return _interpolate(params.gemm_efficiency, m, n, k)
 
 
 def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
@@ -86,10 +124,8 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     tile_flops = 2 * m * n * k * br
     packed = 0
     if blas is not None:
-        eff = _sat(m, params.gemm_half_m) * _sat(n, params.gemm_half_n) * _sat(
-            k, params.gemm_half_k
-        )
-        rate = params.gemm_flops(c.dtype) * eff
+        mm, nn = (n, m) if blas.swap else (m, n)
+        rate = params.gemm_flops(c.dtype) * gemm_efficiency(params, mm, nn, k)
         a_str = (ax[m_ax].strides[0] if m_ax != NO_AXIS else 0,
                  ax[k_ax].strides[0] if k_ax != NO_AXIS else 0)
         b_str = (ax[k_ax].strides[1] if k_ax != NO_AXIS else 0,
@@ -97,7 +133,6 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         c_str = (ax[m_ax].strides[2] if m_ax != NO_AXIS else 0,
                  ax[n_ax].strides[2] if n_ax != NO_AXIS else 0)
         a_op, b_op = (b_str, a_str) if blas.swap else (a_str, b_str)
-        mm, nn = (n, m) if blas.swap else (m, n)
         if blas.transa == 0:
             packed += mm * k * br * _gather_bytes(a_op, isz)
         if blas.transb == 0:
@@ -105,8 +140,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         if blas.ldc == 0:
             packed += 2 * m * n * _gather_bytes(c_str, isz)
         per_call = (
-            br * params.gemm_call_seconds
-            + tile_flops / rate
+            tile_flops / rate
             + packed / params.pack_bytes_per_second
         )
     else:
