@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 import teir_plan as tp
+from teir_plan.planner.copy import _plan_copy
+from teir_plan.planner.cost import _interpolate
 from benchmarks.common import machine, machine_md, md_table, timeit, write_results
 
 PLANNED = [
@@ -33,7 +35,10 @@ def planning_times() -> list[list]:
     rows = []
     for sub, shapes in PLANNED:
         def fresh(sub: str = sub, shapes: list = shapes) -> None:
+            # Forget every plan and the planner's memos, as for a problem never seen.
             tp.plan_cache.clear()
+            _plan_copy.cache_clear()
+            _interpolate.cache_clear()
             tp.plan(sub, *shapes, dtype=np.float32)
 
         best, med = timeit(fresh, 5)

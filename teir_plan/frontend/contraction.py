@@ -13,8 +13,10 @@ Layout(indices='i', extents=(3,), strides=(4,))
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -96,11 +98,13 @@ class Contraction:
 
     def tensor_elements(self, j: int) -> int:
         """Number of distinct elements tensor j spans over the contraction."""
-        total = 1
-        for ax in self.axes:
-            if ax.strides[j] != 0:
-                total *= ax.extent
-        return total
+        return self._elements[j]
+
+    @cached_property
+    def _elements(self) -> tuple[int, ...]:
+        return tuple(
+            math.prod(ax.extent for ax in self.axes if ax.strides[j] != 0) for j in range(3)
+        )
 
 
 def describe(in0: Layout, in1: Layout, out: Layout) -> Contraction:

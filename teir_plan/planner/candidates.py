@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from teir_plan.executor.lower import SMALL_TILE_FLOPS, BlasPlan, blas_plan
 from teir_plan.frontend.contraction import Axis, Contraction
@@ -38,11 +39,11 @@ class Choice:
     br: int  # BRGEMM batch-reduce axis, NO_AXIS for GEMM
     blas: BlasPlan | None  # None: the tile runs as jitted loops
 
-    @property
+    @cached_property
     def prim_axes(self) -> tuple[int, ...]:
         return tuple(a for a in (self.br, self.m, self.n, self.k) if a != NO_AXIS)
 
-    @property
+    @cached_property
     def parallel(self) -> tuple[int, ...]:
         return self.loops[: self.npar]
 

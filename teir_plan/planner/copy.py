@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -31,9 +32,36 @@ L1_BYTES = 32 * 1024
 
 @dataclass(frozen=True)
 class CopyPlan:
-    teir: TEIR
-    names: tuple[str, ...]
+    """A ranked Copy/ReLU schedule; its TEIR program is built when first asked for
+    (planning ranks many schedules and keeps one or a few)."""
+
+    axes: tuple[tuple[str, int, int, int], ...]  # (name, extent, stride_in, stride_out)
+    order: tuple[int, ...]  # indices into ``axes``: loops outermost first, then prims
+    parallel: int  # how many leading loops run in parallel
+    prims: int  # how many trailing axes the tile takes
+    dtype: str
+    relu: bool
     cost: Cost
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.axes[i][0] for i in self.order)
+
+    @cached_property
+    def teir(self) -> TEIR:
+        ax, order = self.axes, self.order
+        loops = len(order) - self.prims
+        return TEIR(
+            Primitives(self.dtype, Prim.NONE, Prim.RELU if self.relu else Prim.COPY,
+                       Prim.NONE),
+            Schedule(
+                [DimType.C] * len(order),
+                [ExecType.PARALLEL] * self.parallel + [ExecType.SEQ] * (loops - self.parallel)
+                + [ExecType.PRIM] * self.prims,
+                [ax[i][1] for i in order],
+                [[ax[i][2] for i in order], [ax[i][3] for i in order]],
+            ),
+        )
 
 
 def fuse_copy_axes(axes: Sequence[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
@@ -59,8 +87,21 @@ def plan_copy(
     params: MachineParams,
     threads: int,
     relu: bool = False,
-) -> list[CopyPlan]:
+) -> tuple[CopyPlan, ...]:
     """Ranked Copy (or ReLU) schedules moving ``axes`` from in0's strides to out's."""
+    return _plan_copy(tuple(tuple(a) for a in axes), str(np.dtype(dtype)), params,  # type: ignore[misc]
+                      threads, relu)
+
+
+@lru_cache(maxsize=1024)
+def _plan_copy(
+    axes: tuple[tuple[str, int, int, int], ...],
+    dtype: str,
+    params: MachineParams,
+    threads: int,
+    relu: bool,
+) -> tuple[CopyPlan, ...]:
+    # Cached: a pack is the same copy in every result layout an order-K plan weighs.
     ax = fuse_copy_axes(axes)
     isz = np.dtype(dtype).itemsize
     elements = math.prod(a[1] for a in ax) if ax else 1
@@ -105,7 +146,7 @@ def plan_copy(
                 out.append(_copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype,
                                       params, threads, relu))
     out.sort(key=lambda c: c.cost.seconds)
-    return out
+    return tuple(out)
 
 
 def _split_for_threads(ax: list[tuple[str, int, int, int]], want: int
@@ -169,14 +210,4 @@ def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threa
         tile_calls=calls, tile_flops=0, parallel_iterations=iters if npar else 1,
         parallel_efficiency=1.0, threads=used, packed_bytes_per_call=0,
     )
-    teir = TEIR(
-        Primitives(str(dtype), Prim.NONE, Prim.RELU if relu else Prim.COPY, Prim.NONE),
-        Schedule(
-            [DimType.C] * len(order),
-            [ExecType.PARALLEL] * npar + [ExecType.SEQ] * (len(loops) - npar)
-            + [ExecType.PRIM] * len(prim),
-            [ax[i][1] for i in order],
-            [[ax[i][2] for i in order], [ax[i][3] for i in order]],
-        ),
-    )
-    return CopyPlan(teir, tuple(ax[i][0] for i in order), cost)
+    return CopyPlan(tuple(ax), tuple(order), npar, len(prim), dtype, relu, cost)

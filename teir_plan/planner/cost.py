@@ -148,12 +148,17 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     return per_call + params.tile_seconds, tile_flops, packed
 
 
+TileCost = tuple[float, int, int]  # what tile_seconds returns
+
+
 def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPlan | None,
-                  params: MachineParams, threads: int) -> float:
+                  params: MachineParams, threads: int, tile: TileCost | None = None
+                  ) -> float:
     """A lower bound on :func:`estimate` for every schedule of these prim axes: their
-    compute spread perfectly over all threads, no memory traffic, no parallel region."""
+    compute spread perfectly over all threads, no memory traffic, no parallel region.
+    ``tile``: this prim choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
-    per_call, _, _ = tile_seconds(c, m, n, k, br, blas, params)
+    per_call, _, _ = tile or tile_seconds(c, m, n, k, br, blas, params)
     calls = 1
     for a, axis in enumerate(c.axes):
         if a not in prim:
@@ -161,10 +166,13 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     return calls * per_call / max(1, threads) + params.call_seconds
 
 
-def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int) -> Cost:
-    """The predicted cost of ``ch`` on ``threads`` threads."""
+def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
+             tile: TileCost | None = None) -> Cost:
+    """The predicted cost of ``ch`` on ``threads`` threads (``tile``: its prim choice's
+    :func:`tile_seconds`, when the caller has it)."""
     ax = c.axes
-    per_call, tile_flops, packed = tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
+    per_call, tile_flops, packed = tile or tile_seconds(
+        c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
     calls = 1
     for a in ch.loops:
         calls *= ax[a].extent
@@ -240,19 +248,19 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int) -> float:
     the innermost loop continues the runs.  Tiles with no unit-stride axis are packed or
     gathered, costed elsewhere."""
     ax = c.axes
-    strides = {a: abs(ax[a].strides[j]) for a in ch.prim_axes
-               if ax[a].strides[j] != 0 and ax[a].extent > 1}
+    rest = [(abs(ax[a].strides[j]), ax[a].extent) for a in ch.prim_axes
+            if ax[a].strides[j] != 0 and ax[a].extent > 1]
     run = 1
     grew = True
-    while grew:
+    while grew and rest:
         grew = False
-        for a, st in strides.items():
+        for i, (st, ext) in enumerate(rest):
             if st == run:
-                run *= ax[a].extent
-                del strides[a]
+                run *= ext
+                del rest[i]
                 grew = True
                 break
-    if run == 1 or not strides:
+    if run == 1 or not rest:
         return 1.0  # a gather, or one contiguous block
     if ch.loops and abs(ax[ch.loops[-1]].strides[j]) == run:
         # The innermost loop steps exactly one run on: the next tile continues every
@@ -266,18 +274,21 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, 
     """(DRAM bytes, LLC bytes) all three tensors move under this loop order."""
     ax = c.axes
     isz = c.dtype.itemsize
+    l2 = params.l2_bytes
+    prims = ch.prim_axes
+    loops = ch.loops[::-1]
     dram = 0.0
     llc = 0.0
     for j in range(3):
         tile = isz
-        for a in ch.prim_axes:
+        for a in prims:
             if ax[a].strides[j] != 0:
                 tile *= ax[a].extent
         traffic = float(tile)
         working = float(tile)
-        for a in reversed(ch.loops):
+        for a in loops:
             if ax[a].strides[j] == 0:
-                if working > params.l2_bytes:
+                if working > l2:
                     traffic *= ax[a].extent
             else:
                 traffic *= ax[a].extent
@@ -287,7 +298,7 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, 
         if j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
-            if ch.blas is not None and tile > params.l2_bytes:
+            if ch.blas is not None and tile > l2:
                 traffic *= _blas_out_round_trips(c, ch)
         if distinct <= params.llc_bytes:
             dram += distinct

@@ -27,7 +27,7 @@ from teir_plan.planner.candidates import (
     tile_blas,
     to_teir,
 )
-from teir_plan.planner.cost import Cost, compute_bound, estimate
+from teir_plan.planner.cost import Cost, compute_bound, estimate, tile_seconds
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
@@ -91,20 +91,24 @@ def rank(
     kept: list[float] = []
     for v, packs in variants(c, params, threads, allow_pack):
         pack_seconds = sum(p.seconds for p in packs)
+        if prune and len(kept) >= keep and pack_seconds + params.call_seconds >= -kept[0]:
+            continue  # the packs alone cost more than the candidates kept
         blas = {}  # the BLAS call of each (m, n, k): BRGEMM shares its GEMM's
         for m, n, k, _ in prim_choices(v):
             if (m, n, k) not in blas:
                 blas[m, n, k] = tile_blas(v, m, n, k)
+        # One tile cost per prim choice, shared by its bound and all its schedules.
+        tiles = {p: tile_seconds(v, *p, blas[p[:3]], params) for p in prim_choices(v)}
         bounds = sorted(
-            ((compute_bound(v, p, blas[p[:3]], params, threads) + pack_seconds, p)
-             for p in prim_choices(v)),
+            ((compute_bound(v, p, blas[p[:3]], params, threads, tiles[p]) + pack_seconds, p)
+             for p in tiles),
             key=lambda bp: bp[0],
         )
         for bound, prim in bounds[:MAX_PRIM_CHOICES]:
             if prune and len(kept) >= keep and bound >= -kept[0]:
                 break  # neither this prim choice nor the later ones can make the cut
             for ch in choices_for(v, prim, threads, blas[prim[:3]]):
-                cost = estimate(v, ch, params, threads)
+                cost = estimate(v, ch, params, threads, tiles[prim])
                 if packs:
                     cost = replace(cost, seconds=cost.seconds + pack_seconds,
                                    pack_seconds=pack_seconds)
