@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 import teir_plan as tp
+from benchmarks.common import machine, machine_md, md_table, timeit, write_results
 from teir_plan.planner.copy import _plan_copy
 from teir_plan.planner.cost import _interpolate
-from benchmarks.common import machine, machine_md, md_table, timeit, write_results
 
 PLANNED = [
     ("ij,jk->ik", [(64, 64), (64, 64)]),

@@ -8,7 +8,7 @@ installed.  Roofline = min(GEMM rate, arithmetic intensity x memory bandwidth),
 with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
 large copy, both measured in this run.
 
-The cost model is calibrated first (``tp.calibrate()``, about a second), as the
+The cost model is calibrated first (``tp.calibrate()``, about six seconds), as the
 documentation asks users to do once per machine; ``--no-calibrate`` plans with the
 parameters in force instead.
 

@@ -17,7 +17,9 @@ It models (see docs/cost-model.md):
   balance = iterations / (threads x ceil(iterations / threads))); without
   parallel loops a large BLAS tile uses BLAS' own threads;
 * first/last access: Zero is folded into BLAS (beta = 0); ReLU re-reads and
-  writes the output once.
+  writes the output once;
+* total: the larger of compute and memory time plus half the smaller (they overlap
+  only in part), plus the executor call's overhead.
 """
 
 from __future__ import annotations
@@ -148,6 +150,15 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     return per_call + params.tile_seconds, tile_flops, packed
 
 
+# The fraction of the smaller of compute and memory time that does not overlap with
+# the larger: a core waiting on a miss is not computing, and BLAS packs before it
+# computes.  With 0 (perfect overlap) memory-bound candidates all tied at their memory
+# time and the tie fell to whichever came first; 0.5 chose a candidate that was also the
+# fastest of the top five measured on 10 of 20 TCCG cases (0: 6), and took
+# dega,gfbc->abcdef from 141 to 233 GFLOP/s (1.0 did about as well, but lost 30% on
+# bda,dc->abc).
+OVERLAP_LOSS = 0.5
+
 TileCost = tuple[float, int, int]  # what tile_seconds returns
 
 
@@ -201,7 +212,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     mem_seconds = dram / (params.dram_bytes_per_second * bw_scale) + llc / (
         params.llc_bytes_per_second * bw_scale
     )
-    seconds = max(compute, mem_seconds) + overhead
+    seconds = max(compute, mem_seconds) + OVERLAP_LOSS * min(compute, mem_seconds) + overhead
     return Cost(
         seconds=seconds,
         compute_seconds=compute,

@@ -2,7 +2,7 @@
 
 Before calibration the documented defaults below are used (measured by
 ``tp.calibrate()`` on a 2-core AVX-512 server).  ``tp.calibrate()`` measures them
-in about a second and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
+in about six seconds and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
 ``~/.cache/teir_plan``), keyed by the
 CPU model and the thread count; later processes load it.  Set
 ``TEIR_PLAN_AUTOCALIBRATE=1`` to calibrate automatically on first use.
@@ -23,36 +23,50 @@ import numpy as np
 # Tile extents (per axis) at which calibration measures BLAS on one core.  A product
 # of per-axis saturation curves missed by 1.6x on tiles with one short axis
 # (384 x 24 x 384 ran at 57% of peak, the fit said 92%), so the model reads a table.
-GEMM_GRID = (8, 24, 64, 192, 512)
+GEMM_GRID = (8, 24, 64, 192, 512, 4096)
+# Tiles of more flops than this are not measured (seconds each); they take the value
+# of the same tile with its 4096s cut to 512, where BLAS is near its peak anyway.
+GRID_MAX_FLOPS = 4e9
 
 # This machine's table (2-core Xeon, AVX-512, OpenBLAS 0.3.30 through scipy): one
-# row per (m, n), the five k of GEMM_GRID across.
+# row per (m, n), the six k of GEMM_GRID across.
 DEFAULT_GEMM_EFFICIENCY: tuple[float, ...] = (
-    0.033, 0.082, 0.138, 0.216, 0.293,  # m=8, n=8
-    0.086, 0.182, 0.255, 0.360, 0.397,  # m=8, n=24
-    0.161, 0.243, 0.342, 0.390, 0.437,  # m=8, n=64
-    0.222, 0.299, 0.375, 0.434, 0.469,  # m=8, n=192
-    0.253, 0.310, 0.399, 0.433, 0.329,  # m=8, n=512
-    0.092, 0.207, 0.329, 0.473, 0.453,  # m=24, n=8
-    0.206, 0.370, 0.493, 0.608, 0.614,  # m=24, n=24
-    0.273, 0.453, 0.582, 0.606, 0.623,  # m=24, n=64
-    0.316, 0.536, 0.588, 0.661, 0.588,  # m=24, n=192
-    0.319, 0.533, 0.608, 0.614, 0.596,  # m=24, n=512
-    0.205, 0.505, 0.730, 0.784, 0.861,  # m=64, n=8
-    0.395, 0.725, 0.937, 0.883, 0.856,  # m=64, n=24
-    0.514, 0.858, 1.000, 0.876, 0.787,  # m=64, n=64
-    0.617, 0.944, 1.000, 0.847, 0.871,  # m=64, n=192
-    0.650, 0.945, 0.757, 0.848, 0.912,  # m=64, n=512
-    0.309, 0.666, 0.777, 0.800, 0.836,  # m=192, n=8
-    0.397, 0.811, 0.921, 0.822, 0.754,  # m=192, n=24
-    0.419, 0.854, 1.000, 0.882, 0.914,  # m=192, n=64
-    0.423, 0.883, 0.824, 0.985, 1.000,  # m=192, n=192
-    0.414, 0.632, 0.847, 1.000, 1.000,  # m=192, n=512
-    0.424, 0.662, 0.719, 0.792, 0.431,  # m=512, n=8
-    0.488, 0.791, 0.776, 0.818, 0.830,  # m=512, n=24
-    0.520, 0.807, 0.814, 0.997, 0.952,  # m=512, n=64
-    0.564, 0.656, 0.909, 1.000, 1.000,  # m=512, n=192
-    0.326, 0.677, 0.933, 1.000, 1.000,  # m=512, n=512
+    0.032, 0.079, 0.132, 0.217, 0.277, 0.266,  # m=8, n=8
+    0.082, 0.171, 0.255, 0.342, 0.374, 0.365,  # m=8, n=24
+    0.150, 0.249, 0.356, 0.394, 0.399, 0.336,  # m=8, n=64
+    0.206, 0.283, 0.353, 0.427, 0.454, 0.339,  # m=8, n=192
+    0.245, 0.300, 0.361, 0.432, 0.327, 0.320,  # m=8, n=512
+    0.270, 0.352, 0.301, 0.337, 0.305, 0.240,  # m=8, n=4096
+    0.086, 0.202, 0.298, 0.478, 0.443, 0.459,  # m=24, n=8
+    0.209, 0.372, 0.512, 0.634, 0.622, 0.538,  # m=24, n=24
+    0.284, 0.463, 0.611, 0.676, 0.678, 0.579,  # m=24, n=64
+    0.309, 0.537, 0.661, 0.743, 0.631, 0.624,  # m=24, n=192
+    0.319, 0.551, 0.672, 0.624, 0.638, 0.626,  # m=24, n=512
+    0.340, 0.504, 0.646, 0.634, 0.602, 0.468,  # m=24, n=4096
+    0.210, 0.472, 0.698, 0.761, 0.845, 0.411,  # m=64, n=8
+    0.372, 0.697, 0.922, 0.865, 0.853, 0.678,  # m=64, n=24
+    0.556, 0.870, 1.000, 0.901, 0.812, 0.756,  # m=64, n=64
+    0.625, 0.930, 1.000, 0.870, 0.883, 0.852,  # m=64, n=192
+    0.671, 0.970, 0.789, 0.876, 0.926, 0.888,  # m=64, n=512
+    0.340, 0.623, 0.804, 0.919, 0.898, 0.712,  # m=64, n=4096
+    0.311, 0.663, 0.786, 0.804, 0.833, 0.302,  # m=192, n=8
+    0.381, 0.811, 0.930, 0.840, 0.773, 0.628,  # m=192, n=24
+    0.424, 0.852, 0.992, 0.872, 0.911, 0.830,  # m=192, n=64
+    0.420, 0.890, 0.861, 1.000, 1.000, 1.000,  # m=192, n=192
+    0.433, 0.653, 0.881, 1.000, 1.000, 1.000,  # m=192, n=512
+    0.329, 0.636, 0.873, 1.000, 1.000, 1.000,  # m=192, n=4096
+    0.388, 0.643, 0.734, 0.787, 0.454, 0.256,  # m=512, n=8
+    0.453, 0.740, 0.770, 0.790, 0.797, 0.535,  # m=512, n=24
+    0.489, 0.774, 0.824, 0.971, 0.958, 0.836,  # m=512, n=64
+    0.464, 0.638, 0.895, 1.000, 1.000, 0.975,  # m=512, n=192
+    0.311, 0.641, 0.916, 1.000, 1.000, 1.000,  # m=512, n=512
+    0.286, 0.631, 0.954, 1.000, 1.000, 1.000,  # m=512, n=4096
+    0.542, 0.673, 0.420, 0.274, 0.252, 0.145,  # m=4096, n=8
+    0.468, 0.493, 0.648, 0.564, 0.475, 0.344,  # m=4096, n=24
+    0.217, 0.551, 0.713, 0.764, 0.770, 0.544,  # m=4096, n=64
+    0.213, 0.521, 0.817, 0.948, 1.000, 1.000,  # m=4096, n=192
+    0.210, 0.539, 0.911, 1.000, 1.000, 1.000,  # m=4096, n=512
+    0.146, 0.471, 0.730, 1.000, 1.000, 1.000,  # m=4096, n=4096
 )
 
 
@@ -133,7 +147,7 @@ def _load() -> MachineParams | None:
         table = known.get("gemm_efficiency")
         if table is not None:
             if len(table) != len(GEMM_GRID) ** 3:
-                return None  # a calibration from another grid: measure again
+                return None  # a calibration on another grid: not usable
             known["gemm_efficiency"] = tuple(float(v) for v in table)
         return MachineParams(**known)
     except (OSError, ValueError, TypeError):
@@ -166,7 +180,7 @@ def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
 
 
 def calibrate(save: bool = True) -> MachineParams:
-    """Measure the cost model's parameters on this machine (about a second) and use them.
+    """Measure the cost model's parameters on this machine (about six seconds) and use them.
 
     >>> import teir_plan as tp
     >>> params = tp.calibrate(save=False)  # doctest: +SKIP
@@ -212,11 +226,16 @@ def calibrate(save: bool = True) -> MachineParams:
         # with the call's fixed cost included (the loop nest's own cost per tile,
         # ``tile_seconds``, is the model's separate term).
         eff = []
+        measured: dict[tuple[int, int, int], float] = {}
         for m in GEMM_GRID:
             for n in GEMM_GRID:
                 for k in GEMM_GRID:
+                    if 2 * m * n * k > GRID_MAX_FLOPS:
+                        eff.append(measured[min(m, 512), min(n, 512), min(k, 512)])
+                        continue
                     spent = max(tile_seconds(m, n, k) - p.tile_seconds, 1e-9)
-                    eff.append(min(1.0, 2 * m * n * k / (peaks["float32"] * spent)))
+                    measured[m, n, k] = min(1.0, 2 * m * n * k / (peaks["float32"] * spent))
+                    eff.append(measured[m, n, k])
         # Python-side cost of a plan step (a pre-checked executor call), from a
         # one-element copy.
         one = tp.TEIR.from_fields(
