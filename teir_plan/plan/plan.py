@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -174,10 +175,14 @@ class Plan:
         """A new, uninitialised array in the layout this plan writes (``out_spec``): a
         permuted view of a contiguous buffer when the plan chose its result's layout."""
         spec = self.out_spec
-        outer_first = sorted(range(len(spec.shape)), key=lambda a: -spec.strides[a])
         # A large result borrows pooled memory that returns to the pool when the caller
         # drops it: repeated calls write into mapped pages (see plan/workspace.py).
-        return workspace.lend(spec.shape, spec.dtype, outer_first)
+        return workspace.lend(spec.shape, spec.dtype, self._out_order)
+
+    @cached_property
+    def _out_order(self) -> tuple[int, ...]:
+        spec = self.out_spec
+        return tuple(sorted(range(len(spec.shape)), key=lambda a: -spec.strides[a]))
 
     def _check_operands(self, operands: Sequence[object]) -> list[np.ndarray]:
         if len(operands) != len(self.operands):

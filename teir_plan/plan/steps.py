@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from teir_plan.executor.execute import run_lowered
-from teir_plan.executor.lower import lower
+from teir_plan.executor.lower import Lowered, lower
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.plan.workspace import workspace
 from teir_plan.planner.candidates import Choice
@@ -57,6 +58,16 @@ class Candidate:
     @property
     def predicted_seconds(self) -> float:
         return self.cost.seconds
+
+    @cached_property
+    def lowered(self) -> Lowered:
+        """The program's loop and tile tables (kept: a cached plan's call does not hash
+        its program to find them)."""
+        return lower(self.teir)
+
+    @cached_property
+    def lowered_packs(self) -> tuple[Lowered, ...]:
+        return tuple(lower(p.copy.teir) for p in self.packs)
 
 
 @dataclass(frozen=True)
@@ -160,11 +171,11 @@ class TEIRStep(Step):
         arrays = [buffers[i] for i in (*self.inputs, self.dst)]
         packed: list[np.ndarray] = []
         try:
-            for pack in self.chosen.packs:
+            for pack, low in zip(self.chosen.packs, self.chosen.lowered_packs):
                 packed.append(workspace.borrow(pack.shape, arrays[-1].dtype))
-                run_lowered(lower(pack.copy.teir), [arrays[pack.tensor], packed[-1]])
+                run_lowered(low, [arrays[pack.tensor], packed[-1]])
                 arrays[pack.tensor] = packed[-1]
-            run_lowered(lower(self.chosen.teir), arrays)
+            run_lowered(self.chosen.lowered, arrays)
         finally:
             for buf in packed:
                 workspace.give_back(buf)

@@ -28,6 +28,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -77,9 +78,11 @@ class Workspace:
 
     def _array(self, shape: tuple[int, ...], dt: np.dtype, axis_order: Sequence[int] | None,
                lent: bool) -> np.ndarray:
+        if axis_order is not None and list(axis_order) == list(range(len(shape))):
+            axis_order = None  # C order: no transposed view needed
         order = list(range(len(shape))) if axis_order is None else list(axis_order)
         mem_shape = tuple(shape[a] for a in order)
-        nbytes = int(np.prod(mem_shape, dtype=np.int64)) * dt.itemsize
+        nbytes = math.prod(mem_shape) * dt.itemsize
         if nbytes < POOL_MIN_BYTES:
             buf = np.empty(mem_shape, dt)
         else:
