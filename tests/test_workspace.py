@@ -112,3 +112,17 @@ def test_results_held_by_the_caller_never_share_memory() -> None:
     again = tp.einsum("ij,jk->ikj", a, b)
     assert again.ctypes.data == ptr  # written into the already-mapped memory
     np.testing.assert_allclose(again, np.einsum("ij,jk->ikj", a, b), rtol=1e-6)
+
+
+def test_the_buffer_given_back_last_stays_when_the_pool_is_full() -> None:
+    """Over the limit, the buffers given back longest ago go first: the one just given
+    back (the next call's likeliest want) is kept even when it is the largest."""
+    ws = Workspace(limit_bytes=5 << 20)
+    small = [ws.borrow((1 << 20,), np.uint8) for _ in range(3)]
+    for buf in small:
+        ws.give_back(buf)
+    big = ws.borrow((3 << 20,), np.uint8)
+    ws.give_back(big)
+    again = ws.borrow((3 << 20,), np.uint8)
+    assert np.shares_memory(big, again)
+    assert ws.idle_bytes() <= 5 << 20
