@@ -44,7 +44,8 @@ def permutation(repeats: int) -> list:
     out_shape = tuple(shape[p] for p in perm)
     out = np.empty(out_shape, np.float32)
     sub = "abcd->" + "".join("abcd"[p] for p in perm)
-    plan = tp.plan(sub, a)
+    # order="C": the program writes ``out``'s layout (order K would follow the input's).
+    plan = tp.plan(sub, a, order="C")
     prog = plan.teir
     t_tp, _ = timeit(lambda: tp.execute(prog, a, out), repeats)
     t_np, _ = timeit(lambda: np.ascontiguousarray(a.transpose(perm)), repeats)

@@ -87,9 +87,11 @@ class _ArraySpec:
 
 class _Builder:
     def __init__(self, num_operands: int,
-                 pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None) -> None:
+                 pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None,
+                 top: int = TOP_CANDIDATES) -> None:
         self.n = num_operands
         self.pending = pending  # proofs to run later (None: run them at once)
+        self.top = top  # candidates each TEIR step keeps
         self.steps: list[Step] = []
         self.buffers: list[BufferSpec] = []
         self.specs: dict[int, OperandSpec] = {}
@@ -161,11 +163,13 @@ def build_plan(
                         if strides != final.strides]
     proofs: dict[int, list[tuple[TEIR, list[_ArraySpec]]]] = {}
     plans = []
-    for spec, stage in options:
-        # Proving each candidate's reach is deferred to the plan that wins.
+    for n, (spec, stage) in enumerate(options):
+        # Proving each candidate's reach is deferred to the plan that wins.  The other
+        # options only have to beat the first, so their search keeps fewer candidates
+        # (it prunes sooner); the winner, if not the first, is planned again in full.
         pending: list[tuple[TEIR, list[_ArraySpec]]] = []
         plans.append(_build(expr, subscripts, specs, spec, dtype, optimize, epilogue, threads,
-                            params, pending, stage))
+                            params, pending, stage, TOP_CANDIDATES if n == 0 else 1))
         proofs[id(plans[-1])] = pending
     # Plans writing another layout than the first option's (C order for order='K', the
     # direct plan for a fixed layout) must be predicted clearly faster: the model's error
@@ -173,6 +177,13 @@ def build_plan(
     # a caller would pick on a tie.
     best = min(plans, key=lambda p: p.predicted_seconds * (1.0 if p is plans[0]
                                                              else LAYOUT_MARGIN))
+    if best is not plans[0] and optimize is not False:
+        spec, stage = options[plans.index(best)]
+        pending = []
+        full = _build(expr, subscripts, specs, spec, dtype, optimize, epilogue, threads,
+                      params, pending, stage)
+        plans[plans.index(best)] = best = full
+        proofs[id(full)] = pending
     for teir, arrays in proofs[id(best)]:
         _prove(teir, arrays)
     if out_spec is not None or order != "K":
@@ -272,6 +283,7 @@ def _build(
     params: MachineParams,
     pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None,
     stage: tuple[int, ...] | None = None,
+    top: int = TOP_CANDIDATES,
 ) -> Plan:
     """The plan writing ``out_spec``.  Every candidate program is proven to stay inside
     its buffers, now or, when ``pending`` is given, by the caller from that list.
@@ -280,7 +292,7 @@ def _build(
     extents = expr.extent_map
     result = _result_dtype(specs, dtype)
     shape = tuple(extents[ch] for ch in expr.output)
-    b = _Builder(len(specs), pending)
+    b = _Builder(len(specs), pending, top)
     out_id = len(specs)
     for i, s in enumerate(specs):
         b.specs[i] = s
@@ -454,7 +466,7 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     else:
         role = "contract"
     c = with_dtype(describe(lays[0], lays[1], out_lay), dtype)
-    ranked = rank(c, params, threads, relu_last=relu, top=TOP_CANDIDATES) if optimize else [
+    ranked = rank(c, params, threads, relu_last=relu, top=b.top) if optimize else [
         plain(c, params, relu_last=relu)
     ]
     cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)

@@ -166,15 +166,21 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
                   params: MachineParams, threads: int, tile: TileCost | None = None
                   ) -> float:
     """A lower bound on :func:`estimate` for every schedule of these prim axes: their
-    compute spread perfectly over all threads, no memory traffic, no parallel region.
-    ``tile``: this prim choice's :func:`tile_seconds`, when the caller has it."""
+    compute spread perfectly over all threads, each tensor moved from memory once
+    (the output twice) at the full bandwidth, no parallel region.  ``tile``: this prim
+    choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
     per_call, _, _ = tile or tile_seconds(c, m, n, k, br, blas, params)
     calls = 1
     for a, axis in enumerate(c.axes):
         if a not in prim:
             calls *= axis.extent
-    return calls * per_call / max(1, threads) + params.call_seconds
+    compute = calls * per_call / max(1, threads)
+    e = c.tensor_elements
+    memory = c.dtype.itemsize * (e(0) + e(1) + 2 * e(2)) / params.dram_bytes_per_second
+    # estimate's total grows with both parts (_traffic never counts fewer DRAM bytes).
+    return (max(compute, memory) + OVERLAP_LOSS * min(compute, memory)
+            + params.call_seconds)
 
 
 def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
