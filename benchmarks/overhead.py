@@ -19,8 +19,7 @@ import numpy as np
 
 import teir_plan as tp
 from benchmarks.common import machine, machine_md, md_table, timeit, write_results
-from teir_plan.planner.copy import _plan_copy
-from teir_plan.planner.cost import _interpolate
+from teir_plan.planner.search import forget_memos
 
 PLANNED = [
     ("ij,jk->ik", [(64, 64), (64, 64)]),
@@ -37,8 +36,7 @@ def planning_times() -> list[list]:
         def fresh(sub: str = sub, shapes: list = shapes) -> None:
             # Forget every plan and the planner's memos, as for a problem never seen.
             tp.plan_cache.clear()
-            _plan_copy.cache_clear()
-            _interpolate.cache_clear()
+            forget_memos()
             tp.plan(sub, *shapes, dtype=np.float32)
 
         best, med = timeit(fresh, 5)

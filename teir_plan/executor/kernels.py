@@ -82,6 +82,14 @@ def _relu(v):  # type: ignore[no-untyped-def]
     return 0.0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _swap_for_writes(m, n, y_m, y_n):  # type: ignore[no-untyped-def]
+    """Whether an m x n tile's loops should swap so that i (innermost) runs along the
+    output's smaller stride and writes stream; a one-axis tile runs along its axis,
+    whatever the unused axis's stride says."""
+    return n > 1 and (m == 1 or abs(y_n) < abs(y_m))
+
+
 @njit(cache=True, nogil=True)
 def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no-untyped-def]
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]), i innermost."""
@@ -116,9 +124,7 @@ def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[n
 @njit(cache=True, nogil=True)
 def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no-untyped-def]
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile."""
-    # Put the output's smaller stride innermost so writes stream (and a one-axis
-    # tile's axis, whatever the unused axis's stride says).
-    if n > 1 and (m == 1 or abs(y_n) < abs(y_m)):
+    if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         x_m, x_n = x_n, x_m
         y_m, y_n = y_n, y_m
@@ -133,7 +139,7 @@ def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no
 
 @njit(cache=True, nogil=True)
 def _zero_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
-    if n > 1 and (m == 1 or abs(y_n) < abs(y_m)):
+    if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         y_m, y_n = y_n, y_m
     for j in range(n):
@@ -143,7 +149,7 @@ def _zero_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _relu_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
-    if n > 1 and (m == 1 or abs(y_n) < abs(y_m)):
+    if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         y_m, y_n = y_n, y_m
     for j in range(n):

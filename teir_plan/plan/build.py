@@ -178,12 +178,12 @@ def build_plan(
     best = min(plans, key=lambda p: p.predicted_seconds * (1.0 if p is plans[0]
                                                              else LAYOUT_MARGIN))
     if best is not plans[0] and optimize is not False:
-        spec, stage = options[plans.index(best)]
+        i = plans.index(best)
+        spec, stage = options[i]
         pending = []
-        full = _build(expr, subscripts, specs, spec, dtype, optimize, epilogue, threads,
-                      params, pending, stage)
-        plans[plans.index(best)] = best = full
-        proofs[id(full)] = pending
+        plans[i] = best = _build(expr, subscripts, specs, spec, dtype, optimize, epilogue,
+                                 threads, params, pending, stage)
+        proofs[id(best)] = pending
     for teir, arrays in proofs[id(best)]:
         _prove(teir, arrays)
     if out_spec is not None or order != "K":

@@ -106,7 +106,7 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
     """BLAS' fraction of its peak on one m x n x k call (BLAS' own m and n), from the
     calibrated table: interpolated linearly in log extent and log efficiency.
 
-    >>> from teir_plan.planner.machine import GEMM_GRID, MachineParams
+    >>> from teir_plan.planner.machine import MachineParams
     >>> p = MachineParams()
     >>> gemm_efficiency(p, 512, 512, 512) > gemm_efficiency(p, 512, 24, 512)
     True

@@ -10,6 +10,7 @@ CPU model and the thread count; later processes load it.  Set
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -225,17 +226,13 @@ def calibrate(save: bool = True) -> MachineParams:
         # BLAS on every tile shape of the grid, as a fraction of the large-tile peak
         # with the call's fixed cost included (the loop nest's own cost per tile,
         # ``tile_seconds``, is the model's separate term).
-        eff = []
-        measured: dict[tuple[int, int, int], float] = {}
-        for m in GEMM_GRID:
-            for n in GEMM_GRID:
-                for k in GEMM_GRID:
-                    if 2 * m * n * k > GRID_MAX_FLOPS:
-                        eff.append(measured[min(m, 512), min(n, 512), min(k, 512)])
-                        continue
-                    spent = max(tile_seconds(m, n, k) - p.tile_seconds, 1e-9)
-                    measured[m, n, k] = min(1.0, 2 * m * n * k / (peaks["float32"] * spent))
-                    eff.append(measured[m, n, k])
+        eff: dict[tuple[int, int, int], float] = {}
+        for m, n, k in itertools.product(GEMM_GRID, repeat=3):  # the table's order
+            if 2 * m * n * k > GRID_MAX_FLOPS:
+                eff[m, n, k] = eff[min(m, 512), min(n, 512), min(k, 512)]
+            else:
+                spent = max(tile_seconds(m, n, k) - p.tile_seconds, 1e-9)
+                eff[m, n, k] = min(1.0, 2 * m * n * k / (peaks["float32"] * spent))
         # Python-side cost of a plan step (a pre-checked executor call), from a
         # one-element copy.
         one = tp.TEIR.from_fields(
@@ -260,7 +257,7 @@ def calibrate(save: bool = True) -> MachineParams:
             l2_bytes=_l2_bytes() or p.l2_bytes,
             gemm_flops_f32=peaks["float32"],
             gemm_flops_f64=peaks["float64"],
-            gemm_efficiency=tuple(eff),
+            gemm_efficiency=tuple(eff.values()),
             call_seconds=t_call,
             dram_bytes_per_second=dram,
             calibrated=True,

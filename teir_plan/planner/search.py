@@ -27,7 +27,8 @@ from teir_plan.planner.candidates import (
     tile_blas,
     to_teir,
 )
-from teir_plan.planner.cost import Cost, compute_bound, estimate, tile_seconds
+from teir_plan.planner.copy import _plan_copy
+from teir_plan.planner.cost import Cost, _interpolate, compute_bound, estimate, tile_seconds
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
@@ -131,6 +132,15 @@ def rank(
         if len(out) >= top:
             break
     return out
+
+
+def forget_memos() -> None:
+    """Drop what the planner remembers across plans (copy schedules, BLAS efficiencies
+    of tile shapes), so that the next plan is made as for a problem never seen; used to
+    time planning.  The memos are keyed by the machine parameters, so they never need
+    clearing for correctness."""
+    _plan_copy.cache_clear()
+    _interpolate.cache_clear()
 
 
 def plain(c: Contraction, params: MachineParams, *, relu_last: bool = False) -> Ranked:
