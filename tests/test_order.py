@@ -6,6 +6,11 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
+from teir_plan.executor.threads import get_num_threads
+from teir_plan.frontend.expression import parse
+from teir_plan.plan.build import _build, result_layouts
+from teir_plan.plan.plan import OperandSpec
+from teir_plan.planner.machine import machine_params
 
 RNG = np.random.default_rng(7)
 CASES = [
@@ -55,9 +60,10 @@ def test_order_k_picks_a_layout_that_avoids_packing() -> None:
     ops = _operands(expr, ext)
     k_plan = tp.plan(expr, *ops)
     c_plan = tp.plan(expr, *ops, order="C")
-    # C order transposes something: an operand (a pack) or the result (staged, permuted).
+    # C order transposes something: an operand (a pack) or the result (staged and
+    # permuted, whole or one block at a time).
     assert any(s.chosen.packs for s in c_plan.steps if hasattr(s, "chosen")) or len(
-        c_plan.steps) == 2
+        c_plan.steps) == 2 or c_plan.steps[0].kind == "blocked"
     assert not any(s.chosen.packs for s in k_plan.steps if hasattr(s, "chosen"))
     assert len(k_plan.steps) == 1
     assert k_plan.predicted_seconds < c_plan.predicted_seconds
@@ -106,22 +112,37 @@ def test_explain_names_the_result_layout_and_the_others_costed() -> None:
     assert "result layout" not in str(tp.plan(expr, *ops, order="C").explain())
 
 
+def _staged_plan(expr: str, ops: list[np.ndarray], out: np.ndarray) -> tp.Plan:
+    """The plan that stages the whole result in the first operand-following layout."""
+    specs = [OperandSpec.of(o) for o in ops]
+    e = parse(expr, [s.shape for s in specs])
+    strides = result_layouts(e, specs, "K")[1][1]
+    return _build(e, expr, specs, OperandSpec.of(out), None, True, None, get_num_threads(),
+                  machine_params(), None, strides)
+
+
 def test_out_in_c_order_may_stage_the_result_and_permute_it() -> None:
     # With out= in C order, writing abcde directly needs the large operand transposed;
-    # staging the result in the operand's order and permuting it moves fewer bytes.
+    # staging the result in the operand's order and permuting it moves fewer bytes, and
+    # staging it one block at a time through a stage in cache fewer still.
     expr, ext = CASES[0][0], {"a": 24, "b": 18, "c": 12, "d": 18, "e": 24, "f": 18}
     ops = _operands(expr, ext)
     shape = tuple(ext[c] for c in expr.split("->")[1])
     out = np.full(shape, np.nan, np.float32)
-    p = tp.plan(expr, *ops, out=out)
-    kinds = [(s.kind, getattr(s, "role", None)) for s in p.steps]
-    assert kinds == [("teir", "contract"), ("teir", "permute")]
-    staged = p.buffers[0]
-    assert staged.name.startswith("result staged") and staged.axis_order is not None
+    chosen = tp.plan(expr, *ops, out=out)
+    kinds = [(s.kind, getattr(s, "role", None)) for s in chosen.steps]
+    assert kinds in ([("teir", "contract"), ("teir", "permute")], [("blocked", "contract")])
     direct = tp.plan(expr, *ops, out=out, optimize=False)
     assert len(direct.steps) == 1
-    assert p(*ops, out=out) is out
-    np.testing.assert_allclose(out, _ref(expr, ops), rtol=1e-4, atol=1e-4)
+    assert direct.predicted_seconds > chosen.predicted_seconds
+    p = _staged_plan(expr, ops, out)
+    assert [(s.kind, s.role) for s in p.steps] == [("teir", "contract"), ("teir", "permute")]
+    staged = p.buffers[0]
+    assert staged.name.startswith("result staged") and staged.axis_order is not None
+    for plan in (chosen, p):
+        out[...] = np.nan
+        assert plan(*ops, out=out) is out
+        np.testing.assert_allclose(out, _ref(expr, ops), rtol=1e-4, atol=1e-4)
     # The staged plan's alternatives write through the same staging buffer.
     for alt in p.alternatives[:3]:
         out[...] = np.nan
@@ -133,5 +154,5 @@ def test_explain_says_why_the_result_is_staged() -> None:
     expr, ext = CASES[0][0], {"a": 24, "b": 18, "c": 12, "d": 18, "e": 24, "f": 18}
     ops = _operands(expr, ext)
     out = np.empty(tuple(ext[c] for c in expr.split("->")[1]), np.float32)
-    text = str(tp.plan(expr, *ops, out=out).explain())
+    text = str(_staged_plan(expr, ops, out).explain())
     assert "staged in memory order" in text and "permuted into out's order abcde" in text

@@ -8,7 +8,12 @@ import math
 import numpy as np
 
 import teir_plan as tp
+from teir_plan.executor.threads import get_num_threads
+from teir_plan.frontend.expression import parse
+from teir_plan.plan.build import _build, result_layouts
+from teir_plan.plan.plan import OperandSpec
 from teir_plan.plan.workspace import POOL_MIN_BYTES, Workspace, workspace
+from teir_plan.planner.machine import machine_params
 
 
 def test_reuses_an_idle_buffer_of_similar_size() -> None:
@@ -52,12 +57,16 @@ def test_no_two_borrowers_share_memory() -> None:
 
 def test_a_plan_reuses_its_large_buffers_and_stays_correct() -> None:
     rng = np.random.default_rng(1)
-    # In C order no BLAS tile reads the first operand in place: the plan either packs it
-    # or stages the result in the operand's order and permutes it (both > 1 MiB).
+    # In C order no BLAS tile reads the first operand in place: this plan stages the
+    # result in the operand's order and permutes it (a buffer > 1 MiB).
     a = rng.standard_normal((40, 36, 12, 40, 36), dtype=np.float32)
     b = rng.standard_normal((20, 36), dtype=np.float32)
     expr = "efbad,cf->abcde"
-    plan = tp.plan(expr, a, b, order="C")
+    specs = [OperandSpec.of(a), OperandSpec.of(b)]
+    e = parse(expr, [s.shape for s in specs])
+    out_spec = OperandSpec.of(np.empty((40, 12, 20, 36, 40), np.float32))
+    plan = _build(e, expr, specs, out_spec, None, True, None, get_num_threads(),
+                  machine_params(), None, result_layouts(e, specs, "K")[1][1])
     packs = [p for s in plan.steps if hasattr(s, "chosen") for p in s.chosen.packs]
     temps = [t for t in plan.buffers if t.kind == "temp"]
     borrowed = [math.prod(x.shape) * 4 for x in [*packs, *temps]]

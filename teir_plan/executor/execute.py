@@ -68,3 +68,20 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             K.run_serial(x0, x1, y, low.loops, tile, consts)
     else:
         K.run_serial(x0, x1, y, low.loops, tile, consts)
+
+
+def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elements: int,
+                arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
+    """Run a blocked program (see :func:`kernels.run_blocked`) on ``(in0, in1, out)``:
+    ``low`` is the block program (its output is the stage), ``outer`` the loops around
+    the blocks, ``block`` the copy of each block into ``out``.  The arrays must have
+    passed the plan's proofs of reach for exactly these tables."""
+    (x0, o0), (x1, o1), (y, o2) = (flat_view(a) for a in arrays)
+    tile = low.tile.copy()
+    tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
+    total = int(np.prod(outer[:, 0])) if len(outer) else 1
+    threads = get_num_threads()
+    nchunks = max(1, min(total, threads))
+    with blas_threads(1), numba_threads(threads):
+        K.run_blocked(x0, x1, y, outer, low.loops, tile, block, stage_elements,
+                      _CONSTS[low.dtype], nchunks)

@@ -392,3 +392,97 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
                     o1 += i * loops[r, 2]
                     o2 += i * loops[r, 3]
                 _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts)
+
+
+# --- Blocked write-back -------------------------------------------------------------
+# A program whose output tiles cannot be written along the output's own strides runs
+# block by block: the block's loops write a small stage buffer in cache (in a layout
+# whose tiles BLAS can address), then one copy moves the block into the output.  The
+# output is written once, by whole runs along its unit stride; no transposed operand
+# and no full-size staging buffer goes through memory.
+#
+# ``outer``: one row per loop around the blocks, ``(size, stride_in0, stride_in1,
+# stride_out)``; ``block``: one row per output axis of a block, ``(size, stride_stage,
+# stride_out)``.  ``inner`` and ``tile`` are the block program's tables (its output is
+# the stage, so their out strides are stage strides).
+
+
+@njit(cache=True, nogil=True)
+def _copy_block(stage, y, yo, block):  # type: ignore[no-untyped-def]
+    """y[yo + sum(i_r * out_r)] = stage[sum(i_r * stage_r)] over the block's rows: a 2-D
+    copy tile along the output's two smallest strides, looped over the other rows in
+    their order (the planner lists them outermost in ``out`` first), so that the writes
+    sweep ``out`` in order, a few pages at a time; the gathered reads hit the stage in
+    L2."""
+    nrows = block.shape[0]
+    if nrows == 0:
+        y[yo] = stage[0]
+        return
+    ri = 0
+    for r in range(nrows):
+        if abs(block[r, 2]) < abs(block[ri, 2]):
+            ri = r
+    rj = -1
+    for r in range(nrows):
+        if r != ri and (rj < 0 or abs(block[r, 2]) < abs(block[rj, 2])):
+            rj = r
+    m = block[ri, 0]
+    if rj >= 0:
+        n, s_n, y_n = block[rj, 0], block[rj, 1], block[rj, 2]
+    else:
+        n, s_n, y_n = 1, 0, 0
+    nrest = nrows - (2 if rj >= 0 else 1)
+    rest = np.empty((max(nrest, 1), 3), np.int64)
+    q = 0
+    for r in range(nrows):
+        if r != ri and r != rj:
+            rest[q, 0] = block[r, 0]
+            rest[q, 1] = block[r, 1]
+            rest[q, 2] = block[r, 2]
+            q += 1
+    idx = np.zeros(max(nrest, 1), np.int64)
+    so = 0
+    while True:
+        _copy_tile(stage, so, y, yo, m, n, block[ri, 1], s_n, block[ri, 2], y_n, False)
+        q = nrest - 1
+        while q >= 0:
+            idx[q] += 1
+            so += rest[q, 1]
+            yo += rest[q, 2]
+            if idx[q] < rest[q, 0]:
+                break
+            so -= rest[q, 1] * rest[q, 0]
+            yo -= rest[q, 2] * rest[q, 0]
+            idx[q] = 0
+            q -= 1
+        if q < 0:
+            return
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks):  # type: ignore[no-untyped-def]
+    """Run a blocked program: the outer iterations split into ``nchunks`` contiguous
+    chunks, one per worker; each worker owns a stage buffer and a scratch buffer."""
+    total = 1
+    for r in range(outer.shape[0]):
+        total *= outer[r, 0]
+    for c in prange(nchunks):
+        start = c * total // nchunks
+        stop = (c + 1) * total // nchunks
+        if start < stop:
+            stage = np.empty(max(stage_elements, 1), y.dtype)
+            scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
+            iparams = np.zeros(8, np.int64)
+            for it in range(start, stop):
+                o0 = tile[T_ORIGIN0]
+                o1 = tile[T_ORIGIN1]
+                o2 = tile[T_ORIGIN2]
+                rem = it
+                for r in range(outer.shape[0] - 1, -1, -1):
+                    i = rem % outer[r, 0]
+                    rem //= outer[r, 0]
+                    o0 += i * outer[r, 1]
+                    o1 += i * outer[r, 2]
+                    o2 += i * outer[r, 3]
+                _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts)
+                _copy_block(stage, y, o2, block)

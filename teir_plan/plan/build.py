@@ -8,7 +8,7 @@ TEIR does not cover) is a step of its own, so the explain report can show it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,10 +16,11 @@ import opt_einsum as oe
 
 from teir_plan.errors import DTypeError, EinsumError, PlanError
 from teir_plan.executor.checks import _check_reach
-from teir_plan.frontend.contraction import Layout, describe, with_dtype
+from teir_plan.frontend.contraction import Contraction, Layout, describe, with_dtype
 from teir_plan.frontend.expression import Expression, parse
 from teir_plan.plan.plan import OperandSpec, Plan
 from teir_plan.plan.steps import (
+    BlockedStep,
     BufferSpec,
     Candidate,
     CastStep,
@@ -29,6 +30,7 @@ from teir_plan.plan.steps import (
     Step,
     TEIRStep,
 )
+from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.search import plain, rank
@@ -85,9 +87,12 @@ class _ArraySpec:
         return cls(spec.shape, tuple(s * isz for s in spec.strides), spec.dtype)
 
 
+Proof = Callable[[], None]  # proves a candidate's reach; raises if it leaves a buffer
+
+
 class _Builder:
     def __init__(self, num_operands: int,
-                 pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None,
+                 pending: list[Proof] | None = None,
                  top: int = TOP_CANDIDATES) -> None:
         self.n = num_operands
         self.pending = pending  # proofs to run later (None: run them at once)
@@ -150,26 +155,33 @@ def build_plan(
         layouts = result_layouts(expr, specs, order if optimize is not False else
                                  ("C" if order == "K" else order))
         fixed = [OperandSpec(shape, strides, result) for shape, strides in layouts]
-    options: list[tuple[OperandSpec, tuple[int, ...] | None]] = [(f, None) for f in fixed]
+    # (result layout, staging layout, whether the staging runs in blocks) of each plan.
+    options: list[tuple[OperandSpec, tuple[int, ...] | None, bool]] = [
+        (f, None, False) for f in fixed]
     if optimize is not False and (out_spec is not None or order != "K"):
         # out= or order= fixes the layout written last, not the one the contraction
         # writes: where that layout would force an operand to be transposed, the
         # contraction may write a staging buffer in a layout that follows the operands,
         # then one permuting copy moves the result into place (the transpose then costs
         # the result's size, not an input's).
+        # Staging can also run one cache-sized block at a time (planner/block.py): the
+        # result then goes through memory once, not three times.
         final = fixed[0]
         if final.dtype == result:
-            options += [(final, strides) for _, strides in result_layouts(expr, specs, "K")
-                        if strides != final.strides]
-    proofs: dict[int, list[tuple[TEIR, list[_ArraySpec]]]] = {}
+            for _, strides in result_layouts(expr, specs, "K"):
+                if strides != final.strides:
+                    options.append((final, strides, False))
+                    if len(expr.inputs) == 2:
+                        options.append((final, strides, True))
+    proofs: dict[int, list[Proof]] = {}
     plans = []
-    for n, (spec, stage) in enumerate(options):
+    for n, (spec, stage, blocked) in enumerate(options):
         # Proving each candidate's reach is deferred to the plan that wins.  The other
         # options only have to beat the first, so their search keeps fewer candidates
         # (it prunes sooner); the winner, if not the first, is planned again in full.
-        pending: list[tuple[TEIR, list[_ArraySpec]]] = []
+        pending: list[Proof] = []
         plans.append(_build(expr, subscripts, specs, spec, dtype, optimize, epilogue, threads,
-                            params, pending, stage, TOP_CANDIDATES if n == 0 else 1))
+                            params, pending, stage, TOP_CANDIDATES if n == 0 else 1, blocked))
         proofs[id(plans[-1])] = pending
     # Plans writing another layout than the first option's (C order for order='K', the
     # direct plan for a fixed layout) must be predicted clearly faster: the model's error
@@ -179,13 +191,13 @@ def build_plan(
                                                              else LAYOUT_MARGIN))
     if best is not plans[0] and optimize is not False:
         i = plans.index(best)
-        spec, stage = options[i]
+        spec, stage, blocked = options[i]
         pending = []
         plans[i] = best = _build(expr, subscripts, specs, spec, dtype, optimize, epilogue,
-                                 threads, params, pending, stage)
+                                 threads, params, pending, stage, blocked=blocked)
         proofs[id(best)] = pending
-    for teir, arrays in proofs[id(best)]:
-        _prove(teir, arrays)
+    for proof in proofs[id(best)]:
+        proof()
     if out_spec is not None or order != "K":
         return best  # the layout was fixed: staging, if chosen, is a step of its own
     # For the explain report: each layout considered, in memory order, and its cost.
@@ -281,14 +293,16 @@ def _build(
     epilogue: str | None,
     threads: int,
     params: MachineParams,
-    pending: list[tuple[TEIR, list[_ArraySpec]]] | None = None,
+    pending: list[Proof] | None = None,
     stage: tuple[int, ...] | None = None,
     top: int = TOP_CANDIDATES,
+    blocked: bool = False,
 ) -> Plan:
     """The plan writing ``out_spec``.  Every candidate program is proven to stay inside
     its buffers, now or, when ``pending`` is given, by the caller from that list.
     ``stage``: element strides of a contiguous layout the contraction writes first, then
-    permuted into ``out_spec`` (the same dtype)."""
+    permuted into ``out_spec`` (the same dtype); with ``blocked``, one block at a time
+    through a stage in cache instead of a buffer of the result's size."""
     extents = expr.extent_map
     result = _result_dtype(specs, dtype)
     shape = tuple(extents[ch] for ch in expr.output)
@@ -312,7 +326,10 @@ def _build(
         target = b.temp("result", shape, result)
     computed = result in FLOAT_TYPES and math.prod(shape) > 0 and all(extents.values())
     staged_order = None  # memory order of the staging buffer, when there is one
-    if stage is not None and computed and target == out_id:
+    block_order = None  # memory order of a blocked contraction's stage
+    if stage is not None and blocked:
+        block_order = "".join(expr.output[a] for a in _outer_first(stage))
+    elif stage is not None and computed and target == out_id:
         staged_order = "".join(expr.output[a] for a in _outer_first(stage))
         target = b.temp(f"result staged in order {staged_order}", shape, result, strides=stage)
 
@@ -339,7 +356,7 @@ def _build(
             else:
                 ids.append(i)
         _contract_all(b, expr, ids, target, result, optimize is not False, epilogue == "relu",
-                      threads, params)
+                      threads, params, block_order if target == out_id else None)
     if staged_order is not None:
         # The staged result, permuted into out's layout by a Copy program.
         out_order = "".join(expr.output[a] for a in _outer_first(final_spec.strides))
@@ -375,11 +392,12 @@ def _result_dtype(specs: Sequence[OperandSpec], dtype: object) -> np.dtype:
 
 
 def _contract_all(b: _Builder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
-                  optimize: bool, relu: bool, threads: int, params: MachineParams) -> None:
+                  optimize: bool, relu: bool, threads: int, params: MachineParams,
+                  block_order: str | None = None) -> None:
     extents = expr.extent_map
     if len(ids) <= 2:
         _contract(b, list(expr.inputs), ids, expr.output, target, dtype, optimize, relu,
-                  threads, params)
+                  threads, params, block_order=block_order)
         return
     # Pairwise along opt_einsum's path; intermediates are row-major in its index order.
     _, info = oe.contract_path(
@@ -411,9 +429,11 @@ def _contract_all(b: _Builder, expr: Expression, ids: list[int], target: int, dt
 
 def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst: int,
               dtype: np.dtype, optimize: bool, relu: bool, threads: int,
-              params: MachineParams, label: str | None = None) -> None:
+              params: MachineParams, label: str | None = None,
+              block_order: str | None = None) -> None:
     """Plan one TEIR step computing ``dst`` from ``ids`` (``label`` names it in reports
-    instead of its subscripts)."""
+    instead of its subscripts; ``block_order``: try running a binary contraction in
+    blocks through a stage of this memory order, see :mod:`teir_plan.planner.block`)."""
     def extents_of(terms: list[str], ids: list[int]) -> dict[str, int]:
         # The destination's shape counts too: an index broadcast from size 1 in these
         # inputs may have a larger extent in an intermediate (another operand sets it),
@@ -466,12 +486,59 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     else:
         role = "contract"
     c = with_dtype(describe(lays[0], lays[1], out_lay), dtype)
+    if block_order is not None and optimize and role == "contract" and _contract_blocked(
+            b, sub, ids, dst, c, block_order, relu, threads, params):
+        return
     ranked = rank(c, params, threads, relu_last=relu, top=b.top) if optimize else [
         plain(c, params, relu_last=relu)
     ]
     cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
              for r in ranked]
     _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role)
+
+
+def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contraction,
+                      block_order: str, relu: bool, threads: int,
+                      params: MachineParams) -> bool:
+    """Add ``c`` as a :class:`BlockedStep`, if it has a blocking; its candidates are the
+    block program's, planned on one thread (the blocks are the parallel loop)."""
+    blocking = blocking_for(c, block_order, params.l2_bytes)
+    if blocking is None:
+        return False
+    ranked = rank(blocking.inner, params, 1, relu_last=relu, top=b.top, allow_pack=False)
+    cands = [Candidate(r.teir, r.names, blocked_cost(c, blocking, r.cost, params, threads),
+                       r.contraction, r.choice)
+             for r in ranked]
+    cands.sort(key=lambda cand: cand.cost.seconds)
+    specs = [_ArraySpec.of(b.specs[i]) for i in (*ids, dst)]
+    isz = specs[-1].itemsize
+    stage = _ArraySpec((blocking.stage_elements,), (isz,), specs[-1].dtype)
+    outer = blocking.outer
+
+    def proof(teir: TEIR) -> Proof:
+        def run() -> None:
+            # The block program inside its stage; the operands over the outer loops and
+            # the block program together; out over the outer loops and the block copy.
+            teir.validate()
+            s = teir.schedule
+            _check_reach("the stage", 2, stage, s.dim_sizes, s.strides[2])  # type: ignore[arg-type]
+            sizes = [r[1] for r in outer]
+            for j, op_strides in ((0, [r[2] for r in outer]), (1, [r[3] for r in outer])):
+                _check_reach(f"tensor {j}", j, specs[j], [*sizes, *s.dim_sizes],  # type: ignore[arg-type]
+                             [*op_strides, *s.strides[j]])
+            _check_reach("tensor 2", 2, specs[2],  # type: ignore[arg-type]
+                         [*sizes, *(r[1] for r in blocking.block)],
+                         [*(r[4] for r in outer), *(r[3] for r in blocking.block)])
+        return run
+
+    for cand in cands:
+        if b.pending is None:
+            proof(cand.teir)()
+        else:
+            b.pending.append(proof(cand.teir))
+    b.steps.append(BlockedStep(sub, (ids[0], ids[1]), dst, cands[0], tuple(cands), "contract",
+                               blocking))
+    return True
 
 
 def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
@@ -481,7 +548,7 @@ def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
         if b.pending is None:
             _prove(teir, arrays)
         else:
-            b.pending.append((teir, arrays))
+            b.pending.append(lambda: _prove(teir, arrays))
 
     for cand in cands:
         specs = [_ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]

@@ -13,10 +13,11 @@ from functools import cached_property
 
 import numpy as np
 
-from teir_plan.executor.execute import run_lowered
+from teir_plan.executor.execute import run_blocked, run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.plan.workspace import workspace
+from teir_plan.planner.block import Blocking
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.pack import Pack
@@ -190,6 +191,35 @@ class TEIRStep(Step):
 
     def with_choice(self, cand: Candidate) -> TEIRStep:
         return TEIRStep(self.subscripts, self.inputs, self.dst, cand, self.alternatives, self.role)
+
+
+@dataclass(frozen=True)
+class BlockedStep(TEIRStep):
+    """A contraction run block by block (see :mod:`teir_plan.planner.block`): the TEIR
+    program computes one block into a stage buffer in cache, each block is copied into
+    the output while it is still there.  ``teir`` is the block's program (its output is
+    the stage); the loops around it and the copy are ``blocking``'s tables."""
+
+    blocking: Blocking | None = None
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        b = self.blocking
+        assert b is not None
+        arrays = [buffers[i] for i in (*self.inputs, self.dst)]
+        run_blocked(self.chosen.lowered, b.outer_table, b.block_table, b.stage_elements, arrays)
+
+    def describe(self, packs: bool = True) -> str:
+        assert self.blocking is not None
+        c = self.chosen.cost
+        return (
+            f"{self.role} {self.subscripts} in {self.blocking.describe()}, each block by "
+            f"TEIR {self.teir.primitives.prim_main} into a stage in cache, then copied "
+            f"into out (predicted {c.seconds * 1e6:.1f} us)"
+        )
+
+    def with_choice(self, cand: Candidate) -> BlockedStep:
+        return BlockedStep(self.subscripts, self.inputs, self.dst, cand, self.alternatives,
+                           self.role, self.blocking)
 
 
 def buffer_names(num_operands: int, specs: Sequence[BufferSpec]) -> list[str]:

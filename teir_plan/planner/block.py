@@ -1,0 +1,227 @@
+"""Blocked write-back: a contraction run block by block through a stage in cache.
+
+When the output's layout is fixed (``out=``, ``order='C'``) its unit-stride index
+may be one along which no operand gives the primitive a tile (``efbad,cf->abcde``
+into a C-order ``out``: ``e`` is the outermost index of ``efbad``).  Then the
+choices are to transpose an operand, to stage the whole result in an
+operand-following layout and permute it (the result goes through memory three
+times), or to do the staging one cache-sized block at a time: the block's
+contraction writes a small stage buffer in an operand-following layout, with
+tiles as large as the unconstrained plan's, and a copy moves the block into
+``out`` while it is still in cache.  The output is then written once, in whole
+cache lines, and nothing else goes through memory twice.
+
+A :class:`Blocking` is that decomposition: the loops around the blocks, the block's
+own contraction (planned by :func:`teir_plan.planner.search.rank` like any other,
+its output being the stage) and the copy of a block into ``out``.
+
+>>> import numpy as np
+>>> from teir_plan.frontend.contraction import Layout, describe, with_dtype
+>>> c = with_dtype(describe(Layout("ka", (64, 512), (512, 1)),
+...                         Layout("kb", (64, 256), (256, 1)),
+...                         Layout("ab", (512, 256), (1, 512))), np.float32)
+>>> b = blocking_for(c, "ba", l2_bytes=512 << 10)
+>>> b.blocks > 1, b.describe()
+(True, 'blocks of a 512 x b 128 (256 KiB stage), 2 blocks')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from teir_plan.frontend.contraction import Axis, Contraction
+from teir_plan.planner.cost import OVERLAP_LOSS, Cost
+from teir_plan.planner.machine import MachineParams
+from teir_plan.teir.enums import DimType
+
+# A block writes runs of ``out`` along its unit stride at least this long: the
+# output's innermost indices whole, until their run is this many bytes; an index
+# that would make the run much longer is cut to whole cache lines.  A run that ends
+# inside a cache line leaves it half written, to be finished by another block after
+# the line has left the cache: copying blocks whose runs were a third of 3 lines
+# wrote 7 GB/s on 2 cores, whole 3-line runs 15 GB/s (the machine's write rate).
+GOOD_RUN_BYTES = 512
+MAX_RUN_BYTES = 2048
+LINE_BYTES = 64
+# The stage takes at most this fraction of L2: the operands' tiles and BLAS' own
+# packed panels need the rest.
+STAGE_L2_FRACTION = 1.0
+# Copying a block from the stage (in L2) into ``out``, one core: reads hit L2, the
+# writes stream whole lines.
+STAGE_COPY_BYTES_PER_SECOND = 12e9
+
+OuterRow = tuple[str, int, int, int, int]  # name, extent, stride in0, in1, out
+BlockRow = tuple[str, int, int, int]  # name, extent, stage stride, out stride
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Loops around the blocks, the block's contraction and its copy into ``out``."""
+
+    outer: tuple[OuterRow, ...]  # outermost first; the executor runs them in parallel
+    block: tuple[BlockRow, ...]  # the output axes of one block
+    inner: Contraction  # the block's contraction: its output strides are stage strides
+    stage_elements: int
+
+    @property
+    def blocks(self) -> int:
+        return math.prod(r[1] for r in self.outer)
+
+    @cached_property
+    def outer_table(self) -> np.ndarray:
+        t = np.array([r[1:] for r in self.outer], dtype=np.int64)
+        return t.reshape(len(self.outer), 4)
+
+    @cached_property
+    def block_table(self) -> np.ndarray:
+        t = np.array([r[1:] for r in self.block], dtype=np.int64)
+        return t.reshape(len(self.block), 3)
+
+    def describe(self) -> str:
+        dims = " x ".join(f"{name} {n}" for name, n, _, _ in self.block)
+        kib = self.stage_elements * self.inner.dtype.itemsize / 1024
+        return f"blocks of {dims} ({kib:.0f} KiB stage), {self.blocks} blocks"
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def blocking_for(c: Contraction, stage_order: str, l2_bytes: int) -> Blocking | None:
+    """The blocking of ``c`` (output strides: the real output's) whose stage follows
+    ``stage_order`` (output index names, outermost first), or None when no block both
+    fits the stage budget and writes runs along the output's unit stride.
+
+    The block holds: every K index (a block is finished when it is copied out); the
+    output's innermost indices, enough of them for runs of whole cache lines; then the
+    other output indices, innermost in the operands first, while the stage fits.
+    """
+    ax = c.axes
+    isz = c.dtype.itemsize
+    free = [i for i, a in enumerate(ax) if a.role is not DimType.K]
+    if not free or any(ax[i].strides[2] == 0 for i in free):
+        return None
+    budget = max(1, int(l2_bytes * STAGE_L2_FRACTION) // isz)
+    chunk = {i: 1 for i in free}
+    # Runs along out's unit stride: the innermost out indices, each stride continuing
+    # the run, until the run is whole lines (or long enough that a partial line at its
+    # ends costs little).
+    run = 1
+    for i in sorted(free, key=lambda i: abs(ax[i].strides[2])):
+        if run * isz >= GOOD_RUN_BYTES:
+            break
+        if run > 1 and abs(ax[i].strides[2]) != run:
+            break  # the next index does not continue the run (a strided out)
+        chunk[i] = ax[i].extent
+        if run * ax[i].extent * isz > MAX_RUN_BYTES:
+            cut = [d for d in _divisors(ax[i].extent)
+                   if run * d * isz >= GOOD_RUN_BYTES and (run * d * isz) % LINE_BYTES == 0]
+            if cut:
+                chunk[i] = cut[0]
+        run *= chunk[i]
+    if run > budget:
+        return None
+    # Fill the stage with the indices that make the tiles: each operand's innermost
+    # free index first (the tile's M and N), then the others, innermost in an operand
+    # first.
+    def place(i: int) -> tuple[int, int, int]:
+        ranks = []
+        for j in (0, 1):
+            st = abs(ax[i].strides[j])
+            if st != 0:
+                ranks.append((sum(1 for f in free if 0 < abs(ax[f].strides[j]) < st), st))
+        r, st = min(ranks)
+        return r, st, -ax[i].extent
+
+    size = run
+    for i in sorted(free, key=place):
+        grown = [d for d in _divisors(ax[i].extent)
+                 if d % chunk[i] == 0 and size // chunk[i] * d <= budget]
+        best = grown[-1] if grown else chunk[i]
+        size = size // chunk[i] * best
+        chunk[i] = best
+        if best < ax[i].extent:
+            break
+    blocks = math.prod(ax[i].extent // chunk[i] for i in free)
+    if blocks < 2:
+        return None  # one block is the whole result: plain staging does that
+    # The stage: the block's output indices, compact, in stage_order.
+    in_block = [i for i in free if chunk[i] > 1]
+    order = sorted(in_block, key=lambda i: stage_order.index(ax[i].name))
+    stage_stride = {}
+    step = 1
+    for i in reversed(order):
+        stage_stride[i] = step
+        step *= chunk[i]
+    inner_axes = []
+    for i, a in enumerate(ax):
+        if a.role is DimType.K:
+            inner_axes.append(a)
+        elif chunk[i] > 1:
+            inner_axes.append(Axis(a.name, a.role, chunk[i],
+                                   (a.strides[0], a.strides[1], stage_stride[i])))
+    outer = [(a.name + ("^" if chunk[i] > 1 else ""), a.extent // chunk[i],
+              a.strides[0] * chunk[i], a.strides[1] * chunk[i], a.strides[2] * chunk[i])
+             for i, a in enumerate(ax) if i in chunk and chunk[i] < a.extent]
+    outer.sort(key=lambda r: -abs(r[4]))
+    # The copy's rows, outermost in out first (the order the copy loops run in).
+    block = tuple((ax[i].name, chunk[i], stage_stride[i], ax[i].strides[2])
+                  for i in sorted(order, key=lambda i: -abs(ax[i].strides[2])))
+    return Blocking(tuple(outer), block, Contraction(tuple(inner_axes), c.dtype), step)
+
+
+def blocked_cost(c: Contraction, b: Blocking, inner: Cost, params: MachineParams,
+                 threads: int) -> Cost:
+    """The predicted cost of running ``b`` with the block program costed ``inner``
+    (planned on one thread): the blocks' compute and copies spread over the threads,
+    each operand read from memory as the loops around the blocks reuse it, and the
+    output written once."""
+    isz = c.dtype.itemsize
+    blocks = b.blocks
+    used = max(1, min(threads, blocks))
+    efficiency = blocks / (used * math.ceil(blocks / used))
+    copy = 2 * b.stage_elements * isz / STAGE_COPY_BYTES_PER_SECOND
+    compute = blocks * (inner.compute_seconds + copy) / (used * efficiency)
+    room = params.l2_bytes * (1 - STAGE_L2_FRACTION)
+    dram = 2.0 * c.tensor_elements(2) * isz
+    llc = 0.0
+    for j in (0, 1):
+        traffic = working = float(b.inner.tensor_elements(j) * isz)
+        for _name, n, s0, s1, _so in reversed(b.outer):
+            if (s0, s1)[j] == 0:
+                if working > room:
+                    traffic *= n
+            else:
+                traffic *= n
+                working *= n
+        distinct = float(c.tensor_elements(j) * isz)
+        traffic = max(traffic, distinct)
+        if distinct <= params.llc_bytes:
+            dram += distinct
+            llc += traffic - distinct
+        else:
+            dram += traffic
+    bw_scale = 1.0 if used > 1 else 0.6
+    memory = (dram / (params.dram_bytes_per_second * bw_scale)
+              + llc / (params.llc_bytes_per_second * bw_scale))
+    overhead = params.call_seconds + (params.parallel_seconds if used > 1 else 0.0)
+    seconds = max(compute, memory) + OVERLAP_LOSS * min(compute, memory) + overhead
+    return Cost(
+        seconds=seconds,
+        compute_seconds=compute,
+        memory_seconds=memory,
+        overhead_seconds=overhead,
+        flops=c.flops,
+        dram_bytes=dram,
+        llc_bytes=llc,
+        tile_calls=inner.tile_calls * blocks,
+        tile_flops=inner.tile_flops,
+        parallel_iterations=blocks,
+        parallel_efficiency=efficiency,
+        threads=used,
+        packed_bytes_per_call=inner.packed_bytes_per_call,
+    )
