@@ -47,8 +47,9 @@ from teir_plan.teir.enums import DimType
 GOOD_RUN_BYTES = 512
 MAX_RUN_BYTES = 2048
 LINE_BYTES = 64
-# The stage takes at most this fraction of L2: the operands' tiles and BLAS' own
-# packed panels need the rest.
+# The stage takes at most this fraction of L2.  Measured on efbad,cf->abcde and two
+# siblings into C-order outs: a stage of half of L2 gave tiles too small to run BLAS
+# well (64-80 GFLOP/s), all of L2 70-105, twice L2 (spilling to the LLC) 46-66.
 STAGE_L2_FRACTION = 1.0
 # Copying a block from the stage (in L2) into ``out``, one core: reads hit L2, the
 # writes stream whole lines.
@@ -186,7 +187,7 @@ def blocked_cost(c: Contraction, b: Blocking, inner: Cost, params: MachineParams
     efficiency = blocks / (used * math.ceil(blocks / used))
     copy = 2 * b.stage_elements * isz / STAGE_COPY_BYTES_PER_SECOND
     compute = blocks * (inner.compute_seconds + copy) / (used * efficiency)
-    room = params.l2_bytes * (1 - STAGE_L2_FRACTION)
+    room = max(params.l2_bytes - b.stage_elements * isz, params.l2_bytes / 4)
     dram = 2.0 * c.tensor_elements(2) * isz
     llc = 0.0
     for j in (0, 1):
