@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 from teir_plan.executor.lower import SMALL_TILE_FLOPS, BlasPlan, blas_plan
 from teir_plan.frontend.contraction import Axis, Contraction
@@ -38,14 +37,15 @@ class Choice:
     k: int
     br: int  # BRGEMM batch-reduce axis, NO_AXIS for GEMM
     blas: BlasPlan | None  # None: the tile runs as jitted loops
+    # Derived, set once here: the search builds thousands of choices per plan, and a
+    # cached_property's first access costs more than computing these.
+    prim_axes: tuple[int, ...] = field(init=False, compare=False, repr=False)
+    parallel: tuple[int, ...] = field(init=False, compare=False, repr=False)
 
-    @cached_property
-    def prim_axes(self) -> tuple[int, ...]:
-        return tuple(a for a in (self.br, self.m, self.n, self.k) if a != NO_AXIS)
-
-    @cached_property
-    def parallel(self) -> tuple[int, ...]:
-        return self.loops[: self.npar]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prim_axes",
+                           tuple(a for a in (self.br, self.m, self.n, self.k) if a != NO_AXIS))
+        object.__setattr__(self, "parallel", self.loops[: self.npar])
 
 
 def fuse_axes(c: Contraction) -> Contraction:

@@ -184,9 +184,11 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
 
 
 def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
-             tile: TileCost | None = None) -> Cost:
-    """The predicted cost of ``ch`` on ``threads`` threads (``tile``: its prim choice's
-    :func:`tile_seconds`, when the caller has it)."""
+             tile: TileCost | None = None, runs: Runs | None = None,
+             pack_seconds: float = 0.0) -> Cost:
+    """The predicted cost of ``ch`` on ``threads`` threads (``tile`` and ``runs``: its
+    prim choice's :func:`tile_seconds` and :func:`tile_runs`, when the caller has them;
+    ``pack_seconds``: whole-operand packs run before it, added to its total)."""
     ax = c.axes
     per_call, tile_flops, packed = tile or tile_seconds(
         c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
@@ -213,14 +215,14 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         used = threads
         compute = compute / (1 + (threads - 1) * share)
 
-    dram, llc = _traffic(c, ch, params)
+    dram, llc = _traffic(c, ch, params, runs)
     bw_scale = 1.0 if used > 1 else 0.6
     mem_seconds = dram / (params.dram_bytes_per_second * bw_scale) + llc / (
         params.llc_bytes_per_second * bw_scale
     )
     seconds = max(compute, mem_seconds) + OVERLAP_LOSS * min(compute, mem_seconds) + overhead
     return Cost(
-        seconds=seconds,
+        seconds=seconds + pack_seconds,
         compute_seconds=compute,
         memory_seconds=mem_seconds,
         overhead_seconds=overhead,
@@ -233,6 +235,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         parallel_efficiency=efficiency,
         threads=used,
         packed_bytes_per_call=packed,
+        pack_seconds=pack_seconds,
     )
 
 
@@ -258,27 +261,41 @@ def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
 ROW_OVERHEAD_BYTES = 64
 
 
-def _short_run_factor(c: Contraction, ch: Choice, j: int) -> float:
-    """How much more than its bytes tensor ``j``'s tile moves when it is many short rows:
-    a tile whose contiguous run (its unit-stride prim axis, with the prim axes whose
-    strides continue it) is a few cache lines long pays a row's overhead per run, unless
-    the innermost loop continues the runs.  Tiles with no unit-stride axis are packed or
-    gathered, costed elsewhere."""
+Runs = tuple[int, int, int]  # each tensor's contiguous run in a tile (0: no short rows)
+
+
+def tile_runs(c: Contraction, prim_axes: tuple[int, ...]) -> Runs:
+    """For each tensor, the contiguous run of its tile (its unit-stride prim axis, with
+    the prim axes whose strides continue it) when the tile is several such runs, else 0
+    (a gather, or one contiguous block).  Shared by all schedules of a prim choice."""
     ax = c.axes
-    rest = [(abs(ax[a].strides[j]), ax[a].extent) for a in ch.prim_axes
-            if ax[a].strides[j] != 0 and ax[a].extent > 1]
-    run = 1
-    grew = True
-    while grew and rest:
-        grew = False
-        for i, (st, ext) in enumerate(rest):
-            if st == run:
-                run *= ext
-                del rest[i]
-                grew = True
-                break
-    if run == 1 or not rest:
-        return 1.0  # a gather, or one contiguous block
+    out = []
+    for j in range(3):
+        rest = [(abs(ax[a].strides[j]), ax[a].extent) for a in prim_axes
+                if ax[a].strides[j] != 0 and ax[a].extent > 1]
+        run = 1
+        grew = True
+        while grew and rest:
+            grew = False
+            for i, (st, ext) in enumerate(rest):
+                if st == run:
+                    run *= ext
+                    del rest[i]
+                    grew = True
+                    break
+        out.append(run if run > 1 and rest else 0)
+    return out[0], out[1], out[2]
+
+
+def _short_run_factor(c: Contraction, ch: Choice, j: int, runs: Runs) -> float:
+    """How much more than its bytes tensor ``j``'s tile moves when it is many short rows:
+    a tile whose contiguous run (``runs``, see :func:`tile_runs`) is a few cache lines
+    long pays a row's overhead per run, unless the innermost loop continues the runs.
+    Tiles with no unit-stride axis are packed or gathered, costed elsewhere."""
+    ax = c.axes
+    run = runs[j]
+    if run == 0:
+        return 1.0
     if ch.loops and abs(ax[ch.loops[-1]].strides[j]) == run:
         # The innermost loop steps exactly one run on: the next tile continues every
         # row, so the rows are long streams (ebad,ce->abcd: 92 -> 130 GFLOP/s).
@@ -287,8 +304,12 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int) -> float:
     return (run_bytes + ROW_OVERHEAD_BYTES) / run_bytes
 
 
-def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, float]:
-    """(DRAM bytes, LLC bytes) all three tensors move under this loop order."""
+def _traffic(c: Contraction, ch: Choice, params: MachineParams,
+             runs: Runs | None = None) -> tuple[float, float]:
+    """(DRAM bytes, LLC bytes) all three tensors move under this loop order (``runs``:
+    :func:`tile_runs` of its prim axes, when the caller has them)."""
+    if runs is None:
+        runs = tile_runs(c, ch.prim_axes)
     ax = c.axes
     isz = c.dtype.itemsize
     l2 = params.l2_bytes
@@ -311,7 +332,7 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams) -> tuple[float, 
                 traffic *= ax[a].extent
                 working *= ax[a].extent
         distinct = float(c.tensor_elements(j) * isz)
-        traffic = max(traffic, distinct) * _short_run_factor(c, ch, j)
+        traffic = max(traffic, distinct) * _short_run_factor(c, ch, j, runs)
         if j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2

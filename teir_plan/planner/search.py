@@ -12,7 +12,7 @@ everything, in a fraction of the time).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
@@ -28,7 +28,14 @@ from teir_plan.planner.candidates import (
     to_teir,
 )
 from teir_plan.planner.copy import _plan_copy
-from teir_plan.planner.cost import Cost, _interpolate, compute_bound, estimate, tile_seconds
+from teir_plan.planner.cost import (
+    Cost,
+    _interpolate,
+    compute_bound,
+    estimate,
+    tile_runs,
+    tile_seconds,
+)
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
@@ -108,11 +115,11 @@ def rank(
         for bound, prim in bounds[:MAX_PRIM_CHOICES]:
             if prune and len(kept) >= keep and bound >= -kept[0]:
                 break  # neither this prim choice nor the later ones can make the cut
+            runs = None
             for ch in choices_for(v, prim, threads, blas[prim[:3]]):
-                cost = estimate(v, ch, params, threads, tiles[prim])
-                if packs:
-                    cost = replace(cost, seconds=cost.seconds + pack_seconds,
-                                   pack_seconds=pack_seconds)
+                if runs is None:
+                    runs = tile_runs(v, ch.prim_axes)
+                cost = estimate(v, ch, params, threads, tiles[prim], runs, pack_seconds)
                 scored.append((cost.seconds, serial, v, ch, cost, packs))
                 serial += 1
                 if len(kept) < keep:
