@@ -27,6 +27,8 @@ PLANNED = [
     ("efbad,cf->abcde", [(48, 36, 36, 48, 36), (24, 36)]),
     ("aebf,dfce->abcd", [(96, 84, 84, 84), (96, 84, 84, 84)]),
     ("dega,gfbc->abcdef", [(24, 20, 24, 24), (24, 20, 20, 20)]),
+    # Eight indices, no two adjacent in every tensor (nothing fuses): the largest space.
+    ("aebfcg,dgeh->abcdfh", [(8,) * 6, (8,) * 4]),
 ]
 
 

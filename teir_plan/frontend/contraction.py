@@ -85,7 +85,7 @@ class Contraction:
     axes: tuple[Axis, ...]
     dtype: np.dtype
 
-    @property
+    @cached_property
     def flops(self) -> int:
         """Multiply-adds times two, the conventional flop count."""
         total = 2

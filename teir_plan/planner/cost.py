@@ -170,14 +170,12 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     (the output twice) at the full bandwidth, no parallel region.  ``tile``: this prim
     choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
-    per_call, _, _ = tile or tile_seconds(c, m, n, k, br, blas, params)
-    calls = 1
-    for a, axis in enumerate(c.axes):
-        if a not in prim:
-            calls *= axis.extent
+    per_call, tile_flops, _ = tile or tile_seconds(c, m, n, k, br, blas, params)
+    # Tiles needed to cover every iteration (all extents' product, the flops / 2).
+    calls = c.flops // tile_flops
     compute = calls * per_call / max(1, threads)
-    e = c.tensor_elements
-    memory = c.dtype.itemsize * (e(0) + e(1) + 2 * e(2)) / params.dram_bytes_per_second
+    e = c._elements
+    memory = c.dtype.itemsize * (e[0] + e[1] + 2 * e[2]) / params.dram_bytes_per_second
     # estimate's total grows with both parts (_traffic never counts fewer DRAM bytes).
     return (max(compute, memory) + OVERLAP_LOSS * min(compute, memory)
             + params.call_seconds)

@@ -102,16 +102,15 @@ def rank(
         if prune and len(kept) >= keep and pack_seconds + params.call_seconds >= -kept[0]:
             continue  # the packs alone cost more than the candidates kept
         blas = {}  # the BLAS call of each (m, n, k): BRGEMM shares its GEMM's
-        for m, n, k, _ in prim_choices(v):
-            if (m, n, k) not in blas:
-                blas[m, n, k] = tile_blas(v, m, n, k)
-        # One tile cost per prim choice, shared by its bound and all its schedules.
-        tiles = {p: tile_seconds(v, *p, blas[p[:3]], params) for p in prim_choices(v)}
-        bounds = sorted(
-            ((compute_bound(v, p, blas[p[:3]], params, threads, tiles[p]) + pack_seconds, p)
-             for p in tiles),
-            key=lambda bp: bp[0],
-        )
+        tiles = {}  # one tile cost per prim choice, shared by its bound and its schedules
+        bounds = []
+        for p in prim_choices(v):
+            if p[:3] not in blas:
+                blas[p[:3]] = tile_blas(v, *p[:3])
+            tiles[p] = t = tile_seconds(v, *p, blas[p[:3]], params)
+            bounds.append((compute_bound(v, p, blas[p[:3]], params, threads, t) + pack_seconds,
+                           p))
+        bounds.sort(key=lambda bp: bp[0])
         for bound, prim in bounds[:MAX_PRIM_CHOICES]:
             if prune and len(kept) >= keep and bound >= -kept[0]:
                 break  # neither this prim choice nor the later ones can make the cut
