@@ -29,6 +29,7 @@ class PlanCache:
         self.maxsize = maxsize
         self._data: OrderedDict[Hashable, Plan] = OrderedDict()
         self._lock = threading.Lock()
+        self._params: object = None  # the machine parameters the plans were made with
         self.hits = 0
         self.misses = 0
 
@@ -42,8 +43,12 @@ class PlanCache:
             self.hits += 1
             return plan
 
-    def put(self, key: Hashable, plan: Plan) -> Plan:
+    def put(self, key: Hashable, plan: Plan, params: object = None) -> Plan:
+        """Keep ``plan`` (made with machine parameters ``params``, if given: a plan made
+        with parameters replaced meanwhile is returned but not kept)."""
         with self._lock:
+            if params is not None and params is not self._params:
+                return plan
             old = self._data.get(key)
             if old is not None:  # another thread planned it first: keep one
                 self._data.move_to_end(key)
@@ -61,6 +66,17 @@ class PlanCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._data)
+
+    def made_with(self, params: object) -> None:
+        """Drop every plan if ``params`` are not the machine parameters the cached plans
+        were made with (after ``tp.calibrate()`` or ``set_machine_params``, a problem
+        seen before is planned again with the new model)."""
+        if self._params is params:
+            return  # the usual case, without the lock (a reference compare)
+        with self._lock:
+            if self._params is not params:
+                self._data.clear()
+                self._params = params
 
 
 plan_cache = PlanCache()
@@ -92,19 +108,21 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
         hash(key)
     except TypeError:
         key = None  # unhashable options: build_plan will reject them with a clear message
+    params = machine_params()
+    plan_cache.made_with(params)
     if key is not None:
         plan = plan_cache.get(key)
         if plan is not None:
             return plan
     plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=optimize,
-                      epilogue=epilogue, threads=threads, params=machine_params(), order=order)
+                      epilogue=epilogue, threads=threads, params=params, order=order)
     if optimize == "autotune" and plan.main_step is not None:
         if arrays is None:
             rng = np.random.default_rng(0)
             arrays = [_random_like(s, rng) for s in specs]
         plan = autotune(plan, arrays)
     if key is not None:
-        plan = plan_cache.put(key, plan)
+        plan = plan_cache.put(key, plan, params)
     return plan
 
 

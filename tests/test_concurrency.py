@@ -133,3 +133,23 @@ def test_blas_keeps_the_callers_thread_count() -> None:
             assert counts() == inside
     assert counts() == before
     set_machine_params(None)  # back to the cached calibration or the defaults
+
+
+def test_new_machine_parameters_drop_the_cached_plans() -> None:
+    # A plan cached under one cost model is not served once the parameters change
+    # (tp.calibrate(), set_machine_params): the problem is planned again with the new ones.
+    from dataclasses import replace
+
+    a = np.ones((30, 40), np.float32)
+    b = np.ones((40, 50), np.float32)
+    first = tp.plan("ij,jk->ik", a, b)
+    assert tp.plan("ij,jk->ik", a, b) is first  # cached
+    try:
+        set_machine_params(replace(tp.machine_params(), call_seconds=1e-3))
+        again = tp.plan("ij,jk->ik", a, b)
+        assert again is not first
+        assert again.predicted_seconds > first.predicted_seconds  # the new model's cost
+        assert tp.plan("ij,jk->ik", a, b) is again
+    finally:
+        set_machine_params(None)
+    assert tp.plan("ij,jk->ik", a, b) is not again

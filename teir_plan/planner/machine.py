@@ -126,6 +126,9 @@ def _cache_file() -> Path:
 def machine_params() -> MachineParams:
     """The parameters in force: calibrated if a calibration is cached, else defaults."""
     global _current
+    current = _current  # one reference read: no lock needed on the cached path
+    if current is not None:
+        return current
     with _lock:
         if _current is not None:
             return _current
