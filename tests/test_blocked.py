@@ -113,6 +113,27 @@ def test_blocked_relu_and_float64_and_strided_out() -> None:
         assert np.isnan(big[untouched]).all(), "wrote outside out's elements"
 
 
+def test_an_output_index_broadcast_in_both_operands() -> None:
+    # i varies in out but has stride 0 in both operands (a broadcast view and a
+    # scalar): the blocking must still place it (found by make fuzz).
+    rng = np.random.default_rng(5)
+    row = rng.standard_normal((1, 24)).astype(np.float32)
+    a = np.broadcast_to(row, (64, 24))
+    b = rng.standard_normal((24, 48)).astype(np.float32)
+    ref = _ref("ij,jk->ik", [a, b])
+    out = np.full(ref.shape, np.nan, np.float32)
+    plans = _blocked_plans("ij,jk->ik", [a, b], out, l2_bytes=2 << 10)
+    assert plans
+    for p in plans:
+        out[...] = np.nan
+        p(a, b, out=out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    x = np.float32(0.5)
+    b4 = rng.standard_normal((2, 1, 2, 2))
+    b4 = np.broadcast_to(b4[..., :1], (2, 1, 2, 2))
+    np.testing.assert_allclose(tp.einsum(",...ba", x, b4), np.einsum(",...ba", 0.5, b4))
+
+
 def _tensor_c(expr: str, ext: dict[str, int]) -> Contraction:
     ins, out = expr.split("->")
     lays = []
@@ -177,6 +198,9 @@ def test_random_blocked_contractions_match_numpy(data: st.DataObject) -> None:
     ops = _operands(expr, ext, dtype)
     if data.draw(st.booleans(), label="transposed in0"):
         ops[0] = np.ascontiguousarray(ops[0].T).T
+    for j in (0, 1):
+        if ops[j].ndim and data.draw(st.integers(0, 3), label=f"broadcast in{j}") == 0:
+            ops[j] = np.broadcast_to(ops[j][:1], ops[j].shape)  # stride 0 along axis 0
     ref = _ref(expr, ops)
     out = np.full(ref.shape, np.nan, dtype)
     l2 = data.draw(st.sampled_from([256, 1 << 10, 8 << 10]), label="l2 bytes")

@@ -138,6 +138,8 @@ def blocking_for(c: Contraction, stage_order: str, l2_bytes: int) -> Blocking | 
             st = abs(ax[i].strides[j])
             if st != 0:
                 ranks.append((sum(1 for f in free if 0 < abs(ax[f].strides[j]) < st), st))
+        if not ranks:  # broadcast in both operands (stride 0): no tile grows along it
+            return len(free), 0, -ax[i].extent
         r, st = min(ranks)
         return r, st, -ax[i].extent
 
