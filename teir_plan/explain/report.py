@@ -29,7 +29,14 @@ import numpy as np
 from teir_plan.errors import PlanError
 from teir_plan.explain.pseudocode import pseudocode
 from teir_plan.plan.plan import Plan
-from teir_plan.plan.steps import Candidate, CastStep, CopyStep, NumpyStep, TEIRStep
+from teir_plan.plan.steps import (
+    BlockedStep,
+    Candidate,
+    CastStep,
+    CopyStep,
+    NumpyStep,
+    TEIRStep,
+)
 from teir_plan.planner.cost import Cost
 from teir_plan.teir.enums import ExecType
 
@@ -540,6 +547,18 @@ def _frontend_notes(plan: Plan) -> list[str]:
             notes.append(f"step {k}: {st.describe()} before the contraction")
         elif isinstance(st, (NumpyStep, CopyStep)):
             notes.append(f"step {k}: {st.describe()}")
+        elif isinstance(st, BlockedStep) and st.blocking is not None:
+            bl = st.blocking
+            loops = ", ".join(f"{name} {n}" for name, n, *_ in bl.outer)
+            copy = ", ".join(f"{name} {n} (stride {so} in out, {ss} in the stage)"
+                             for name, n, ss, so in bl.block)
+            notes.append(
+                f"step {k}: out's layout would make the contraction transpose an operand, "
+                f"so it runs in {bl.blocks} blocks (loops {loops}, split over the threads); "
+                f"each block's TEIR program below writes a stage of "
+                f"{bl.stage_elements * bl.inner.dtype.itemsize / 1024:.0f} KiB in cache "
+                f"(its out strides are the stage's), then one copy with non-temporal "
+                f"stores moves the block into out: {copy}")
         elif isinstance(st, TEIRStep):
             ins, out = st.subscripts.split("->")
             terms = ins.split(",")
