@@ -368,6 +368,24 @@ def run_serial(x0, x1, y, loops, tile, consts):  # type: ignore[no-untyped-def]
     )
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
+    """The three tensors' offsets at iteration ``it`` of the first ``nrows`` rows of
+    ``rows`` (size, stride in0, in1, out, ...) collapsed into one range, last row
+    fastest, from the tile's origins."""
+    o0 = tile[T_ORIGIN0]
+    o1 = tile[T_ORIGIN1]
+    o2 = tile[T_ORIGIN2]
+    rem = it
+    for r in range(nrows - 1, -1, -1):
+        i = rem % rows[r, 0]
+        rem //= rows[r, 0]
+        o0 += i * rows[r, 1]
+        o1 += i * rows[r, 2]
+        o2 += i * rows[r, 3]
+    return o0, o1, o2
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a program whose first ``npar`` loop rows are parallel (collapsed into one range).
@@ -387,16 +405,7 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
             iparams = np.zeros(8, np.int64)
             for it in range(start, stop):
-                o0 = tile[T_ORIGIN0]
-                o1 = tile[T_ORIGIN1]
-                o2 = tile[T_ORIGIN2]
-                rem = it
-                for r in range(npar - 1, -1, -1):
-                    i = rem % loops[r, 0]
-                    rem //= loops[r, 0]
-                    o0 += i * loops[r, 1]
-                    o1 += i * loops[r, 2]
-                    o2 += i * loops[r, 3]
+                o0, o1, o2 = _collapsed_offsets(loops, npar, tile, it)
                 _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts)
 
 
@@ -539,16 +548,7 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
             iparams = np.zeros(8, np.int64)
             for it in range(start, stop):
-                o0 = tile[T_ORIGIN0]
-                o1 = tile[T_ORIGIN1]
-                o2 = tile[T_ORIGIN2]
-                rem = it
-                for r in range(outer.shape[0] - 1, -1, -1):
-                    i = rem % outer[r, 0]
-                    rem //= outer[r, 0]
-                    o0 += i * outer[r, 1]
-                    o1 += i * outer[r, 2]
-                    o2 += i * outer[r, 3]
+                o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, it)
                 _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts)
                 _copy_block(stage, y, o2, block)
             _store_fence()

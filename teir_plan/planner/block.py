@@ -34,7 +34,7 @@ from functools import cached_property
 import numpy as np
 
 from teir_plan.frontend.contraction import Axis, Contraction
-from teir_plan.planner.cost import OVERLAP_LOSS, Cost
+from teir_plan.planner.cost import Cost, memory_seconds, total_seconds
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType
 
@@ -211,11 +211,9 @@ def blocked_cost(c: Contraction, b: Blocking, inner: Cost, params: MachineParams
             llc += traffic - distinct
         else:
             dram += traffic
-    bw_scale = 1.0 if used > 1 else 0.6
-    memory = (dram / (params.dram_bytes_per_second * bw_scale)
-              + llc / (params.llc_bytes_per_second * bw_scale))
+    memory = memory_seconds(dram, llc, params, used)
     overhead = params.call_seconds + (params.parallel_seconds if used > 1 else 0.0)
-    seconds = max(compute, memory) + OVERLAP_LOSS * min(compute, memory) + overhead
+    seconds = total_seconds(compute, memory, overhead)
     return Cost(
         seconds=seconds,
         compute_seconds=compute,

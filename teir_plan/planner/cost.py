@@ -162,6 +162,18 @@ OVERLAP_LOSS = 0.5
 TileCost = tuple[float, int, int]  # what tile_seconds returns
 
 
+def total_seconds(compute: float, memory: float, overhead: float) -> float:
+    """The model's total: compute and memory overlap only in part (OVERLAP_LOSS)."""
+    return max(compute, memory) + OVERLAP_LOSS * min(compute, memory) + overhead
+
+
+def memory_seconds(dram: float, llc: float, params: MachineParams, cores: int) -> float:
+    """Seconds to move these bytes; one busy core gets 60 % of the aggregate rates."""
+    scale = 1.0 if cores > 1 else 0.6
+    return (dram / (params.dram_bytes_per_second * scale)
+            + llc / (params.llc_bytes_per_second * scale))
+
+
 def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPlan | None,
                   params: MachineParams, threads: int, tile: TileCost | None = None
                   ) -> float:
@@ -177,8 +189,7 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     e = c._elements
     memory = c.dtype.itemsize * (e[0] + e[1] + 2 * e[2]) / params.dram_bytes_per_second
     # estimate's total grows with both parts (_traffic never counts fewer DRAM bytes).
-    return (max(compute, memory) + OVERLAP_LOSS * min(compute, memory)
-            + params.call_seconds)
+    return total_seconds(compute, memory, params.call_seconds)
 
 
 def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
@@ -214,11 +225,8 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute = compute / (1 + (threads - 1) * share)
 
     dram, llc = _traffic(c, ch, params, runs)
-    bw_scale = 1.0 if used > 1 else 0.6
-    mem_seconds = dram / (params.dram_bytes_per_second * bw_scale) + llc / (
-        params.llc_bytes_per_second * bw_scale
-    )
-    seconds = max(compute, mem_seconds) + OVERLAP_LOSS * min(compute, mem_seconds) + overhead
+    mem_seconds = memory_seconds(dram, llc, params, used)
+    seconds = total_seconds(compute, mem_seconds, overhead)
     return Cost(
         seconds=seconds + pack_seconds,
         compute_seconds=compute,
