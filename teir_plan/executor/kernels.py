@@ -79,6 +79,12 @@ _GATHER_BLOCK = 256
 # in any order (see _copy_block).
 _STREAM_ROW_BYTES = 256
 
+# Each worker of a blocked program assembles out's runs in a buffer of this size before
+# writing them (see _copy_block_streamed): the runs of a block, or a line's worth of
+# rows of them, fit beside the stage in L2.
+_RUN_BUFFER_BYTES = 256 * 1024
+_RUN_L1_BYTES = 32 * 1024
+
 
 @njit(cache=True, nogil=True)
 def _relu(v):  # type: ignore[no-untyped-def]
@@ -457,6 +463,233 @@ def _store_fence(typingctx):  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
+def _lanes(dtype) -> int:  # type: ignore[no-untyped-def]
+    """Elements of ``dtype`` in one 64-byte line (a zmm register)."""
+    return 512 // dtype.bitwidth
+
+
+def _as_intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
+    return context.cast(builder, value, ty, types.intp)
+
+
+@intrinsic
+def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld):  # type: ignore[no-untyped-def]
+    """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for r, c < L, L = elements per line:
+    L vector loads, an L x L transpose in registers (log2 L rounds of two-input
+    shuffles, each swapping the off-diagonal blocks of every 2h x 2h block), L vector
+    stores.  A scalar transpose moves one element per load and store; this moves L."""
+    sig = types.void(x, xo, x_ld, b, bo, b_ld)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        xty, xoty, xldty, bty, boty, bldty = signature.args
+        lanes = _lanes(xty.dtype)
+        elem = context.get_data_type(xty.dtype)
+        vptr = ir.VectorType(elem, lanes).as_pointer()
+        size = elem.get_abi_size(context.target_data)
+        xa = context.make_array(xty)(context, builder, args[0]).data
+        ba = context.make_array(bty)(context, builder, args[3]).data
+        xo_ = _as_intp(context, builder, args[1], xoty)
+        xld = _as_intp(context, builder, args[2], xldty)
+        bo_ = _as_intp(context, builder, args[4], boty)
+        bld = _as_intp(context, builder, args[5], bldty)
+        rows = []
+        for r in range(lanes):
+            off = builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r)))
+            ptr = builder.bitcast(builder.gep(xa, [off]), vptr)
+            rows.append(builder.load(ptr, align=size))
+        h = lanes // 2
+        i32 = ir.IntType(32)
+        while h >= 1:
+            lo = ir.Constant(ir.VectorType(i32, lanes),
+                             [c if c & h == 0 else lanes + c - h for c in range(lanes)])
+            hi = ir.Constant(ir.VectorType(i32, lanes),
+                             [c + h if c & h == 0 else lanes + c for c in range(lanes)])
+            for i in range(lanes):
+                if i & h == 0:
+                    a_, b_ = rows[i], rows[i + h]
+                    rows[i] = builder.shuffle_vector(a_, b_, lo)
+                    rows[i + h] = builder.shuffle_vector(a_, b_, hi)
+            h //= 2
+        for c in range(lanes):
+            off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
+            builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr), align=size)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
+    """y[yo : yo + L] = b[bo : bo + L] as one non-temporal vector store; the caller
+    guarantees y's address at yo is 64-byte aligned (the store requires it)."""
+    sig = types.void(y, yo, b, bo)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        yty, yoty, bty, boty = signature.args
+        lanes = _lanes(yty.dtype)
+        elem = context.get_data_type(yty.dtype)
+        vptr = ir.VectorType(elem, lanes).as_pointer()
+        size = elem.get_abi_size(context.target_data)
+        ya = context.make_array(yty)(context, builder, args[0]).data
+        ba = context.make_array(bty)(context, builder, args[2]).data
+        src = builder.bitcast(builder.gep(ba, [_as_intp(context, builder, args[3], boty)]), vptr)
+        dst = builder.bitcast(builder.gep(ya, [_as_intp(context, builder, args[1], yoty)]), vptr)
+        st = builder.store(builder.load(src, align=size), dst, align=64)
+        st.set_metadata("nontemporal", builder.module.add_metadata(
+            [ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _address(typingctx, y, yo):  # type: ignore[no-untyped-def]
+    """The address of y[yo] (as an integer: for alignment)."""
+    sig = types.intp(y, yo)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        ya = context.make_array(signature.args[0])(context, builder, args[0]).data
+        ptr = builder.gep(ya, [_as_intp(context, builder, args[1], signature.args[1])])
+        return builder.ptrtoint(ptr, context.get_value_type(types.intp))
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def _combos(block, rows, nrows):  # type: ignore[no-untyped-def]
+    """(stage offset, out offset) of every combination of the given block rows' indices,
+    the last row fastest."""
+    count = 1
+    for t in range(nrows):
+        count *= block[rows[t], 0]
+    offs = np.zeros((count, 2), np.int64)
+    idx = np.zeros(max(nrows, 1), np.int64)
+    so = 0
+    yo = 0
+    for c in range(count):
+        offs[c, 0] = so
+        offs[c, 1] = yo
+        t = nrows - 1
+        while t >= 0:
+            r = rows[t]
+            idx[t] += 1
+            so += block[r, 1]
+            yo += block[r, 2]
+            if idx[t] < block[r, 0]:
+                break
+            so -= block[r, 1] * block[r, 0]
+            yo -= block[r, 2] * block[r, 0]
+            idx[t] = 0
+            t -= 1
+    return offs
+
+
+@njit(cache=True, nogil=True)
+def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-untyped-def]
+    """The block copy when out has a unit stride (row ``ri``) and ``buf`` can hold its
+    runs: ``rp`` is the stage's unit-stride row (-1 if that is ``ri`` too).
+
+    Out's rows are assembled in ``buf`` (in cache) a whole run at a time, the run being
+    ``ri`` and the rows that continue it contiguously in out, and each run is written
+    once, in order, with non-temporal stores: whole lines as vector stores, single
+    elements only at a run's two ends.  A run written in pieces at different times would
+    leave lines half-written in the write-combining buffers, which go to memory as
+    partial writes (a read-modify-write each) when out is not line-aligned, as numpy's
+    large arrays are not.  The transpose from the stage's unit stride to out's goes
+    through registers a line at a time (:func:`_transpose_line_tile`).
+
+    All of it is in this one function on purpose: a call to a compiled function that
+    passes an array updates reference counts with locked instructions, and a locked
+    instruction drains the write-combining buffers (a run per call measured 3-20x
+    slower)."""
+    lanes = 64 // y.itemsize
+    nrows = block.shape[0]
+    q = block[ri, 0]
+    x_q = block[ri, 1]
+    if rp >= 0:
+        npj, y_p = block[rp, 0], block[rp, 2]
+    else:
+        npj, y_p = 1, 0
+    # The run: ri, then each row whose out stride continues it, while buf holds it
+    # (once per line of rp's values unless rp itself is part of the run).
+    in_run = np.zeros(nrows, np.bool_)
+    in_run[ri] = True
+    run = q
+    p_in = rp < 0
+    while True:
+        nxt = -1
+        for r in range(nrows):
+            if not in_run[r] and block[r, 0] > 1 and block[r, 2] == run:
+                nxt = r
+        if nxt < 0:
+            break
+        longer = run * block[nxt, 0]
+        if p_in or nxt == rp:
+            if longer * y.itemsize > _RUN_L1_BYTES:
+                break
+        elif longer * lanes > buf.shape[0]:
+            break
+        in_run[nxt] = True
+        run = longer
+        if nxt == rp:
+            p_in = True
+    sub = np.zeros(nrows, np.int64)
+    nsub = 0
+    rest = np.zeros(nrows, np.int64)
+    nrest = 0
+    for r in range(nrows):
+        if r in (ri, rp):
+            continue
+        if in_run[r]:
+            sub[nsub] = r
+            nsub += 1
+        else:
+            rest[nrest] = r
+            nrest += 1
+    subs = _combos(block, sub, nsub)
+    rests = _combos(block, rest, nrest)
+    ld = y_p if p_in else run  # buf's stride along rp
+    qv = q - q % lanes
+    for t in range(rests.shape[0]):
+        so = rests[t, 0]
+        yb = yo + rests[t, 1]
+        for j0 in range(0, npj, lanes):
+            rows = min(lanes, npj - j0)
+            for u in range(subs.shape[0]):
+                xs = so + subs[u, 0] + j0
+                bb = subs[u, 1] + (j0 * y_p if p_in else 0)
+                if rows == lanes:
+                    for i0 in range(0, qv, lanes):
+                        _transpose_line_tile(stage, xs + i0 * x_q, x_q, buf, bb + i0, ld)
+                    for j in range(lanes):
+                        for i in range(qv, q):
+                            buf[bb + j * ld + i] = stage[xs + i * x_q + j]
+                else:
+                    for j in range(rows):
+                        for i in range(q):
+                            buf[bb + j * ld + i] = stage[xs + i * x_q + j]
+            if p_in and j0 + lanes < npj:
+                continue
+            for f in range(1 if p_in else rows):
+                bo = 0 if p_in else f * run
+                yr = yb if p_in else yb + (j0 + f) * y_p
+                # buf[bo : bo + run] -> y[yr : yr + run]: elements up to out's first
+                # line boundary, then whole lines, then the rest.
+                addr = _address(y, yr)
+                head = run
+                if addr % y.itemsize == 0:
+                    head = min(run, ((64 - addr % 64) % 64) // y.itemsize)
+                for i in range(head):
+                    _store_nt(y, np.uint64(yr + i), buf[bo + i])
+                i = head
+                while i + lanes <= run:
+                    _store_line_nt(y, yr + i, buf, bo + i)
+                    i += lanes
+                while i < run:
+                    _store_nt(y, np.uint64(yr + i), buf[bo + i])
+                    i += 1
+
+
 @njit(cache=True, nogil=True)
 def _copy_rows_nt(x, xo, y, yo, m, n, x_m, x_n, y_n):  # type: ignore[no-untyped-def]
     """y[yo + i + j*y_n] = x[xo + i*x_m + j*x_n] with non-temporal stores (offsets
@@ -469,7 +702,7 @@ def _copy_rows_nt(x, xo, y, yo, m, n, x_m, x_n, y_n):  # type: ignore[no-untyped
 
 
 @njit(cache=True, nogil=True)
-def _copy_block(stage, y, yo, block):  # type: ignore[no-untyped-def]
+def _copy_block(stage, y, yo, block, buf):  # type: ignore[no-untyped-def]
     """y[yo + sum(i_r * out_r)] = stage[sum(i_r * stage_r)] over the block's rows: a 2-D
     copy tile along the output's two smallest strides, looped over the other rows in
     their order (the planner lists them outermost in ``out`` first), so that the writes
@@ -483,12 +716,22 @@ def _copy_block(stage, y, yo, block):  # type: ignore[no-untyped-def]
     for r in range(nrows):
         if abs(block[r, 2]) < abs(block[ri, 2]):
             ri = r
-    # Streaming stores (out's unit stride along i) need no locality between rows once
-    # each row is a few whole lines, so the tile's second axis is then the stage's own
-    # unit stride: the lines the rows gather stay in L1 for the next row.  Shorter rows
-    # are continued by the next row along out (else the write-combining buffers would
-    # send half-written lines to memory).
     streaming = block[ri, 2] == 1
+    if streaming:
+        rp = -1
+        if block[ri, 1] != 1:
+            for r in range(nrows):
+                if r != ri and block[r, 1] == 1 and block[r, 0] > 1:
+                    rp = r
+        lanes = 64 // y.itemsize
+        if (block[ri, 1] == 1 or rp >= 0) and block[ri, 0] * lanes <= buf.shape[0]:
+            _copy_block_streamed(stage, y, yo, block, ri, rp, buf)
+            return
+    # Otherwise a 2-D copy tile.  Streaming stores (out's unit stride along i) need no
+    # locality between rows once each row is a few whole lines, so the tile's second
+    # axis is then the stage's own unit stride: the lines the rows gather stay in L1
+    # for the next row.  Shorter rows are continued by the next row along out (else the
+    # write-combining buffers would send half-written lines to memory).
     col = 1 if streaming and block[ri, 0] * y.itemsize >= _STREAM_ROW_BYTES else 2
     rj = -1
     for r in range(nrows):
@@ -547,8 +790,9 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
             stage = np.empty(max(stage_elements, 1), y.dtype)
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
             iparams = np.zeros(8, np.int64)
+            buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
             for it in range(start, stop):
                 o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, it)
                 _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts)
-                _copy_block(stage, y, o2, block)
+                _copy_block(stage, y, o2, block, buf)
             _store_fence()

@@ -1,0 +1,102 @@
+"""The blocked write-back's copy of one block into ``out`` (executor/kernels.py
+``_copy_block``), against an enumeration of the block's indices in numpy.
+
+The copy has several routes (a run assembled in a buffer and written with line-sized
+non-temporal stores, with or without a transpose in registers; single-element
+non-temporal stores; plain stores when out has no unit stride); the block tables here
+are drawn so that each is taken, with out starting at every element offset within a
+line (numpy's large arrays are not line-aligned), extents that are and are not
+multiples of a line, and buffers too small for the longer runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from teir_plan.executor.kernels import _RUN_BUFFER_BYTES, _copy_block
+from tests.strategies import counted, fuzz_settings
+
+
+def _reference(stage: np.ndarray, out: np.ndarray, yo: int, block: np.ndarray) -> None:
+    for idx in itertools.product(*(range(int(e)) for e in block[:, 0])):
+        s = sum(i * int(r[1]) for i, r in zip(idx, block))
+        o = yo + sum(i * int(r[2]) for i, r in zip(idx, block))
+        out[o] = stage[s]
+
+
+def _strides(extents: list[int], order: list[int], pad: list[int]) -> list[int]:
+    """Strides of a layout that stores the axes in ``order`` (innermost first), each
+    axis' span padded by ``pad`` elements."""
+    strides = [0] * len(extents)
+    step = 1
+    for r, p in zip(order, pad):
+        strides[r] = step
+        step = step * extents[r] + p
+    return strides
+
+
+@fuzz_settings(default=150, fuzz=20_000)
+@given(data=st.data())
+@counted
+def test_a_block_copy_writes_exactly_the_blocks_elements(data: st.DataObject) -> None:
+    nrows = data.draw(st.integers(1, 4), label="rows")
+    extents = [data.draw(st.sampled_from([1, 2, 3, 5, 8, 15, 16, 17, 33, 48]),
+                         label=f"extent {r}") for r in range(nrows)]
+    if np.prod(extents) > 40_000:
+        extents[0] = 2
+    stage_order = data.draw(st.permutations(range(nrows)), label="stage order")
+    out_order = data.draw(st.permutations(range(nrows)), label="out order")
+    stage_pad = [data.draw(st.integers(0, 3)) for _ in range(nrows)]
+    out_pad = [data.draw(st.integers(0, 3)) for _ in range(nrows)]
+    if data.draw(st.booleans(), label="out rows contiguous"):
+        out_pad = [0] * nrows
+    s_strides = _strides(extents, list(stage_order), stage_pad)
+    y_strides = _strides(extents, list(out_order), out_pad)
+    if data.draw(st.integers(0, 4), label="no unit stride in out") == 0:
+        y_strides = [2 * s for s in y_strides]  # the plain-store route
+    block = np.array([[e, s, y] for e, s, y in zip(extents, s_strides, y_strides)],
+                     np.int64)
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    stage_size = 1 + sum((e - 1) * s for e, s in zip(extents, s_strides))
+    out_span = 1 + sum((e - 1) * y for e, y in zip(extents, y_strides))
+    yo = data.draw(st.integers(0, 17), label="out offset")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    stage = rng.standard_normal(stage_size).astype(dtype)
+    out = np.full(yo + out_span + 5, np.nan, dtype)
+    expected = out.copy()
+    _reference(stage, expected, yo, block)
+    buf_bytes = data.draw(st.sampled_from([64, 1024, 4096, _RUN_BUFFER_BYTES]),
+                          label="buffer bytes")
+    buf = np.empty(buf_bytes // out.itemsize, dtype)
+    _copy_block(stage, out, yo, block, buf)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_block_copy_into_a_misaligned_out_of_each_route() -> None:
+    """The TCCG shapes' blocks (a transposed run continued by the stage's unit-stride
+    axis; a transposed run it does not continue; a run along the stage's own unit
+    stride), into out at each element offset of a line."""
+    cases = [
+        [[3, 36, 2 * 41472], [4, 20736, 1728], [36, 1, 48], [48, 432, 1]],
+        [[20, 1, 4608], [2, 96, 2304], [3, 18432, 96], [96, 192, 1]],
+        [[40, 1, 97], [33, 40, 1]],
+        [[17, 3, 1], [5, 51, 17], [3, 1, 85]],
+    ]
+    rng = np.random.default_rng(5)
+    for rows in cases:
+        block = np.array(rows, np.int64)
+        for dtype in (np.float32, np.float64):
+            stage = rng.standard_normal(
+                1 + int(sum((r[0] - 1) * r[1] for r in rows))).astype(dtype)
+            span = 1 + int(sum((r[0] - 1) * r[2] for r in rows))
+            for yo in range(17):
+                out = np.full(yo + span + 3, np.nan, dtype)
+                expected = out.copy()
+                _reference(stage, expected, yo, block)
+                buf = np.empty(_RUN_BUFFER_BYTES // out.itemsize, dtype)
+                _copy_block(stage, out, yo, block, buf)
+                np.testing.assert_array_equal(out, expected, err_msg=f"{rows} {yo}")
