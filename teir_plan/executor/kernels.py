@@ -649,28 +649,36 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-u
     subs = _combos(block, sub, nsub)
     rests = _combos(block, rest, nrest)
     ld = y_p if p_in else run  # buf's stride along rp
-    qv = q - q % lanes
+    # Tiles of a line's worth of rp's and ri's values; when an extent is not a multiple
+    # of a line, the last tile overlaps the one before (it rewrites the same values in
+    # buf) rather than falling back to single elements.  Scalar only for extents
+    # shorter than a line.
+    full = q >= lanes and npj >= lanes
+    nj = (npj + lanes - 1) // lanes
+    ni = (q + lanes - 1) // lanes
     for t in range(rests.shape[0]):
         so = rests[t, 0]
         yb = yo + rests[t, 1]
-        for j0 in range(0, npj, lanes):
-            rows = min(lanes, npj - j0)
+        done = 0  # rp's values already written to out (when rp is not in the run)
+        for jt in range(nj):
+            j0 = min(jt * lanes, npj - lanes) if full else jt * lanes
+            rows = lanes if full else min(lanes, npj - j0)
             for u in range(subs.shape[0]):
                 xs = so + subs[u, 0] + j0
                 bb = subs[u, 1] + (j0 * y_p if p_in else 0)
-                if rows == lanes:
-                    for i0 in range(0, qv, lanes):
+                if full:
+                    for it in range(ni):
+                        i0 = min(it * lanes, q - lanes)
                         _transpose_line_tile(stage, xs + i0 * x_q, x_q, buf, bb + i0, ld)
-                    for j in range(lanes):
-                        for i in range(qv, q):
-                            buf[bb + j * ld + i] = stage[xs + i * x_q + j]
                 else:
                     for j in range(rows):
                         for i in range(q):
                             buf[bb + j * ld + i] = stage[xs + i * x_q + j]
-            if p_in and j0 + lanes < npj:
+            if p_in and jt + 1 < nj:
                 continue
-            for f in range(1 if p_in else rows):
+            first = 0 if p_in else done - j0
+            done = j0 + rows
+            for f in range(first, 1 if p_in else rows):
                 bo = 0 if p_in else f * run
                 yr = yb if p_in else yb + (j0 + f) * y_p
                 # buf[bo : bo + run] -> y[yr : yr + run]: elements up to out's first
