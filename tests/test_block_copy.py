@@ -100,3 +100,30 @@ def test_a_block_copy_into_a_misaligned_out_of_each_route() -> None:
                 buf = np.empty(_RUN_BUFFER_BYTES // out.itemsize, dtype)
                 _copy_block(stage, out, yo, block, buf)
                 np.testing.assert_array_equal(out, expected, err_msg=f"{rows} {yo}")
+
+
+@fuzz_settings(default=100, fuzz=20_000)
+@given(data=st.data())
+@counted
+def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject) -> None:
+    """The Copy primitive's tile between x's unit stride and y's (a transpose through
+    registers, with overlapping last tiles), and every other tile shape."""
+    from teir_plan.executor.kernels import _copy_tile
+
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    m = data.draw(st.sampled_from([1, 3, 8, 15, 16, 17, 40, 300]), label="m")
+    n = data.draw(st.sampled_from([1, 5, 8, 16, 19, 33]), label="n")
+    x_m = n + data.draw(st.integers(0, 3), label="x pad")  # x: j unit stride
+    y_n = m + data.draw(st.integers(0, 3), label="y pad")  # y: i unit stride
+    xo = data.draw(st.integers(0, 5), label="x offset")
+    yo = data.draw(st.integers(0, 17), label="y offset")
+    relu = data.draw(st.booleans(), label="relu")
+    x = np.random.default_rng(m * n).standard_normal(xo + m * x_m + 2).astype(dtype)
+    y = np.full(yo + n * y_n + 3, np.nan, dtype)
+    expected = y.copy()
+    for i in range(m):
+        for j in range(n):
+            v = x[xo + i * x_m + j]
+            expected[yo + i + j * y_n] = max(v, 0.0) if relu else v
+    _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu)
+    np.testing.assert_array_equal(y, expected)

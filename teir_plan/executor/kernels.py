@@ -102,6 +102,61 @@ def _swap_for_writes(m, n, y_m, y_n):  # type: ignore[no-untyped-def]
     return n > 1 and (m == 1 or abs(y_n) < abs(y_m))
 
 
+def _lanes(dtype) -> int:  # type: ignore[no-untyped-def]
+    """Elements of ``dtype`` in one 64-byte line (a zmm register)."""
+    return 512 // dtype.bitwidth
+
+
+def _as_intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
+    return context.cast(builder, value, ty, types.intp)
+
+
+@intrinsic
+def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld):  # type: ignore[no-untyped-def]
+    """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for r, c < L, L = elements per line:
+    L vector loads, an L x L transpose in registers (log2 L rounds of two-input
+    shuffles, each swapping the off-diagonal blocks of every 2h x 2h block), L vector
+    stores.  A scalar transpose moves one element per load and store; this moves L."""
+    sig = types.void(x, xo, x_ld, b, bo, b_ld)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        xty, xoty, xldty, bty, boty, bldty = signature.args
+        lanes = _lanes(xty.dtype)
+        elem = context.get_data_type(xty.dtype)
+        vptr = ir.VectorType(elem, lanes).as_pointer()
+        size = elem.get_abi_size(context.target_data)
+        xa = context.make_array(xty)(context, builder, args[0]).data
+        ba = context.make_array(bty)(context, builder, args[3]).data
+        xo_ = _as_intp(context, builder, args[1], xoty)
+        xld = _as_intp(context, builder, args[2], xldty)
+        bo_ = _as_intp(context, builder, args[4], boty)
+        bld = _as_intp(context, builder, args[5], bldty)
+        rows = []
+        for r in range(lanes):
+            off = builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r)))
+            ptr = builder.bitcast(builder.gep(xa, [off]), vptr)
+            rows.append(builder.load(ptr, align=size))
+        h = lanes // 2
+        i32 = ir.IntType(32)
+        while h >= 1:
+            lo = ir.Constant(ir.VectorType(i32, lanes),
+                             [c if c & h == 0 else lanes + c - h for c in range(lanes)])
+            hi = ir.Constant(ir.VectorType(i32, lanes),
+                             [c + h if c & h == 0 else lanes + c for c in range(lanes)])
+            for i in range(lanes):
+                if i & h == 0:
+                    a_, b_ = rows[i], rows[i + h]
+                    rows[i] = builder.shuffle_vector(a_, b_, lo)
+                    rows[i + h] = builder.shuffle_vector(a_, b_, hi)
+            h //= 2
+        for c in range(lanes):
+            off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
+            builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr), align=size)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True)
 def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no-untyped-def]
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]), i innermost."""
@@ -134,12 +189,37 @@ def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[n
 
 
 @njit(cache=True, nogil=True)
+def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n):  # type: ignore[no-untyped-def]
+    """y[yo + i + j*y_n] = x[xo + i*x_m + j] for i < m, j < n (both at least a line's
+    worth of elements): a transpose between x's unit stride and y's, a line by a line
+    in registers (:func:`_transpose_line_tile`).  In blocks of _GATHER_BLOCK values of
+    i, as in _copy_tile, so that the block's input lines stay in cache while j sweeps
+    them; an extent that is not a multiple of a line takes an overlapping last tile
+    (it writes the same values again)."""
+    lanes = 64 // y.itemsize
+    nj = (n + lanes - 1) // lanes
+    for ib in range(0, m, _GATHER_BLOCK):
+        ie = min(m, ib + _GATHER_BLOCK)
+        for jt in range(nj):
+            j0 = min(jt * lanes, n - lanes)
+            i = ib
+            while i < ie:
+                i0 = min(i, m - lanes)
+                _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n, y_n)
+                i += lanes
+
+
+@njit(cache=True, nogil=True)
 def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no-untyped-def]
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile."""
     if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         x_m, x_n = x_n, x_m
         y_m, y_n = y_n, y_m
+    lanes = 64 // y.itemsize
+    if not relu and y_m == 1 and x_n == 1 and m >= lanes and n >= lanes:
+        _copy_transposed(x, xo, y, yo, m, n, x_m, y_n)
+        return
     if abs(x_m) * y.itemsize < 64 or m <= _GATHER_BLOCK:
         _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu)
         return
@@ -458,61 +538,6 @@ def _store_fence(typingctx):  # type: ignore[no-untyped-def]
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         builder.fence("seq_cst")
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-def _lanes(dtype) -> int:  # type: ignore[no-untyped-def]
-    """Elements of ``dtype`` in one 64-byte line (a zmm register)."""
-    return 512 // dtype.bitwidth
-
-
-def _as_intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
-    return context.cast(builder, value, ty, types.intp)
-
-
-@intrinsic
-def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld):  # type: ignore[no-untyped-def]
-    """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for r, c < L, L = elements per line:
-    L vector loads, an L x L transpose in registers (log2 L rounds of two-input
-    shuffles, each swapping the off-diagonal blocks of every 2h x 2h block), L vector
-    stores.  A scalar transpose moves one element per load and store; this moves L."""
-    sig = types.void(x, xo, x_ld, b, bo, b_ld)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        xty, xoty, xldty, bty, boty, bldty = signature.args
-        lanes = _lanes(xty.dtype)
-        elem = context.get_data_type(xty.dtype)
-        vptr = ir.VectorType(elem, lanes).as_pointer()
-        size = elem.get_abi_size(context.target_data)
-        xa = context.make_array(xty)(context, builder, args[0]).data
-        ba = context.make_array(bty)(context, builder, args[3]).data
-        xo_ = _as_intp(context, builder, args[1], xoty)
-        xld = _as_intp(context, builder, args[2], xldty)
-        bo_ = _as_intp(context, builder, args[4], boty)
-        bld = _as_intp(context, builder, args[5], bldty)
-        rows = []
-        for r in range(lanes):
-            off = builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r)))
-            ptr = builder.bitcast(builder.gep(xa, [off]), vptr)
-            rows.append(builder.load(ptr, align=size))
-        h = lanes // 2
-        i32 = ir.IntType(32)
-        while h >= 1:
-            lo = ir.Constant(ir.VectorType(i32, lanes),
-                             [c if c & h == 0 else lanes + c - h for c in range(lanes)])
-            hi = ir.Constant(ir.VectorType(i32, lanes),
-                             [c + h if c & h == 0 else lanes + c for c in range(lanes)])
-            for i in range(lanes):
-                if i & h == 0:
-                    a_, b_ = rows[i], rows[i + h]
-                    rows[i] = builder.shuffle_vector(a_, b_, lo)
-                    rows[i + h] = builder.shuffle_vector(a_, b_, hi)
-            h //= 2
-        for c in range(lanes):
-            off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
-            builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr), align=size)
         return context.get_dummy_value()
 
     return sig, codegen
