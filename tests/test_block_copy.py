@@ -127,3 +127,16 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
             expected[yo + i + j * y_n] = max(v, 0.0) if relu else v
     _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu)
     np.testing.assert_array_equal(y, expected)
+
+
+def test_a_run_never_outgrows_the_buffer() -> None:
+    """Regression (found by make fuzz): a run continued by the stage's unit-stride axis
+    was limited by the L1 budget only, so a smaller buffer overflowed."""
+    block = np.array([[16, 16, 1], [16, 1, 16], [8, 256, 256]], np.int64)
+    stage = np.arange(2048, dtype=np.float32)
+    for yo in (0, 3):
+        out = np.full(yo + 2048 + 16, np.nan, np.float32)
+        expected = out.copy()
+        _reference(stage, expected, yo, block)
+        _copy_block(stage, out, yo, block, np.empty(256, np.float32))
+        np.testing.assert_array_equal(out, expected)

@@ -650,7 +650,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-u
             break
         longer = run * block[nxt, 0]
         if p_in or nxt == rp:
-            if longer * y.itemsize > _RUN_L1_BYTES:
+            if longer * y.itemsize > _RUN_L1_BYTES or longer > buf.shape[0]:
                 break
         elif longer * lanes > buf.shape[0]:
             break
