@@ -23,6 +23,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
+from teir_plan.executor.microkernel import gemm_vec
 
 # Primitive kinds.
 KIND_COPY = 0
@@ -33,6 +34,7 @@ KIND_BRGEMM = 3
 # How a GEMM tile runs.
 MODE_LOOPS = 0  # strided loops in the kernel (small or BLAS-illegal tiles)
 MODE_BLAS = 1  # BLAS ?gemm on the operands in place, packing those it cannot address
+MODE_VEC = 2  # the vector kernel (microkernel.py); T_SWAP: its vector axis is N, not M
 
 # Indices into the ``tile`` table.
 T_KIND = 0
@@ -385,6 +387,13 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
     zero_first = first and tile[T_FIRST_ZERO] != 0
     if tile[T_MODE] == MODE_BLAS:
         _gemm_blas(x0, o0, x1, o1, y, o2, tile, zero_first, scratch, iparams, consts)
+    elif tile[T_MODE] == MODE_VEC:
+        if tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
+            gemm_vec(x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
+                     tile[T_C_M], tile[T_N], tile[T_M], tile[T_K], zero_first)
+        else:
+            gemm_vec(x0, o0, tile[T_A_K], x1, o1, tile[T_B_K], tile[T_B_N], y, o2,
+                     tile[T_C_N], tile[T_M], tile[T_N], tile[T_K], zero_first)
     elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
         # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
         v = x0[o0] * x1[o1]

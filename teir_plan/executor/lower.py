@@ -22,6 +22,66 @@ from teir_plan.teir.records import TEIR
 # Below this many multiply-adds per product a tile runs as strided loops: a BLAS call
 # and its argument set-up cost more than the arithmetic.
 SMALL_TILE_FLOPS = 512
+
+# The vector kernel (executor/microkernel.py) takes a GEMM tile whose rows (the extent
+# across the vector axis) times K are at most this; beyond, BLAS' packed kernels win.
+# Measured on one core, float32 (kernel / BLAS): rows 8, K 256: 1.9-2.1x; rows 24,
+# K 36-96: 1.0-1.5x; rows 48, K 36: 1.0-1.2x; rows 96, K 96: 0.9-1.0x; rows 192,
+# K 256: 0.7-0.9x.
+VEC_MAX_ROWS_TIMES_K = 2400
+VEC_LINES = 3  # the kernel's main micro-tile is this many 64-byte lines long
+VEC_ROWS = 8  # ... and this many rows
+# With fewer rows each K step loads nearly as many lines as it multiplies (one row:
+# dca,bd->abc tiles of 512 x 1 x 384 measured 36 GFLOP/s against BLAS' 88).
+VEC_MIN_ROWS = 4
+VEC_K_STEPS = 8  # a micro-tile's output loads and stores, in K steps (vec_efficiency)
+
+
+def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int],
+             c: tuple[int, int], itemsize: int) -> int:
+    """Whether a GEMM tile runs on the vector kernel, and along which axis: 1 along M
+    (A and C have unit stride along M), 2 along N (B and C along N), 0 not at all.
+
+    The vector axis must be at least two micro-tiles long, the tile a plain GEMM
+    (BRGEMM stays with BLAS), with at least VEC_MIN_ROWS rows (the other of M and N) and
+    rows x K small (VEC_MAX_ROWS_TIMES_K).
+
+    >>> vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4)
+    1
+    >>> vec_axis(512, 512, 512, 1, (1, 512), (1, 512), (1, 512), 4)
+    0
+    """
+    if br != 1 or itemsize not in (4, 8):
+        return 0
+    # Two micro-tiles at least: the first prefetches the second's lines (ebad,ce->abcd
+    # tiles 84 long, with K rows far apart, measured 48 GFLOP/s against BLAS' 127).
+    length = 2 * VEC_LINES * 64 // itemsize
+    if (a[0] == 1 and c[0] == 1 and m >= length and n >= VEC_MIN_ROWS
+            and n * k <= VEC_MAX_ROWS_TIMES_K):
+        return 1
+    if (b[1] == 1 and c[1] == 1 and n >= length and m >= VEC_MIN_ROWS
+            and m * k <= VEC_MAX_ROWS_TIMES_K):
+        return 2
+    return 0
+
+
+def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
+    """The vector kernel's fraction of its rate on a tile ``length`` long along the
+    vector axis, of ``rows`` rows and ``k`` K steps.  Full micro-tiles have VEC_ROWS
+    rows, and a row costs about as many loads as a micro-tile's products, so short and
+    left-over row blocks run at their share of the rows; a partial last line computes
+    its whole line; and each micro-tile loads and stores its outputs once, about
+    VEC_K_STEPS K steps' worth (a K of 1, a rank-1 update per tile: dca,bd->abc measured
+    30 GFLOP/s against BLAS' 88).
+
+    >>> round(vec_efficiency(4096, 24, 1000, 4), 2), round(vec_efficiency(84, 4, 1000, 4), 2)
+    (0.99, 0.43)
+    """
+    lanes = 64 // itemsize
+    return (rows / (VEC_ROWS * -(-rows // VEC_ROWS)) * length / (lanes * -(-length // lanes))
+            * k / (k + VEC_K_STEPS))
+
+
 _INT32_MAX = 2**31 - 1
 
 
@@ -110,10 +170,13 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype) -> None:
     tile[K.T_C_M], tile[K.T_C_N] = st(2, m_ax), st(2, n_ax)
     tile[K.T_A_BR], tile[K.T_B_BR] = st(0, br_ax), st(1, br_ax)
 
-    plan = blas_plan(
-        m, n, k,
-        (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax)),
-    )
+    a, b, c = (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax))
+    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize)
+    if vec:
+        tile[K.T_MODE] = K.MODE_VEC
+        tile[K.T_SWAP] = int(vec == 2)
+        return
+    plan = blas_plan(m, n, k, a, b, c)
     if m * n * k < SMALL_TILE_FLOPS or plan is None:
         tile[K.T_MODE] = K.MODE_LOOPS
         return

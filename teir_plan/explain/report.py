@@ -401,10 +401,12 @@ def _md_table(rows: Rows) -> str:
 
 
 def executor_note(teir: Any) -> str:
-    """How the executor runs each tile of a GEMM/BRGEMM program: a BLAS ``?gemm`` call
-    (with its transpose flags and leading dimensions, executor/lower.py) or, for tiles
-    too small for a call to pay off or not addressable by BLAS, jitted strided loops."""
-    from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan
+    """How the executor runs each tile of a GEMM/BRGEMM program: the vector kernel
+    (executor/microkernel.py) for long, thin tiles along a shared unit stride, a BLAS
+    ``?gemm`` call (with its transpose flags and leading dimensions, executor/lower.py)
+    or, for tiles too small for a call to pay off or not addressable by BLAS, jitted
+    strided loops."""
+    from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan, vec_axis
     from teir_plan.explain.pseudocode import prim_axes_by_role
 
     if teir.is_unary:
@@ -419,6 +421,17 @@ def executor_note(teir: Any) -> str:
         return s.strides[j][a] if a is not None else 0
 
     m, n, k = size(ax["m"]), size(ax["n"]), size(ax["k"])
+    a_st = (st(0, ax["m"]), st(0, ax["k"]))
+    b_st = (st(1, ax["k"]), st(1, ax["n"]))
+    c_st = (st(2, ax["m"]), st(2, ax["n"]))
+    vec = vec_axis(m, n, k, size(ax["br"]), a_st, b_st, c_st,
+                   teir.primitives.data_type.numpy.itemsize)
+    if vec:
+        along, rows = ("m", n) if vec == 1 else ("n", m)
+        return (f"executor: each tile runs the vector kernel: {along}={m if vec == 1 else n} "
+                f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
+                f"{rows} rows of outer products, k={k}, accumulated in registers "
+                f"(no packing)")
     bp = blas_plan(m, n, k, (st(0, ax["m"]), st(0, ax["k"])), (st(1, ax["k"]), st(1, ax["n"])),
                    (st(2, ax["m"]), st(2, ax["n"])))
     if bp is None or m * n * k < SMALL_TILE_FLOPS:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS
-from teir_plan.executor.lower import BlasPlan
+from teir_plan.executor.lower import BlasPlan, vec_axis, vec_efficiency
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
 from teir_plan.planner.machine import GEMM_GRID, MachineParams
@@ -114,6 +114,21 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
     return _interpolate(params.gemm_efficiency, m, n, k)
 
 
+def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int:
+    """The executor's rule (:func:`teir_plan.executor.lower.vec_axis`) for this prim
+    choice's tiles: 1 or 2 when they run on the vector kernel (along M or N), else 0."""
+    ax = c.axes
+
+    def ext(a: int) -> int:
+        return ax[a].extent if a != NO_AXIS else 1
+
+    def st(a: int, j: int) -> int:
+        return ax[a].strides[j] if a != NO_AXIS else 0
+
+    return vec_axis(ext(m_ax), ext(n_ax), ext(k_ax), ext(br_ax), (st(m_ax, 0), st(k_ax, 0)),
+                    (st(k_ax, 1), st(n_ax, 1)), (st(m_ax, 2), st(n_ax, 2)), c.dtype.itemsize)
+
+
 def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
                  blas: BlasPlan | None, params: MachineParams) -> tuple[float, int, int]:
     """(seconds, flops, packed bytes) of one primitive call on one core."""
@@ -125,7 +140,12 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     br = ax[br_ax].extent if br_ax != NO_AXIS else 1
     tile_flops = 2 * m * n * k * br
     packed = 0
-    if blas is not None:
+    vec = vec_tile(c, m_ax, n_ax, k_ax, br_ax)
+    if vec:
+        length, rows = (m, n) if vec == 1 else (n, m)
+        eff = vec_efficiency(length, rows, k, isz)
+        per_call = tile_flops / (params.vec_flops(c.dtype) * eff)
+    elif blas is not None:
         mm, nn = (n, m) if blas.swap else (m, n)
         rate = params.gemm_flops(c.dtype) * gemm_efficiency(params, mm, nn, k)
         a_str = (ax[m_ax].strides[0] if m_ax != NO_AXIS else 0,
@@ -217,7 +237,8 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         efficiency = par_iters / (threads * math.ceil(par_iters / threads))
         compute = compute / (threads * efficiency)
         overhead += params.parallel_seconds
-    elif ch.blas is not None and threads > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
+    elif (ch.blas is not None and threads > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS
+          and not vec_tile(c, ch.m, ch.n, ch.k, ch.br)):
         # BLAS threads its own large tiles (the executor's rule; smaller ones stay on one
         # core); the threads' gain grows with the tile, as their start-up is paid per call.
         share = tile_flops / (tile_flops + BLAS_THREAD_HALF_FLOPS)
@@ -342,7 +363,7 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
         if j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
-            if ch.blas is not None and tile > l2:
+            if ch.blas is not None and tile > l2 and not vec_tile(c, ch.m, ch.n, ch.k, ch.br):
                 traffic *= _blas_out_round_trips(c, ch)
         if distinct <= params.llc_bytes:
             dram += distinct

@@ -81,6 +81,11 @@ class MachineParams:
     # (index ((i_m * G) + i_n) * G + i_k for G = len(GEMM_GRID)); see gemm_efficiency.
     gemm_efficiency: tuple[float, ...] = DEFAULT_GEMM_EFFICIENCY
     loop_flops: float = 1.5e9  # strided jitted loops (BLAS-illegal or tiny tiles)
+    # The vector kernel (executor/microkernel.py) on full micro-tiles and a long K, one
+    # core (measured here on the tiles it takes, float32: 100-150 GFLOP/s; see
+    # executor.lower.vec_efficiency for the rest).
+    vec_flops_f32: float = 140e9
+    vec_flops_f64: float = 70e9
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
     copy_bytes_per_second: float = 8e9  # Copy/ReLU tiles, one core
@@ -94,6 +99,9 @@ class MachineParams:
 
     def gemm_flops(self, dtype: np.dtype) -> float:
         return self.gemm_flops_f32 if np.dtype(dtype).itemsize == 4 else self.gemm_flops_f64
+
+    def vec_flops(self, dtype: np.dtype) -> float:
+        return self.vec_flops_f32 if np.dtype(dtype).itemsize == 4 else self.vec_flops_f64
 
 
 _lock = threading.Lock()

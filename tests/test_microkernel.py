@@ -1,0 +1,153 @@
+"""The vector GEMM kernel (executor/microkernel.py) and the tiles that run on it.
+
+The kernel is checked on its own against float64 products computed by numpy, for every
+micro-tile shape it has (8, 4 and 1 rows; 3, 2 and 1 lines, the last one partial),
+accumulating or not, with nothing written outside its tile; and through TEIR programs
+whose tiles the executor gives it (along M and along N, K split over a loop so that
+later visits accumulate, an output accumulated into, ReLU, reversed rows, threads),
+against numpy.einsum in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+import teir_plan as tp
+from teir_plan.executor import kernels as K
+from teir_plan.executor.lower import lower, vec_axis
+from teir_plan.executor.microkernel import gemm_vec
+from tests.strategies import counted, fuzz_settings
+
+
+@fuzz_settings(default=120, fuzz=20_000)
+@given(data=st.data())
+@counted
+def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> None:
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    mv = data.draw(st.integers(1, 150), label="vector length")
+    n = data.draw(st.integers(1, 21), label="rows")
+    k = data.draw(st.integers(0, 40), label="K")
+    vpad = data.draw(st.integers(0, 5), label="V row padding")
+    s_rows_inner = data.draw(st.booleans(), label="S rows unit stride")
+    first = data.draw(st.booleans(), label="first")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    vo, so, co = (data.draw(st.integers(0, 7), label=f"{t} offset") for t in "VSC")
+    vk = mv + vpad
+    V = rng.standard_normal(vo + max(k, 1) * vk + 3).astype(dtype)
+    if s_rows_inner:
+        sk, sn = n + 1, 1
+    else:
+        sk, sn = 1, k + 2
+    S = rng.standard_normal(so + max(k, 1) * sk + n * sn + 3).astype(dtype)
+    cn = mv + data.draw(st.integers(0, 4), label="C row padding")
+    C = rng.standard_normal(co + n * cn + 5).astype(dtype)
+    before = C.copy()
+    gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first)
+
+    expected = before.astype(np.float64)
+    for r in range(n):
+        for v in range(mv):
+            acc = sum(float(V[vo + p * vk + v]) * float(S[so + p * sk + r * sn])
+                      for p in range(k))
+            expected[co + r * cn + v] = acc if first else expected[co + r * cn + v] + acc
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(C, expected, rtol=tol, atol=tol * max(1, k))
+    # Outside the tile (row padding, before and after): exactly as before.
+    inside = np.zeros(C.size, bool)
+    for r in range(n):
+        inside[co + r * cn: co + r * cn + mv] = True
+    np.testing.assert_array_equal(C[~inside], before[~inside])
+
+
+def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
+             first: str = "zero", last: str = "none", parallel: bool = False
+             ) -> tuple[tp.TEIR, list[np.ndarray], str]:
+    """out = in0 . in1 as a TEIR program whose GEMM tile runs on the vector kernel:
+    ``along`` "m" (in0 and out unit-stride along m) or "n" (in1 and out along n); K
+    split into an outer loop of ``ksplit`` and a tile; with ``parallel`` the rows split
+    into a parallel loop of 2."""
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((k, m) if along == "m" else (m, k)).astype(dtype)   # in0
+    b = rng.standard_normal((n, k) if along == "m" else (k, n)).astype(dtype)   # in1
+    kt = k // ksplit
+    if along == "m":
+        # in0[k, m], in1[n, k], out[n, m]
+        a_m, a_k, b_k, b_n = 1, m, 1, k
+        c_m, c_n = 1, m
+        expr = "km,nk->nm"
+    else:
+        # in0[m, k], in1[k, n], out[m, n]
+        a_m, a_k, b_k, b_n = k, 1, n, 1
+        c_m, c_n = n, 1
+        expr = "mk,kn->mn"
+    dims = ["k", "m", "n", "k"]
+    execs = ["seq", "prim", "prim", "prim"]
+    sizes = [ksplit, m, n, kt]
+    strides = [[a_k * kt, a_m, 0, a_k], [b_k * kt, 0, b_n, b_k], [0, c_m, c_n, 0]]
+    if parallel:
+        # The rows (the axis across the vector) split in two halves run in parallel.
+        row_dim = 2 if along == "m" else 1
+        half = sizes[row_dim] // 2
+        sizes[row_dim] = half
+        dims.insert(0, dims[row_dim])
+        execs.insert(0, "parallel")
+        sizes.insert(0, 2)
+        for t in range(3):
+            strides[t].insert(0, strides[t][row_dim] * half)
+    teir = tp.TEIR.from_fields(
+        data_type=dtype, prim_first=first, prim_main="gemm", prim_last=last,
+        dim_types=dims, exec_types=execs, dim_sizes=sizes, strides=strides)
+    return teir, [a, b], expr
+
+
+def test_vector_kernel_programs_match_numpy() -> None:
+    for dtype in ("float32", "float64"):
+        for along in "mn":
+            for ksplit, first, last, parallel in [(1, "zero", "none", False),
+                                                  (3, "zero", "relu", False),
+                                                  (2, "none", "none", True),
+                                                  (3, "zero", "none", True)]:
+                m, n, k = (100, 12, 36) if along == "m" else (20, 200, 24)
+                teir, (a, b), expr = _program(dtype, m, n, k, ksplit, along, first, last,
+                                              parallel)
+                teir.validate()
+                low = lower(teir)
+                assert low.tile[K.T_MODE] == K.MODE_VEC
+                assert low.tile[K.T_SWAP] == int(along == "n")
+                ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+                out = np.full(ref.shape, 0.5, dtype)
+                if first == "none":
+                    ref = ref + 0.5
+                if last == "relu":
+                    ref = np.maximum(ref, 0)
+                tp.execute(teir, a, b, out)
+                tol = 1e-4 if dtype == "float32" else 1e-12
+                np.testing.assert_allclose(out, ref, rtol=tol, atol=tol,
+                                           err_msg=f"{dtype} {along} {ksplit} {first}")
+
+
+def test_the_planner_uses_the_kernel_and_its_alternatives_are_right() -> None:
+    """A block of efbad,cf->abcde's shape (432 x 24 x 36): the plan's tiles run on the
+    vector kernel, and every alternative (on the kernel or not) gives numpy's answer."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((36, 432)).astype(np.float32)
+    b = rng.standard_normal((24, 36)).astype(np.float32)
+    plan = tp.plan("km,nk->nm", a, b)
+    assert "vector kernel" in str(plan.explain())
+    ref = np.einsum("km,nk->nm", a.astype(np.float64), b.astype(np.float64))
+    for alt in plan.alternatives:
+        np.testing.assert_allclose(alt(a, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_the_rule() -> None:
+    # A long, thin tile along a shared unit stride: the kernel, along M or N.
+    assert vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4) == 1
+    assert vec_axis(24, 432, 36, 1, (36, 1), (432, 1), (432, 1), 4) == 2
+    # Too few rows, too many rows x K, too short, BRGEMM, out not unit-stride: BLAS.
+    assert vec_axis(432, 2, 36, 1, (1, 432), (1, 36), (1, 432), 4) == 0
+    assert vec_axis(432, 96, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 0
+    assert vec_axis(64, 24, 36, 1, (1, 64), (1, 36), (1, 64), 4) == 0
+    assert vec_axis(432, 24, 36, 4, (1, 432), (1, 36), (1, 432), 4) == 0
+    assert vec_axis(432, 24, 36, 1, (1, 432), (1, 36), (24, 1), 4) == 0
