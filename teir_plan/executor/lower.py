@@ -102,8 +102,9 @@ class Lowered:
 
 
 @lru_cache(maxsize=1024)
-def lower(teir: TEIR) -> Lowered:
-    """Lower a program that has passed :meth:`TEIR.validate`."""
+def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
+    """Lower a program that has passed :meth:`TEIR.validate`.  ``vector_kernel=False``
+    keeps every GEMM tile on BLAS or loops (calibration measures BLAS with it)."""
     s = teir.schedule
     t = teir.num_tensors
     dtype = teir.primitives.data_type.numpy
@@ -140,11 +141,11 @@ def lower(teir: TEIR) -> Lowered:
         tile[K.T_C_M] = s.strides[1][a0] if a0 is not None else 0
         tile[K.T_C_N] = s.strides[1][a1] if a1 is not None else 0
     else:
-        _lower_gemm(teir, tile, dtype)
+        _lower_gemm(teir, tile, dtype, vector_kernel)
     return Lowered(loops, len(par), par_iters, tile, t, dtype)
 
 
-def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype) -> None:
+def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bool) -> None:
     s = teir.schedule
     p = teir.primitives
     prim = s.prim_axes()
@@ -171,7 +172,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype) -> None:
     tile[K.T_A_BR], tile[K.T_B_BR] = st(0, br_ax), st(1, br_ax)
 
     a, b, c = (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax))
-    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize)
+    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
         tile[K.T_SWAP] = int(vec == 2)

@@ -2,7 +2,7 @@
 
 Before calibration the documented defaults below are used (measured by
 ``tp.calibrate()`` on a 2-core AVX-512 server).  ``tp.calibrate()`` measures them
-in about six seconds and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
+in about seven seconds and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
 ``~/.cache/teir_plan``), keyed by the
 CPU model and the thread count; later processes load it.  Set
 ``TEIR_PLAN_AUTOCALIBRATE=1`` to calibrate automatically on first use.
@@ -82,10 +82,10 @@ class MachineParams:
     gemm_efficiency: tuple[float, ...] = DEFAULT_GEMM_EFFICIENCY
     loop_flops: float = 1.5e9  # strided jitted loops (BLAS-illegal or tiny tiles)
     # The vector kernel (executor/microkernel.py) on full micro-tiles and a long K, one
-    # core (measured here on the tiles it takes, float32: 100-150 GFLOP/s; see
-    # executor.lower.vec_efficiency for the rest).
-    vec_flops_f32: float = 140e9
-    vec_flops_f64: float = 70e9
+    # core (calibration: a 432 x 24 x 36 tile's rate over its modelled efficiency,
+    # executor.lower.vec_efficiency; float64 at half the float32 rate, not measured).
+    vec_flops_f32: float = 165e9
+    vec_flops_f64: float = 82e9
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
     copy_bytes_per_second: float = 8e9  # Copy/ReLU tiles, one core
@@ -192,7 +192,7 @@ def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
 
 
 def calibrate(save: bool = True) -> MachineParams:
-    """Measure the cost model's parameters on this machine (about six seconds) and use them.
+    """Measure the cost model's parameters on this machine (about seven seconds) and use them.
 
     >>> import teir_plan as tp
     >>> params = tp.calibrate(save=False)  # doctest: +SKIP
@@ -200,7 +200,7 @@ def calibrate(save: bool = True) -> MachineParams:
     global _current
     import teir_plan as tp
     from teir_plan.executor.execute import run_lowered
-    from teir_plan.executor.lower import lower
+    from teir_plan.executor.lower import lower, vec_efficiency
 
     p = MachineParams()
     rng = np.random.default_rng(0)
@@ -219,10 +219,11 @@ def calibrate(save: bool = True) -> MachineParams:
                 np.zeros(m * n * reps, dtype)]
         return prog, arrs
 
-    def tile_seconds(m: int, n: int, k: int) -> float:
+    def tile_seconds(m: int, n: int, k: int, vector_kernel: bool = False) -> float:
         reps = max(1, min(4000, int(8e7 / (2 * m * n * k))))
         prog, arrs = gemm_tiles(m, n, k, "float32", reps)
-        lowered = lower(prog)
+        # The grid is BLAS' table: tiles the vector kernel would take run on BLAS here.
+        lowered = lower(prog, vector_kernel)
         run_lowered(lowered, arrs)
         return _best(lambda: run_lowered(lowered, arrs), 5) / reps  # noqa: B023
 
@@ -244,6 +245,11 @@ def calibrate(save: bool = True) -> MachineParams:
             else:
                 spent = max(tile_seconds(m, n, k) - p.tile_seconds, 1e-9)
                 eff[m, n, k] = min(1.0, 2 * m * n * k / (peaks["float32"] * spent))
+        # The vector kernel at full efficiency: its rate on a tile it takes (one of
+        # efbad,cf->abcde's blocks), divided by the tile's modelled efficiency.
+        vm, vn, vk = 432, 24, 36
+        vec_spent = max(tile_seconds(vm, vn, vk, True) - p.tile_seconds, 1e-9)
+        vec_f32 = 2 * vm * vn * vk / vec_spent / vec_efficiency(vm, vn, vk, 4)
         # Python-side cost of a plan step (a pre-checked executor call), from a
         # one-element copy.
         one = tp.TEIR.from_fields(
@@ -269,6 +275,8 @@ def calibrate(save: bool = True) -> MachineParams:
             gemm_flops_f32=peaks["float32"],
             gemm_flops_f64=peaks["float64"],
             gemm_efficiency=tuple(eff.values()),
+            vec_flops_f32=vec_f32,
+            vec_flops_f64=vec_f32 * p.vec_flops_f64 / p.vec_flops_f32,
             call_seconds=t_call,
             dram_bytes_per_second=dram,
             calibrated=True,
