@@ -151,3 +151,19 @@ def test_the_rule() -> None:
     assert vec_axis(64, 24, 36, 1, (1, 64), (1, 36), (1, 64), 4) == 0
     assert vec_axis(432, 24, 36, 4, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 24, 36, 1, (1, 432), (1, 36), (24, 1), 4) == 0
+
+
+def test_the_kernel_can_be_turned_off_for_blas_calibration() -> None:
+    """Calibration times BLAS on tiles the kernel would take: lowering them with the
+    kernel off gives BLAS tiles that compute the same result."""
+    teir, (a, b), expr = _program("float32", 100, 12, 36, 1, "m")
+    teir.validate()
+    assert lower(teir).tile[K.T_MODE] == K.MODE_VEC
+    low = lower(teir, vector_kernel=False)
+    assert low.tile[K.T_MODE] == K.MODE_BLAS
+    from teir_plan.executor.execute import run_lowered
+
+    out = np.zeros((12, 100), np.float32)
+    run_lowered(low, [a, b, out])
+    ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
