@@ -118,10 +118,13 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
     """The executor's rule (:func:`teir_plan.executor.lower.vec_axis`) for this prim
     choice's tiles: 1 or 2 when they run on the vector kernel (along M or N), else 0."""
     ax = c.axes
-    # Quick answers for most choices (the rule needs both axes and out's unit stride
-    # along one of them): this runs for every prim choice the search considers.
-    if m_ax == NO_AXIS or n_ax == NO_AXIS or (ax[m_ax].strides[2] != 1
-                                              and ax[n_ax].strides[2] != 1):
+    # Quick answers for most choices (the rule needs both axes, and a unit stride along
+    # one of them shared by out and that axis' operand): this runs for every prim
+    # choice the search considers.
+    if m_ax == NO_AXIS or n_ax == NO_AXIS:
+        return 0
+    sm, sn = ax[m_ax].strides, ax[n_ax].strides
+    if not ((sm[0] == 1 and sm[2] == 1) or (sn[1] == 1 and sn[2] == 1)):
         return 0
 
     def ext(a: int) -> int:
