@@ -31,8 +31,15 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 
-def _intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
+# Helpers for intrinsics (executor/kernels.py's use them too).
+def as_intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
+    """An integer argument of an intrinsic as an intp LLVM value."""
     return context.cast(builder, value, ty, types.intp)
+
+
+def line_lanes(dtype) -> int:  # type: ignore[no-untyped-def]
+    """Elements of a numba float type in one 64-byte line (a zmm register)."""
+    return 512 // dtype.bitwidth
 
 
 def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
@@ -52,7 +59,7 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
         def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
             tys = signature.args
             dt = tys[0].dtype
-            lanes = 512 // dt.bitwidth
+            lanes = line_lanes(dt)
             elem = context.get_data_type(dt)
             vty = ir.VectorType(elem, lanes)
             size = elem.get_abi_size(context.target_data)
@@ -60,7 +67,8 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
             s_data = context.make_array(tys[3])(context, builder, args[3]).data
             c_data = context.make_array(tys[7])(context, builder, args[7]).data
             vo_, vk_, so_, sk_, sn_, co_, cn_, k_, pf_, tail_ = (
-                _intp(context, builder, args[i], tys[i]) for i in (1, 2, 4, 5, 6, 8, 9, 10, 12, 13))
+                as_intp(context, builder, args[i], tys[i])
+                for i in (1, 2, 4, 5, 6, 8, 9, 10, 12, 13))
             first_ = context.cast(builder, args[11], tys[11], types.boolean)
             intp = vo_.type
             i32 = ir.IntType(32)
@@ -184,6 +192,31 @@ LINES = 3  # lines along the vector axis of the main micro-tile
 ROWS = 8  # output rows of the main micro-tile
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _micro_tile(rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail):  # type: ignore[no-untyped-def]
+    """The micro-tile intrinsic of this many rows (8, 4 or 1) and lines (3, 2 or 1)."""
+    if rows == 8:
+        if lines == 3:
+            _m8x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+        elif lines == 2:
+            _m8x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+        else:
+            _m8x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+    elif rows == 4:
+        if lines == 3:
+            _m4x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+        elif lines == 2:
+            _m4x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+        else:
+            _m4x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+    elif lines == 3:
+        _m1x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+    elif lines == 2:
+        _m1x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+    else:
+        _m1x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+
+
 @njit(cache=True, nogil=True)
 def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first):  # type: ignore[no-untyped-def]
     """C[co + r*cn + v] = (or +=, unless ``first``) sum_{p < K} V[vo + p*vk + v] *
@@ -199,31 +232,10 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first):  # type: ign
         # Prefetch the next micro-tile's lines while the first row block computes.
         pf = w if v + 2 * w <= mv else 0
         r = 0
-        while r + ROWS <= n:
-            xo, zo = so + r * sn, co + r * cn + v
-            if lines == 3:
-                _m8x3(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, pf if r == 0 else 0, tail)
-            elif lines == 2:
-                _m8x2(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-            else:
-                _m8x1(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-            r += ROWS
         while r < n:
-            xo, zo = so + r * sn, co + r * cn + v
-            if r + 4 <= n:
-                if lines == 3:
-                    _m4x3(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-                elif lines == 2:
-                    _m4x2(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-                else:
-                    _m4x1(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-                r += 4
-            else:
-                if lines == 3:
-                    _m1x3(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-                elif lines == 2:
-                    _m1x2(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-                else:
-                    _m1x1(V, vo + v, vk, S, xo, sk, sn, C, zo, cn, K, first, 0, tail)
-                r += 1
+            rows = ROWS if r + ROWS <= n else (4 if r + 4 <= n else 1)
+            _micro_tile(rows, lines, V, vo + v, vk, S, so + r * sn, sk, sn, C,
+                        co + r * cn + v, cn, K, first,
+                        pf if r == 0 and rows == ROWS else 0, tail)
+            r += rows
         v += lines * lanes
