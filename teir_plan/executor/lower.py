@@ -234,6 +234,7 @@ def _as_output(rows: int, cols: int, s_rows: int, s_cols: int) -> int:
     return c if r == 1 and max(1, rows) <= c <= _INT32_MAX else 0
 
 
+@lru_cache(maxsize=65536)
 def blas_plan(
     m: int,
     n: int,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS
 from teir_plan.executor.lower import BlasPlan, vec_axis, vec_efficiency
@@ -88,7 +89,8 @@ def _grid_position(x: int) -> tuple[int, float, float]:
 
 
 @lru_cache(maxsize=65536)
-def _interpolate(table: tuple[float, ...], m: int, n: int, k: int) -> float:
+def _interpolate(params: MachineParams, m: int, n: int, k: int) -> float:
+    table = params.gemm_efficiency
     size = len(GEMM_GRID)
     (im, wm, sm), (in_, wn, sn), (ik, wk, sk) = map(_grid_position, (m, n, k))
     log_eff = 0.0
@@ -111,7 +113,7 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
     >>> gemm_efficiency(p, 512, 512, 512) > gemm_efficiency(p, 512, 24, 512)
     True
     """
-    return _interpolate(params.gemm_efficiency, m, n, k)
+    return _interpolate(params, m, n, k)
 
 
 def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int:
@@ -137,9 +139,18 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
                     (st(k_ax, 1), st(n_ax, 1)), (st(m_ax, 2), st(n_ax, 2)), c.dtype.itemsize)
 
 
+class TileCost(NamedTuple):
+    """One primitive call on one core, as :func:`tile_seconds` predicts it."""
+
+    seconds: float
+    flops: int
+    packed_bytes: int  # operand bytes BLAS' caller gathers into scratch per call
+    vec: int  # vec_tile: 1 or 2 when the tile runs on the vector kernel, else 0
+
+
 def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
-                 blas: BlasPlan | None, params: MachineParams) -> tuple[float, int, int]:
-    """(seconds, flops, packed bytes) of one primitive call on one core."""
+                 blas: BlasPlan | None, params: MachineParams) -> TileCost:
+    """The cost of one primitive call on one core."""
     ax = c.axes
     isz = c.dtype.itemsize
     m = ax[m_ax].extent if m_ax != NO_AXIS else 1
@@ -175,7 +186,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         )
     else:
         per_call = tile_flops / params.loop_flops
-    return per_call + params.tile_seconds, tile_flops, packed
+    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec)
 
 
 # The fraction of the smaller of compute and memory time that does not overlap with
@@ -186,8 +197,6 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
 # dega,gfbc->abcdef from 141 to 233 GFLOP/s (1.0 did about as well, but lost 30% on
 # bda,dc->abc).
 OVERLAP_LOSS = 0.5
-
-TileCost = tuple[float, int, int]  # what tile_seconds returns
 
 
 def total_seconds(compute: float, memory: float, overhead: float) -> float:
@@ -210,7 +219,7 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     (the output twice) at the full bandwidth, no parallel region.  ``tile``: this prim
     choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
-    per_call, tile_flops, _ = tile or tile_seconds(c, m, n, k, br, blas, params)
+    per_call, tile_flops, _, _ = tile or tile_seconds(c, m, n, k, br, blas, params)
     # Tiles needed to cover every iteration (all extents' product, the flops / 2).
     calls = c.flops // tile_flops
     compute = calls * per_call / max(1, threads)
@@ -227,7 +236,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     prim choice's :func:`tile_seconds` and :func:`tile_runs`, when the caller has them;
     ``pack_seconds``: whole-operand packs run before it, added to its total)."""
     ax = c.axes
-    per_call, tile_flops, packed = tile or tile_seconds(
+    per_call, tile_flops, packed, vec = tile or tile_seconds(
         c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
     calls = 1
     for a in ch.loops:
@@ -246,14 +255,14 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute = compute / (threads * efficiency)
         overhead += params.parallel_seconds
     elif (ch.blas is not None and threads > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS
-          and not vec_tile(c, ch.m, ch.n, ch.k, ch.br)):
+          and not vec):
         # BLAS threads its own large tiles (the executor's rule; smaller ones stay on one
         # core); the threads' gain grows with the tile, as their start-up is paid per call.
         share = tile_flops / (tile_flops + BLAS_THREAD_HALF_FLOPS)
         used = threads
         compute = compute / (1 + (threads - 1) * share)
 
-    dram, llc = _traffic(c, ch, params, runs)
+    dram, llc = _traffic(c, ch, params, runs, vec)
     mem_seconds = memory_seconds(dram, llc, params, used)
     seconds = total_seconds(compute, mem_seconds, overhead)
     return Cost(
@@ -340,9 +349,12 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int, runs: Runs) -> float:
 
 
 def _traffic(c: Contraction, ch: Choice, params: MachineParams,
-             runs: Runs | None = None) -> tuple[float, float]:
-    """(DRAM bytes, LLC bytes) all three tensors move under this loop order (``runs``:
-    :func:`tile_runs` of its prim axes, when the caller has them)."""
+             runs: Runs | None = None, vec: int | None = None) -> tuple[float, float]:
+    """(DRAM bytes, LLC bytes) all three tensors move under this loop order (``runs``
+    and ``vec``: :func:`tile_runs` and :func:`vec_tile` of its prim axes, when the
+    caller has them)."""
+    if vec is None:
+        vec = vec_tile(c, ch.m, ch.n, ch.k, ch.br)
     if runs is None:
         runs = tile_runs(c, ch.prim_axes)
     ax = c.axes
@@ -371,7 +383,7 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
         if j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
-            if ch.blas is not None and tile > l2 and not vec_tile(c, ch.m, ch.n, ch.k, ch.br):
+            if ch.blas is not None and tile > l2 and not vec:
                 traffic *= _blas_out_round_trips(c, ch)
         if distinct <= params.llc_bytes:
             dram += distinct

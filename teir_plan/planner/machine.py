@@ -16,7 +16,7 @@ import os
 import platform
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -96,6 +96,15 @@ class MachineParams:
     call_seconds: float = 8e-6  # Python-side cost of one executor call
     parallel_seconds: float = 6e-6  # starting a parallel region
     calibrated: bool = False
+
+    def __hash__(self) -> int:
+        # The planner's memos are keyed by the parameters; hashing every field (the
+        # efficiency table is 216 floats) on each lookup cost more than some lookups save.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def gemm_flops(self, dtype: np.dtype) -> float:
         return self.gemm_flops_f32 if np.dtype(dtype).itemsize == 4 else self.gemm_flops_f64

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
+from teir_plan.executor.lower import BlasPlan, blas_plan
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
     MAX_PRIM_CHOICES,
@@ -30,6 +33,7 @@ from teir_plan.planner.candidates import (
 from teir_plan.planner.copy import _plan_copy
 from teir_plan.planner.cost import (
     Cost,
+    TileCost,
     _interpolate,
     compute_bound,
     estimate,
@@ -58,8 +62,13 @@ class Ranked:
         return self.cost.seconds
 
 
+# Planning a result layout that wins is repeated in full (plan/build.py: the losing
+# layouts' searches keep fewer candidates); these memos let the repeat reuse the variants
+# and the per-prim-choice tile costs of the first search.  Keyed by the machine
+# parameters, bounded, and cleared by forget_memos.
+@lru_cache(maxsize=256)
 def variants(c: Contraction, params: MachineParams, threads: int,
-             allow_pack: bool = True) -> list[tuple[Contraction, tuple[Pack, ...]]]:
+             allow_pack: bool = True) -> tuple[tuple[Contraction, tuple[Pack, ...]], ...]:
     """The contractions the search schedules: as given (fused), with each input or both
     packed, and with a large free axis split for parallelism."""
     base = fuse_axes(c)
@@ -76,7 +85,32 @@ def variants(c: Contraction, params: MachineParams, threads: int,
             if both:
                 out.append((fuse_axes(both[0]), (p0[1], both[1])))
     out += [(s, ()) for s in split_variants(base, threads)]
-    return out
+    return tuple(out)
+
+
+class PrimOption(NamedTuple):
+    """One prim choice of a variant: its BLAS call, its tile's cost, and the lower bound
+    on every schedule of it (without packs)."""
+
+    bound: float
+    prim: tuple[int, int, int, int]
+    tile: TileCost
+    blas: BlasPlan | None
+
+
+@lru_cache(maxsize=1024)
+def prim_options(v: Contraction, params: MachineParams, threads: int) -> tuple[PrimOption, ...]:
+    """Every prim choice of ``v``, most promising (lowest bound) first."""
+    blas: dict[tuple[int, int, int], BlasPlan | None] = {}  # BRGEMM shares its GEMM's
+    out = []
+    for p in prim_choices(v):
+        if p[:3] not in blas:
+            blas[p[:3]] = tile_blas(v, *p[:3])
+        t = tile_seconds(v, *p, blas[p[:3]], params)
+        out.append(PrimOption(compute_bound(v, p, blas[p[:3]], params, threads, t), p, t,
+                              blas[p[:3]]))
+    out.sort(key=lambda o: o.bound)
+    return tuple(out)
 
 
 def rank(
@@ -101,24 +135,14 @@ def rank(
         pack_seconds = sum(p.seconds for p in packs)
         if prune and len(kept) >= keep and pack_seconds + params.call_seconds >= -kept[0]:
             continue  # the packs alone cost more than the candidates kept
-        blas = {}  # the BLAS call of each (m, n, k): BRGEMM shares its GEMM's
-        tiles = {}  # one tile cost per prim choice, shared by its bound and its schedules
-        bounds = []
-        for p in prim_choices(v):
-            if p[:3] not in blas:
-                blas[p[:3]] = tile_blas(v, *p[:3])
-            tiles[p] = t = tile_seconds(v, *p, blas[p[:3]], params)
-            bounds.append((compute_bound(v, p, blas[p[:3]], params, threads, t) + pack_seconds,
-                           p))
-        bounds.sort(key=lambda bp: bp[0])
-        for bound, prim in bounds[:MAX_PRIM_CHOICES]:
-            if prune and len(kept) >= keep and bound >= -kept[0]:
+        for opt in prim_options(v, params, threads)[:MAX_PRIM_CHOICES]:
+            if prune and len(kept) >= keep and opt.bound + pack_seconds >= -kept[0]:
                 break  # neither this prim choice nor the later ones can make the cut
             runs = None
-            for ch in choices_for(v, prim, threads, blas[prim[:3]]):
+            for ch in choices_for(v, opt.prim, threads, opt.blas):
                 if runs is None:
                     runs = tile_runs(v, ch.prim_axes)
-                cost = estimate(v, ch, params, threads, tiles[prim], runs, pack_seconds)
+                cost = estimate(v, ch, params, threads, opt.tile, runs, pack_seconds)
                 scored.append((cost.seconds, serial, v, ch, cost, packs))
                 serial += 1
                 if len(kept) < keep:
@@ -147,6 +171,9 @@ def forget_memos() -> None:
     clearing for correctness."""
     _plan_copy.cache_clear()
     _interpolate.cache_clear()
+    blas_plan.cache_clear()
+    variants.cache_clear()
+    prim_options.cache_clear()
 
 
 def plain(c: Contraction, params: MachineParams, *, relu_last: bool = False) -> Ranked:
