@@ -2,9 +2,10 @@
 
 The kernel is checked on its own against float64 products computed by numpy, for every
 micro-tile shape it has (8, 4 and 1 rows; 3, 2 and 1 lines, the last one partial),
-accumulating or not, with nothing written outside its tile; and through TEIR programs
-whose tiles the executor gives it (along M and along N, K split over a loop so that
-later visits accumulate, an output accumulated into, ReLU, reversed rows, threads),
+accumulating or not, streaming (non-temporal stores) or not, with the ReLU or not, with
+nothing written outside its tile; and through TEIR programs whose tiles the executor
+gives it (along M and along N, K split over a loop so that later visits accumulate, an
+output accumulated into, ReLU, reversed rows, threads, an output streamed to memory),
 against numpy.einsum in float64.
 """
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 import teir_plan as tp
 from teir_plan.executor import kernels as K
-from teir_plan.executor.lower import lower, vec_axis
+from teir_plan.executor.lower import lower, streams_out, vec_axis
 from teir_plan.executor.microkernel import gemm_vec
 from tests.strategies import counted, fuzz_settings
 
@@ -32,8 +33,14 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     vpad = data.draw(st.integers(0, 5), label="V row padding")
     s_rows_inner = data.draw(st.booleans(), label="S rows unit stride")
     first = data.draw(st.booleans(), label="first")
+    # Streaming: non-temporal stores of whole lines where they are aligned, the first
+    # partial line and any unaligned rows with ordinary ones.
+    stream = data.draw(st.booleans(), label="stream")
+    relu = data.draw(st.booleans(), label="relu")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
-    vo, so, co = (data.draw(st.integers(0, 7), label=f"{t} offset") for t in "VSC")
+    lanes = 64 // np.dtype(dtype).itemsize
+    vo, so = (data.draw(st.integers(0, 7), label=f"{t} offset") for t in "VS")
+    co = data.draw(st.integers(0, 2 * lanes), label="C offset")
     vk = mv + vpad
     V = rng.standard_normal(vo + max(k, 1) * vk + 3).astype(dtype)
     if s_rows_inner:
@@ -42,16 +49,20 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
         sk, sn = 1, k + 2
     S = rng.standard_normal(so + max(k, 1) * sk + n * sn + 3).astype(dtype)
     cn = mv + data.draw(st.integers(0, 4), label="C row padding")
-    C = rng.standard_normal(co + n * cn + 5).astype(dtype)
+    if data.draw(st.booleans(), label="C rows whole lines"):
+        cn = -(-cn // lanes) * lanes
+    C = _line_aligned(co + n * cn + 5, dtype)
+    C[:] = rng.standard_normal(C.size)
     before = C.copy()
-    gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first)
+    gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu)
 
     expected = before.astype(np.float64)
     for r in range(n):
         for v in range(mv):
             acc = sum(float(V[vo + p * vk + v]) * float(S[so + p * sk + r * sn])
                       for p in range(k))
-            expected[co + r * cn + v] = acc if first else expected[co + r * cn + v] + acc
+            e = acc if first else expected[co + r * cn + v] + acc
+            expected[co + r * cn + v] = max(e, 0.0) if relu else e
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(C, expected, rtol=tol, atol=tol * max(1, k))
     # Outside the tile (row padding, before and after): exactly as before.
@@ -59,6 +70,14 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     for r in range(n):
         inside[co + r * cn: co + r * cn + mv] = True
     np.testing.assert_array_equal(C[~inside], before[~inside])
+
+
+def _line_aligned(size: int, dtype: type) -> np.ndarray:
+    """An array of ``size`` elements whose first element starts a 64-byte line."""
+    isz = np.dtype(dtype).itemsize
+    raw = np.empty(size + 64 // isz, dtype)
+    skip = (-raw.ctypes.data % 64) // isz
+    return raw[skip: skip + size]
 
 
 def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
@@ -167,3 +186,42 @@ def test_the_kernel_can_be_turned_off_for_blas_calibration() -> None:
     run_lowered(low, [a, b, out])
     ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_streamed_output_is_written_with_non_temporal_stores() -> None:
+    """ea,ebcd->abcd's shape with an output of 32 MiB (written once, too large for the
+    cache to keep): the tiles run on the kernel with non-temporal stores, into the
+    plan's own result, into an out= that starts 16 bytes into a line (its first partial
+    line with ordinary stores), and with the ReLU applied as the kernel stores."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((48, 64)).astype(np.float32)
+    b = rng.standard_normal((48, 2, 256, 256)).astype(np.float32)
+    expr = "ea,ebcd->abcd"
+    ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
+    plan = tp.plan(expr, a, b)
+    low = lower(plan.teir)
+    assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_STREAM] == 1
+    assert "non-temporal" in str(plan.explain())
+    np.testing.assert_allclose(plan(a, b), ref, rtol=1e-4, atol=1e-4)
+    raw = _line_aligned(ref.size + 4, np.float32)
+    out = raw[4:].reshape(ref.shape)  # 16 bytes past a line boundary
+    raw[:4] = 7.0
+    np.testing.assert_allclose(tp.einsum(expr, a, b, out=out), ref, rtol=1e-4, atol=1e-4)
+    assert (raw[:4] == 7.0).all()
+    relu = tp.einsum(expr, a, b, epilogue="relu")
+    np.testing.assert_allclose(relu, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_the_streamed_rule() -> None:
+    # 96 rows x K 96 stays with BLAS in cache, and takes the kernel when out streams.
+    args = (432, 96, 96, 1, (1, 432), (1, 96), (1, 432), 4)
+    assert vec_axis(*args) == 0
+    assert vec_axis(*args, streamed=True) == 1
+    assert vec_axis(432, 192, 96, 1, (1, 432), (1, 96), (1, 432), 4, streamed=True) == 0
+    # The broadcast operand's block spread over far-apart rows: BLAS.
+    assert vec_axis(24, 8000, 24, 1, (1, 24), (8000, 1), (8000, 1), 4) == 2
+    assert vec_axis(240, 8000, 24, 1, (576, 24), (8000, 1), (192000, 1), 4, streamed=True) == 0
+    assert streams_out(32 * 2**20, False, True)
+    assert not streams_out(32 * 2**20 - 4, False, True)
+    assert not streams_out(2**30, True, True)  # a K loop: tiles are visited again
+    assert not streams_out(2**30, False, False)  # accumulated into out

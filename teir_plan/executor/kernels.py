@@ -24,7 +24,7 @@ from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
 from teir_plan.executor.microkernel import as_intp as _as_intp
-from teir_plan.executor.microkernel import gemm_vec
+from teir_plan.executor.microkernel import element_address, gemm_vec, store_fence
 from teir_plan.executor.microkernel import line_lanes as _lanes
 
 # Primitive kinds.
@@ -67,7 +67,8 @@ T_ORIGIN0 = 23
 T_ORIGIN1 = 24
 T_ORIGIN2 = 25
 T_SCRATCH = 26  # scratch elements each worker needs
-TILE_LEN = 28
+T_STREAM = 28  # MODE_VEC: out is written once, with non-temporal stores (lower.streams_out)
+TILE_LEN = 29
 
 _ORD_N = 78
 _ORD_T = 84
@@ -381,12 +382,16 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
     if tile[T_MODE] == MODE_BLAS:
         _gemm_blas(x0, o0, x1, o1, y, o2, tile, zero_first, scratch, iparams, consts)
     elif tile[T_MODE] == MODE_VEC:
+        # The kernel applies the ReLU as it stores the last visit's sums.
+        relu = last and tile[T_LAST_RELU] != 0
+        stream = tile[T_STREAM] != 0
         if tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
             gemm_vec(x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
-                     tile[T_C_M], tile[T_N], tile[T_M], tile[T_K], zero_first)
+                     tile[T_C_M], tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu)
         else:
             gemm_vec(x0, o0, tile[T_A_K], x1, o1, tile[T_B_K], tile[T_B_N], y, o2,
-                     tile[T_C_N], tile[T_M], tile[T_N], tile[T_K], zero_first)
+                     tile[T_C_N], tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu)
+        return
     elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
         # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
         v = x0[o0] * x1[o1]
@@ -533,19 +538,6 @@ def _store_nt(typingctx, arr, idx, val):  # type: ignore[no-untyped-def]
 
 
 @intrinsic
-def _store_fence(typingctx):  # type: ignore[no-untyped-def]
-    """A full fence: non-temporal stores are weakly ordered, and must be visible before
-    the worker reports its chunk done."""
-    sig = types.void()
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        builder.fence("seq_cst")
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
 def _store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
     """y[yo : yo + L] = b[bo : bo + L] as one non-temporal vector store; the caller
     guarantees y's address at yo is 64-byte aligned (the store requires it)."""
@@ -565,19 +557,6 @@ def _store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
         st.set_metadata("nontemporal", builder.module.add_metadata(
             [ir.Constant(ir.IntType(32), 1)]))
         return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _address(typingctx, y, yo):  # type: ignore[no-untyped-def]
-    """The address of y[yo] (as an integer: for alignment)."""
-    sig = types.intp(y, yo)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        ya = context.make_array(signature.args[0])(context, builder, args[0]).data
-        ptr = builder.gep(ya, [_as_intp(context, builder, args[1], signature.args[1])])
-        return builder.ptrtoint(ptr, context.get_value_type(types.intp))
 
     return sig, codegen
 
@@ -710,7 +689,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-u
                 yr = yb if p_in else yb + (j0 + f) * y_p
                 # buf[bo : bo + run] -> y[yr : yr + run]: elements up to out's first
                 # line boundary, then whole lines, then the rest.
-                addr = _address(y, yr)
+                addr = element_address(y, yr)
                 head = run
                 if addr % y.itemsize == 0:
                     head = min(run, ((64 - addr % 64) % 64) // y.itemsize)
@@ -814,4 +793,4 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
                 o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, it)
                 _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts)
                 _copy_block(stage, y, o2, block, buf)
-            _store_fence()
+            store_fence()

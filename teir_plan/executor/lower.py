@@ -29,6 +29,17 @@ SMALL_TILE_FLOPS = 512
 # K 36-96: 1.0-1.5x; rows 48, K 36: 1.0-1.2x; rows 96, K 96: 0.9-1.0x; rows 192,
 # K 256: 0.7-0.9x.
 VEC_MAX_ROWS_TIMES_K = 2400
+# When the tile's output streams to memory (streams_out), BLAS also pays for reading C
+# for ownership and the kernel does not (non-temporal stores): measured on both cores,
+# float32, an output of 128 MB (kernel / BLAS): rows 24-192 x K 24-48: 1.4-1.7x;
+# rows 96, K 96: 1.3x; rows 128-192, K 96-128: 1.0-1.1x (not taken: within the noise);
+# rows 192, K 256: 0.86x.
+VEC_MAX_ROWS_TIMES_K_STREAMED = 9216
+# The bytes the broadcast operand's block of a tile may span (see vec_axis).
+VEC_MAX_SPAN = 64 * 1024
+# An output at least this large is not read again from cache: written once (no K loop
+# around the tiles), it is written with non-temporal stores.
+STREAM_MIN_BYTES = 32 * 1024 * 1024
 VEC_LINES = 3  # the kernel's main micro-tile is this many 64-byte lines long
 VEC_ROWS = 8  # ... and this many rows
 # With fewer rows each K step loads nearly as many lines as it multiplies (one row:
@@ -37,14 +48,27 @@ VEC_MIN_ROWS = 4
 VEC_K_STEPS = 8  # a micro-tile's output loads and stores, in K steps (vec_efficiency)
 
 
+def streams_out(out_bytes: int, k_loop: bool, zero_first: bool) -> bool:
+    """Whether a program's output streams to memory: it spans ``out_bytes`` bytes, at
+    least STREAM_MIN_BYTES, and each tile is written once (no K loop around the tiles,
+    ``k_loop`` False; zeroed first, not accumulated into).
+
+    >>> streams_out(227 * 2**20, False, True), streams_out(227 * 2**20, True, True)
+    (True, False)
+    """
+    return zero_first and not k_loop and out_bytes >= STREAM_MIN_BYTES
+
+
 def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int],
-             c: tuple[int, int], itemsize: int) -> int:
+             c: tuple[int, int], itemsize: int, streamed: bool = False) -> int:
     """Whether a GEMM tile runs on the vector kernel, and along which axis: 1 along M
     (A and C have unit stride along M), 2 along N (B and C along N), 0 not at all.
 
     The vector axis must be at least two micro-tiles long, the tile a plain GEMM
     (BRGEMM stays with BLAS), with at least VEC_MIN_ROWS rows (the other of M and N) and
-    rows x K small (VEC_MAX_ROWS_TIMES_K).
+    rows x K small (VEC_MAX_ROWS_TIMES_K, or VEC_MAX_ROWS_TIMES_K_STREAMED when the
+    output streams to memory, ``streamed``: see :func:`streams_out`), and the other
+    operand's block of rows x K elements within VEC_MAX_SPAN bytes.
 
     >>> vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4)
     1
@@ -56,11 +80,20 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     # Two micro-tiles at least: the first prefetches the second's lines (ebad,ce->abcd
     # tiles 84 long, with K rows far apart, measured 48 GFLOP/s against BLAS' 127).
     length = 2 * VEC_LINES * 64 // itemsize
-    if (a[0] == 1 and c[0] == 1 and m >= length and n >= VEC_MIN_ROWS
-            and n * k <= VEC_MAX_ROWS_TIMES_K):
+    most = VEC_MAX_ROWS_TIMES_K_STREAMED if streamed else VEC_MAX_ROWS_TIMES_K
+
+    def close(rows: int, s_rows: int, s_k: int) -> bool:
+        # The broadcast operand's rows x K block is read again for every micro-tile
+        # along the vector axis: it must stay in L1, which a block spread over far-apart
+        # rows does not (dega,gfbc->abcdef: 240 rows 576 elements apart, 24 ms against
+        # 19 for 24 adjacent rows, predicted alike).
+        return ((rows - 1) * abs(s_rows) + (k - 1) * abs(s_k) + 1) * itemsize <= VEC_MAX_SPAN
+
+    if (a[0] == 1 and c[0] == 1 and m >= length and n >= VEC_MIN_ROWS and n * k <= most
+            and close(n, b[1], b[0])):
         return 1
-    if (b[1] == 1 and c[1] == 1 and n >= length and m >= VEC_MIN_ROWS
-            and m * k <= VEC_MAX_ROWS_TIMES_K):
+    if (b[1] == 1 and c[1] == 1 and n >= length and m >= VEC_MIN_ROWS and m * k <= most
+            and close(m, a[0], a[1])):
         return 2
     return 0
 
@@ -172,10 +205,17 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     tile[K.T_A_BR], tile[K.T_B_BR] = st(0, br_ax), st(1, br_ax)
 
     a, b, c = (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax))
-    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
+    out_bytes = dtype.itemsize
+    for i in range(len(s.dim_sizes)):
+        if s.strides[2][i] != 0:
+            out_bytes *= s.dim_sizes[i]
+    k_loop = any(s.dim_types[i] is DimType.K for i in s.loop_axes())
+    streamed = streams_out(out_bytes, k_loop, p.prim_first is Prim.ZERO)
+    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize, streamed) if vector_kernel else 0
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
         tile[K.T_SWAP] = int(vec == 2)
+        tile[K.T_STREAM] = int(streamed)
         return
     plan = blas_plan(m, n, k, a, b, c)
     if m * n * k < SMALL_TILE_FLOPS or plan is None:

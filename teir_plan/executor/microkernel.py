@@ -42,19 +42,53 @@ def line_lanes(dtype) -> int:  # type: ignore[no-untyped-def]
     return 512 // dtype.bitwidth
 
 
+def address(context, builder, ary, ty, index, index_ty):  # type: ignore[no-untyped-def]
+    """The LLVM pointer to element ``index`` of array ``ary`` (numba type ``ty``)."""
+    data = context.make_array(ty)(context, builder, ary).data
+    return builder.gep(data, [as_intp(context, builder, index, index_ty)])
+
+
+@intrinsic
+def element_address(typingctx, y, yo):  # type: ignore[no-untyped-def]
+    """The address of y[yo], as an integer (for alignment tests)."""
+    sig = types.intp(y, yo)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        ptr = address(context, builder, args[0], signature.args[0], args[1], signature.args[1])
+        return builder.ptrtoint(ptr, context.get_value_type(types.intp))
+
+    return sig, codegen
+
+
+@intrinsic
+def store_fence(typingctx):  # type: ignore[no-untyped-def]
+    """A full fence: non-temporal stores are weakly ordered, and must be visible before
+    the worker reports its chunk done."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
     """An intrinsic computing, for r < rows and v < lines * L,
 
         C[co + r*cn + v]  (=, or += unless ``first``)
             sum_{p < K} V[vo + p*vk + v] * S[so + p*sk + r*sn]
 
-    only the first ``tail`` elements of the last line (the others are neither read nor
-    written: masked loads and stores), and prefetching V[vo + p*vk + pf + j*L] for
-    j < lines in each K step."""
+    (then max(., 0) as numpy.maximum does, if ``relu``), only the first ``tail``
+    elements of the last line (the others are neither read nor written: masked loads
+    and stores), and prefetching V[vo + p*vk + pf + j*L] for j < lines in each K step.
+    With ``nt`` (only with ``first``; the caller guarantees that every row's first line
+    is 64-byte aligned) whole lines are written with non-temporal stores: straight to
+    memory, without reading them for ownership first."""
 
     @intrinsic
-    def micro(typingctx, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail):  # type: ignore[no-untyped-def]
-        sig = types.void(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+    def micro(typingctx, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu):  # type: ignore[no-untyped-def]
+        sig = types.void(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
 
         def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
             tys = signature.args
@@ -70,6 +104,8 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
                 as_intp(context, builder, args[i], tys[i])
                 for i in (1, 2, 4, 5, 6, 8, 9, 10, 12, 13))
             first_ = context.cast(builder, args[11], tys[11], types.boolean)
+            nt_ = context.cast(builder, args[14], tys[14], types.boolean)
+            relu_ = context.cast(builder, args[15], tys[15], types.boolean)
             intp = vo_.type
             i32 = ir.IntType(32)
             i8p = ir.IntType(8).as_pointer()
@@ -159,15 +195,52 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
                 total.add_incoming(zero, entry)
                 total.add_incoming(new[i], tail)
                 totals.append(total)
+
+            def out_ptr(r: int, j: int):  # type: ignore[no-untyped-def]
+                c_off = builder.add(builder.add(co_, builder.mul(cn_, const(r))),
+                                    const(j * lanes))
+                return builder.bitcast(builder.gep(c_data, [c_off]), vty.as_pointer())
+
+            def activate(v):  # type: ignore[no-untyped-def]
+                # numpy.maximum(v, 0): v where v > 0 or NaN, else +0.0.
+                keep = builder.fcmp_unordered(">", v, zero)
+                return builder.select(relu_, builder.select(keep, v, zero), v)
+
+            def store_nt(v, ptr):  # type: ignore[no-untyped-def]
+                st = builder.store(v, ptr, align=64)
+                st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(i32, 1)]))
+
+            streamed = builder.append_basic_block("vec.nt")
+            nt_full = builder.append_basic_block("vec.nt.full")
+            nt_part = builder.append_basic_block("vec.nt.part")
+            cached = builder.append_basic_block("vec.cached")
+            end = builder.append_basic_block("vec.end")
+            builder.cbranch(builder.and_(nt_, first_), streamed, cached)
+
+            builder.position_at_end(streamed)  # whole lines straight to memory
             for r in range(rows):
-                crow = builder.add(co_, builder.mul(cn_, const(r)))
+                for j in range(lines - 1):
+                    store_nt(activate(totals[r * lines + j]), out_ptr(r, j))
+            builder.cbranch(builder.icmp_signed("==", tail_, const(lanes)), nt_full, nt_part)
+            builder.position_at_end(nt_full)
+            for r in range(rows):
+                store_nt(activate(totals[r * lines + lines - 1]), out_ptr(r, lines - 1))
+            builder.branch(end)
+            builder.position_at_end(nt_part)
+            for r in range(rows):
+                store(activate(totals[r * lines + lines - 1]), out_ptr(r, lines - 1), True)
+            builder.branch(end)
+
+            builder.position_at_end(cached)
+            for r in range(rows):
                 for j in range(lines):
                     total = totals[r * lines + j]
-                    c_off = builder.add(crow, const(j * lanes))
-                    ptr = builder.bitcast(builder.gep(c_data, [c_off]), vty.as_pointer())
+                    ptr = out_ptr(r, j)
                     old = load(ptr, j == lines - 1)
-                    store(builder.select(first_, total, builder.fadd(total, old)), ptr,
+                    store(activate(builder.select(first_, total, builder.fadd(total, old))), ptr,
                           j == lines - 1)
+            builder.branch(end)
+            builder.position_at_end(end)
             return context.get_dummy_value()
 
         return sig, codegen
@@ -193,49 +266,83 @@ ROWS = 8  # output rows of the main micro-tile
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _micro_tile(rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail):  # type: ignore[no-untyped-def]
+def _micro_tile(rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu):  # type: ignore[no-untyped-def]
     """The micro-tile intrinsic of this many rows (8, 4 or 1) and lines (3, 2 or 1)."""
     if rows == 8:
         if lines == 3:
-            _m8x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+            _m8x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
         elif lines == 2:
-            _m8x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+            _m8x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
         else:
-            _m8x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+            _m8x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
     elif rows == 4:
         if lines == 3:
-            _m4x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+            _m4x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
         elif lines == 2:
-            _m4x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+            _m4x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
         else:
-            _m4x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+            _m4x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
     elif lines == 3:
-        _m1x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+        _m1x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
     elif lines == 2:
-        _m1x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+        _m1x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
     else:
-        _m1x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail)
+        _m1x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu)
 
 
 @njit(cache=True, nogil=True)
-def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first):  # type: ignore[no-untyped-def]
+def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False, relu=False):  # type: ignore[no-untyped-def]
     """C[co + r*cn + v] = (or +=, unless ``first``) sum_{p < K} V[vo + p*vk + v] *
     S[so + p*sk + r*sn] for v < mv (the vector axis: unit stride in V and C) and
-    r < n."""
+    r < n; then max(., 0) if ``relu``.
+
+    ``stream``: the tile is written once and not read again soon (the executor's rule,
+    :func:`teir_plan.executor.lower.streams_out`): whole lines go to memory with
+    non-temporal stores.  Those need 64-byte aligned lines: a vector axis that starts
+    inside a line runs its first partial line with ordinary stores, and a row stride
+    that is not a whole number of lines keeps them all ordinary."""
     lanes = 64 // C.itemsize
     w = LINES * lanes
+    nt = False
     v = 0
+    if stream and first and mv >= lanes:
+        # Whole lines need every row to start at the same offset within a line.
+        addr = element_address(C, co)
+        if addr % C.itemsize == 0 and (n == 1 or (cn * C.itemsize) % 64 == 0):
+            nt = True
+            v = (lanes - (addr % 64) // C.itemsize) % lanes
+            if v > 0:  # the first partial line, up to the next line boundary
+                r = 0
+                while r < n:
+                    rows = ROWS if r + ROWS <= n else (4 if r + 4 <= n else 1)
+                    _micro_tile(rows, 1, V, vo, vk, S, so + r * sn, sk, sn, C, co + r * cn,
+                                cn, K, first, 0, v, False, relu)
+                    r += rows
+    # Each micro-tile's first row block prefetches the lines of a later micro-tile
+    # along the vector axis (the K rows are far apart: too many streams for the hardware
+    # prefetchers).  With two full row blocks or more, two on: one on arrives too late
+    # when the operand streams from memory (ea,ebcd->abcd's tiles: 188 -> 206 GFLOP/s);
+    # the first column's second row block then fetches the second column.
+    ahead = 2 if n >= 2 * ROWS else 1
+    start = v
     while v < mv:
         left = mv - v
         lines = min(LINES, (left + lanes - 1) // lanes)
         tail = min(lanes, left - (lines - 1) * lanes)
-        # Prefetch the next micro-tile's lines while the first row block computes.
-        pf = w if v + 2 * w <= mv else 0
+        far = ahead * w if v + (ahead + 1) * w <= mv else 0
+        near = w if v + 2 * w <= mv else 0
         r = 0
         while r < n:
             rows = ROWS if r + ROWS <= n else (4 if r + 4 <= n else 1)
+            pf = 0
+            if rows == ROWS:
+                if r == 0:
+                    pf = near if v == start else far
+                elif r == ROWS and v == start and ahead == 2:
+                    pf = far
             _micro_tile(rows, lines, V, vo + v, vk, S, so + r * sn, sk, sn, C,
-                        co + r * cn + v, cn, K, first,
-                        pf if r == 0 and rows == ROWS else 0, tail)
+                        co + r * cn + v, cn, K, first, pf, tail, nt, relu)
             r += rows
         v += lines * lanes
+    if nt:
+        store_fence()

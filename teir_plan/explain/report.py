@@ -406,7 +406,8 @@ def executor_note(teir: Any) -> str:
     ``?gemm`` call (with its transpose flags and leading dimensions, executor/lower.py)
     or, for tiles too small for a call to pay off or not addressable by BLAS, jitted
     strided loops."""
-    from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan, vec_axis
+    from teir_plan.executor import kernels
+    from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan, lower
     from teir_plan.explain.pseudocode import prim_axes_by_role
 
     if teir.is_unary:
@@ -424,16 +425,17 @@ def executor_note(teir: Any) -> str:
     a_st = (st(0, ax["m"]), st(0, ax["k"]))
     b_st = (st(1, ax["k"]), st(1, ax["n"]))
     c_st = (st(2, ax["m"]), st(2, ax["n"]))
-    vec = vec_axis(m, n, k, size(ax["br"]), a_st, b_st, c_st,
-                   teir.primitives.data_type.numpy.itemsize)
-    if vec:
+    tile = lower(teir).tile  # the executor's own decision
+    if tile[kernels.T_MODE] == kernels.MODE_VEC:
+        vec = 2 if tile[kernels.T_SWAP] else 1
         along, rows = ("m", n) if vec == 1 else ("n", m)
+        streamed = (", written to memory with non-temporal stores (out is written once and "
+                    "too large for the cache to keep)") if tile[kernels.T_STREAM] else ""
         return (f"executor: each tile runs the vector kernel: {along}={m if vec == 1 else n} "
                 f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
                 f"{rows} rows of outer products, k={k}, accumulated in registers "
-                f"(no packing)")
-    bp = blas_plan(m, n, k, (st(0, ax["m"]), st(0, ax["k"])), (st(1, ax["k"]), st(1, ax["n"])),
-                   (st(2, ax["m"]), st(2, ax["n"])))
+                f"(no packing){streamed}")
+    bp = blas_plan(m, n, k, a_st, b_st, c_st)
     if bp is None or m * n * k < SMALL_TILE_FLOPS:
         why = "too few multiply-adds per tile for a BLAS call" if bp is not None else \
             "extents beyond BLAS' 32-bit integers"

@@ -30,10 +30,11 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS
-from teir_plan.executor.lower import BlasPlan, vec_axis, vec_efficiency
+from teir_plan.executor.lower import BlasPlan, streams_out, vec_axis, vec_efficiency
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
 from teir_plan.planner.machine import GEMM_GRID, MachineParams
+from teir_plan.teir.enums import DimType
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,16 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
         return ax[a].strides[j] if a != NO_AXIS else 0
 
     return vec_axis(ext(m_ax), ext(n_ax), ext(k_ax), ext(br_ax), (st(m_ax, 0), st(k_ax, 0)),
-                    (st(k_ax, 1), st(n_ax, 1)), (st(m_ax, 2), st(n_ax, 2)), c.dtype.itemsize)
+                    (st(k_ax, 1), st(n_ax, 1)), (st(m_ax, 2), st(n_ax, 2)), c.dtype.itemsize,
+                    streamed(c, k_ax, br_ax))
+
+
+def streamed(c: Contraction, k_ax: int, br_ax: int) -> bool:
+    """The executor's :func:`teir_plan.executor.lower.streams_out` for schedules of this
+    prim choice: every K axis in the primitive (no K loop), and the search's programs
+    zero their output first."""
+    k_loop = any(ax.role is DimType.K and i not in (k_ax, br_ax) for i, ax in enumerate(c.axes))
+    return streams_out(c._elements[2] * c.dtype.itemsize, k_loop, True)
 
 
 class TileCost(NamedTuple):
@@ -380,7 +390,9 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
                 working *= ax[a].extent
         distinct = float(c.tensor_elements(j) * isz)
         traffic = max(traffic, distinct) * _short_run_factor(c, ch, j, runs)
-        if j == 2:
+        if j == 2 and vec and streamed(c, ch.k, ch.br):
+            pass  # non-temporal stores: written once, never read for ownership
+        elif j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
             if ch.blas is not None and tile > l2 and not vec:
