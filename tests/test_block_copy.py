@@ -107,26 +107,64 @@ def test_a_block_copy_into_a_misaligned_out_of_each_route() -> None:
 @counted
 def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject) -> None:
     """The Copy primitive's tile between x's unit stride and y's (a transpose through
-    registers, with overlapping last tiles), and every other tile shape."""
+    registers, with overlapping last tiles), and every other tile shape; streaming
+    (non-temporal stores of whole, aligned lines) or not."""
     from teir_plan.executor.kernels import _copy_tile
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    lanes = 64 // np.dtype(dtype).itemsize
     m = data.draw(st.sampled_from([1, 3, 8, 15, 16, 17, 40, 300]), label="m")
     n = data.draw(st.sampled_from([1, 5, 8, 16, 19, 33]), label="n")
     x_m = n + data.draw(st.integers(0, 3), label="x pad")  # x: j unit stride
     y_n = m + data.draw(st.integers(0, 3), label="y pad")  # y: i unit stride
+    if data.draw(st.booleans(), label="y columns whole lines"):
+        y_n = -(-y_n // lanes) * lanes
     xo = data.draw(st.integers(0, 5), label="x offset")
     yo = data.draw(st.integers(0, 17), label="y offset")
     relu = data.draw(st.booleans(), label="relu")
+    stream = data.draw(st.booleans(), label="stream")
     x = np.random.default_rng(m * n).standard_normal(xo + m * x_m + 2).astype(dtype)
-    y = np.full(yo + n * y_n + 3, np.nan, dtype)
+    y = _line_aligned(yo + n * y_n + 3, dtype)
+    y[:] = np.nan
     expected = y.copy()
     for i in range(m):
         for j in range(n):
             v = x[xo + i * x_m + j]
             expected[yo + i + j * y_n] = max(v, 0.0) if relu else v
-    _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu)
+    _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream)
     np.testing.assert_array_equal(y, expected)
+
+
+@fuzz_settings(default=60, fuzz=10_000)
+@given(data=st.data())
+@counted
+def test_a_streamed_copy_of_unit_stride_runs_matches_numpy(data: st.DataObject) -> None:
+    """The Copy primitive's tile along a unit stride in both x and y, streaming: a scalar
+    head up to y's next line, whole lines stored non-temporally, a scalar tail."""
+    from teir_plan.executor.kernels import _copy_tile
+
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    m = data.draw(st.integers(1, 120), label="m")
+    n = data.draw(st.integers(1, 4), label="n")
+    x_n = m + data.draw(st.integers(0, 20), label="x pad")
+    y_n = m + data.draw(st.integers(0, 20), label="y pad")
+    xo = data.draw(st.integers(0, 17), label="x offset")
+    yo = data.draw(st.integers(0, 17), label="y offset")
+    x = np.random.default_rng(m * n).standard_normal(xo + n * x_n + 2).astype(dtype)
+    y = _line_aligned(yo + n * y_n + 3, dtype)
+    y[:] = np.nan
+    expected = y.copy()
+    for j in range(n):
+        expected[yo + j * y_n: yo + j * y_n + m] = x[xo + j * x_n: xo + j * x_n + m]
+    _copy_tile(x, xo, y, yo, m, n, 1, x_n, 1, y_n, False, True)
+    np.testing.assert_array_equal(y, expected)
+
+
+def _line_aligned(size: int, dtype: type) -> np.ndarray:
+    isz = np.dtype(dtype).itemsize
+    raw = np.empty(size + 64 // isz, dtype)
+    skip = (-raw.ctypes.data % 64) // isz
+    return raw[skip: skip + size]
 
 
 def test_a_run_never_outgrows_the_buffer() -> None:
@@ -140,3 +178,24 @@ def test_a_run_never_outgrows_the_buffer() -> None:
         _reference(stage, expected, yo, block)
         _copy_block(stage, out, yo, block, np.empty(256, np.float32))
         np.testing.assert_array_equal(out, expected)
+
+
+def test_a_large_permutation_streams_and_matches_numpy() -> None:
+    """A permutation with an output of 32 MiB streams (non-temporal stores), into the
+    plan's own result and into an out= that starts 16 bytes into a line."""
+    import teir_plan as tp
+    from teir_plan.executor import kernels as K
+    from teir_plan.executor.lower import lower
+
+    a = np.random.default_rng(3).standard_normal((2048, 4096)).astype(np.float32)
+    for expr in ("ab->ba", "ab->ab"):
+        plan = tp.plan(expr, a, order="C")
+        assert lower(plan.teir).tile[K.T_STREAM] == 1
+        ref = np.einsum(expr, a)
+        np.testing.assert_array_equal(plan(a), ref)
+        raw = _line_aligned(a.size + 4, np.float32)
+        raw[:4] = 7.0
+        out = raw[4:].reshape(ref.shape)
+        tp.einsum(expr, a, out=out)
+        np.testing.assert_array_equal(out, ref)
+        assert (raw[:4] == 7.0).all()

@@ -67,7 +67,7 @@ T_ORIGIN0 = 23
 T_ORIGIN1 = 24
 T_ORIGIN2 = 25
 T_SCRATCH = 26  # scratch elements each worker needs
-T_STREAM = 28  # MODE_VEC: out is written once, with non-temporal stores (lower.streams_out)
+T_STREAM = 28  # out streams to memory (lower.streams_out): non-temporal stores
 TILE_LEN = 29
 
 _ORD_N = 78
@@ -108,15 +108,17 @@ def _swap_for_writes(m, n, y_m, y_n):  # type: ignore[no-untyped-def]
 
 
 @intrinsic
-def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld):  # type: ignore[no-untyped-def]
+def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: ignore[no-untyped-def]
     """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for r, c < L, L = elements per line:
     L vector loads, an L x L transpose in registers (log2 L rounds of two-input
     shuffles, each swapping the off-diagonal blocks of every 2h x 2h block), L vector
-    stores.  A scalar transpose moves one element per load and store; this moves L."""
-    sig = types.void(x, xo, x_ld, b, bo, b_ld)
+    stores.  A scalar transpose moves one element per load and store; this moves L.
+    With ``nt`` the stores are non-temporal: the caller guarantees every b line it
+    writes starts a 64-byte line."""
+    sig = types.void(x, xo, x_ld, b, bo, b_ld, nt)
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        xty, xoty, xldty, bty, boty, bldty = signature.args
+        xty, xoty, xldty, bty, boty, bldty, _ = signature.args
         lanes = _lanes(xty.dtype)
         elem = context.get_data_type(xty.dtype)
         vptr = ir.VectorType(elem, lanes).as_pointer()
@@ -145,17 +147,48 @@ def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld):  # type: ignore[n
                     rows[i] = builder.shuffle_vector(a_, b_, lo)
                     rows[i + h] = builder.shuffle_vector(a_, b_, hi)
             h //= 2
-        for c in range(lanes):
-            off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
-            builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr), align=size)
+        nt_ = context.cast(builder, args[6], signature.args[6], types.boolean)
+        with builder.if_else(nt_) as (streamed, cached):
+            with streamed:
+                for c in range(lanes):
+                    off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
+                    st = builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr),
+                                       align=64)
+                    st.set_metadata("nontemporal", builder.module.add_metadata(
+                        [ir.Constant(ir.IntType(32), 1)]))
+            with cached:
+                for c in range(lanes):
+                    off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
+                    builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr),
+                                  align=size)
         return context.get_dummy_value()
 
     return sig, codegen
 
 
 @njit(cache=True, nogil=True)
-def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no-untyped-def]
-    """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]), i innermost."""
+def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False):  # type: ignore[no-untyped-def]
+    """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]), i innermost.  ``stream``: y's
+    whole lines along a unit-stride i are written with non-temporal stores."""
+    lanes = 64 // y.itemsize
+    if stream and y_m == 1 and x_m == 1 and not relu and m >= 2 * lanes:
+        for j in range(n):
+            xb = xo + j * x_n
+            yb = yo + j * y_n
+            addr = element_address(y, yb)
+            head = m
+            if addr % y.itemsize == 0:
+                head = min(m, (lanes - (addr % 64) // y.itemsize) % lanes)
+            for i in range(head):
+                y[np.uint64(yb + i)] = x[np.uint64(xb + i)]
+            i = head
+            while i + lanes <= m:
+                _store_line_nt(y, yb + i, x, xb + i)
+                i += lanes
+            while i < m:
+                y[np.uint64(yb + i)] = x[np.uint64(xb + i)]
+                i += 1
+        return
     if y_m == 1 and not relu:
         # Unit-stride writes (the usual case) with the stride known to LLVM.  Offsets
         # are unsigned here: checks.py proved every one of them inside its array, and
@@ -185,15 +218,17 @@ def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[n
 
 
 @njit(cache=True, nogil=True)
-def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n):  # type: ignore[no-untyped-def]
+def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignore[no-untyped-def]
     """y[yo + i + j*y_n] = x[xo + i*x_m + j] for i < m, j < n (both at least a line's
     worth of elements): a transpose between x's unit stride and y's, a line by a line
     in registers (:func:`_transpose_line_tile`).  In blocks of _GATHER_BLOCK values of
     i, as in _copy_tile, so that the block's input lines stay in cache while j sweeps
     them; an extent that is not a multiple of a line takes an overlapping last tile
-    (it writes the same values again)."""
+    (it writes the same values again).  ``stream``: tiles whose y lines are whole
+    64-byte lines are stored non-temporally."""
     lanes = 64 // y.itemsize
     nj = (n + lanes - 1) // lanes
+    rows_whole = (y_n * y.itemsize) % 64 == 0
     for ib in range(0, m, _GATHER_BLOCK):
         ie = min(m, ib + _GATHER_BLOCK)
         for jt in range(nj):
@@ -201,23 +236,31 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n):  # type: ignore[no-untyped-d
             i = ib
             while i < ie:
                 i0 = min(i, m - lanes)
-                _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n, y_n)
+                yt = yo + i0 + j0 * y_n
+                nt = stream and rows_whole and element_address(y, yt) % 64 == 0
+                _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yt, y_n, nt)
                 i += lanes
 
 
 @njit(cache=True, nogil=True)
-def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu):  # type: ignore[no-untyped-def]
-    """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile."""
+def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False):  # type: ignore[no-untyped-def]
+    """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile.  ``stream``
+    (the program's output streams to memory, lower.streams_out): whole lines of y are
+    written with non-temporal stores where the tile writes them along y's unit stride."""
     if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         x_m, x_n = x_n, x_m
         y_m, y_n = y_n, y_m
     lanes = 64 // y.itemsize
     if not relu and y_m == 1 and x_n == 1 and m >= lanes and n >= lanes:
-        _copy_transposed(x, xo, y, yo, m, n, x_m, y_n)
+        _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream)
+        if stream:
+            store_fence()
         return
     if abs(x_m) * y.itemsize < 64 or m <= _GATHER_BLOCK:
-        _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu)
+        _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream)
+        if stream:
+            store_fence()
         return
     # Reads along i each touch their own cache line: sweep j over blocks of i.
     for ib in range(0, m, _GATHER_BLOCK):
@@ -375,7 +418,7 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
     if kind in (KIND_COPY, KIND_RELU):
         _copy_tile(
             x0, o0, y, o2, tile[T_M], tile[T_N], tile[T_A_M], tile[T_A_K],
-            tile[T_C_M], tile[T_C_N], kind == KIND_RELU,
+            tile[T_C_M], tile[T_C_N], kind == KIND_RELU, tile[T_STREAM] != 0,
         )
         return
     zero_first = first and tile[T_FIRST_ZERO] != 0
@@ -675,7 +718,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-u
                 if full:
                     for it in range(ni):
                         i0 = min(it * lanes, q - lanes)
-                        _transpose_line_tile(stage, xs + i0 * x_q, x_q, buf, bb + i0, ld)
+                        _transpose_line_tile(stage, xs + i0 * x_q, x_q, buf, bb + i0, ld, False)
                 else:
                     for j in range(rows):
                         for i in range(q):

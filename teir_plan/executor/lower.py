@@ -173,6 +173,13 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         tile[K.T_A_K] = s.strides[0][a1] if a1 is not None else 0
         tile[K.T_C_M] = s.strides[1][a0] if a0 is not None else 0
         tile[K.T_C_N] = s.strides[1][a1] if a1 is not None else 0
+        # A copy writes every element once: large outputs stream (ReLU programs do not:
+        # their elementwise loop has no line stores).
+        out_bytes = dtype.itemsize
+        for i in range(len(s.dim_sizes)):
+            if s.strides[1][i] != 0:
+                out_bytes *= s.dim_sizes[i]
+        tile[K.T_STREAM] = int(p.prim_main is Prim.COPY and streams_out(out_bytes, False, True))
     else:
         _lower_gemm(teir, tile, dtype, vector_kernel)
     return Lowered(loops, len(par), par_iters, tile, t, dtype)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from teir_plan.executor.lower import streams_out
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType, ExecType, Prim
@@ -202,6 +203,11 @@ def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threa
     waste = _line_waste(ax, prim, loops, 2, isz) + _line_waste(ax, prim, loops, 3, isz)
     move = waste * elements * isz / (rate * used)
     mem = 2 * elements * isz / (params.dram_bytes_per_second * (1.0 if used > 1 else 0.6))
+    if not relu and streams_out(elements * isz, False, True):
+        # Non-temporal stores (the executor's rule): no read for ownership, so the bus
+        # moves 2 bytes per byte copied instead of 3 (the calibrated bandwidth is a
+        # plain copy's, 2 bytes counted per byte copied).
+        mem /= 1.5
     compute = calls * params.tile_seconds / used + move
     overhead = params.call_seconds + (params.parallel_seconds if npar else 0.0)
     cost = Cost(
