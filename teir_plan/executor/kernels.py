@@ -24,7 +24,13 @@ from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
 from teir_plan.executor.microkernel import as_intp as _as_intp
-from teir_plan.executor.microkernel import element_address, gemm_vec, store_fence
+from teir_plan.executor.microkernel import (
+    element_address,
+    gemm_vec,
+    store_fence,
+    store_nontemporal,
+    to_next_line,
+)
 from teir_plan.executor.microkernel import line_lanes as _lanes
 
 # Primitive kinds.
@@ -147,20 +153,21 @@ def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: igno
                     rows[i] = builder.shuffle_vector(a_, b_, lo)
                     rows[i + h] = builder.shuffle_vector(a_, b_, hi)
             h //= 2
+        def store_rows(nontemporal: bool) -> None:
+            for c in range(lanes):
+                off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
+                ptr = builder.bitcast(builder.gep(ba, [off]), vptr)
+                if nontemporal:
+                    store_nontemporal(builder, rows[c], ptr, 64)
+                else:
+                    builder.store(rows[c], ptr, align=size)
+
         nt_ = context.cast(builder, args[6], signature.args[6], types.boolean)
         with builder.if_else(nt_) as (streamed, cached):
             with streamed:
-                for c in range(lanes):
-                    off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
-                    st = builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr),
-                                       align=64)
-                    st.set_metadata("nontemporal", builder.module.add_metadata(
-                        [ir.Constant(ir.IntType(32), 1)]))
+                store_rows(True)
             with cached:
-                for c in range(lanes):
-                    off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
-                    builder.store(rows[c], builder.bitcast(builder.gep(ba, [off]), vptr),
-                                  align=size)
+                store_rows(False)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -178,7 +185,7 @@ def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False):  # 
             addr = element_address(y, yb)
             head = m
             if addr % y.itemsize == 0:
-                head = min(m, (lanes - (addr % 64) // y.itemsize) % lanes)
+                head = min(m, to_next_line(addr, y.itemsize))
             for i in range(head):
                 y[np.uint64(yb + i)] = x[np.uint64(xb + i)]
             i = head
@@ -571,10 +578,8 @@ def _store_nt(typingctx, arr, idx, val):  # type: ignore[no-untyped-def]
         # As an integer of the same width: x86 has scalar non-temporal stores (movnti)
         # for integers only; a float store with the hint would be an ordinary one.
         as_int = ir.IntType(v.type.get_abi_size(context.target_data) * 8)
-        st = builder.store(builder.bitcast(v, as_int),
-                           builder.bitcast(ptr, as_int.as_pointer()))
-        st.set_metadata("nontemporal", builder.module.add_metadata(
-            [ir.Constant(ir.IntType(32), 1)]))
+        store_nontemporal(builder, builder.bitcast(v, as_int),
+                          builder.bitcast(ptr, as_int.as_pointer()), as_int.width // 8)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -596,9 +601,7 @@ def _store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
         ba = context.make_array(bty)(context, builder, args[2]).data
         src = builder.bitcast(builder.gep(ba, [_as_intp(context, builder, args[3], boty)]), vptr)
         dst = builder.bitcast(builder.gep(ya, [_as_intp(context, builder, args[1], yoty)]), vptr)
-        st = builder.store(builder.load(src, align=size), dst, align=64)
-        st.set_metadata("nontemporal", builder.module.add_metadata(
-            [ir.Constant(ir.IntType(32), 1)]))
+        store_nontemporal(builder, builder.load(src, align=size), dst, 64)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -735,7 +738,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-u
                 addr = element_address(y, yr)
                 head = run
                 if addr % y.itemsize == 0:
-                    head = min(run, ((64 - addr % 64) % 64) // y.itemsize)
+                    head = min(run, to_next_line(addr, y.itemsize))
                 for i in range(head):
                     _store_nt(y, np.uint64(yr + i), buf[bo + i])
                 i = head

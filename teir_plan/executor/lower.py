@@ -175,14 +175,22 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         tile[K.T_C_N] = s.strides[1][a1] if a1 is not None else 0
         # A copy writes every element once: large outputs stream (ReLU programs do not:
         # their elementwise loop has no line stores).
-        out_bytes = dtype.itemsize
-        for i in range(len(s.dim_sizes)):
-            if s.strides[1][i] != 0:
-                out_bytes *= s.dim_sizes[i]
-        tile[K.T_STREAM] = int(p.prim_main is Prim.COPY and streams_out(out_bytes, False, True))
+        tile[K.T_STREAM] = int(p.prim_main is Prim.COPY
+                               and streams_out(_out_bytes(teir, dtype), False, True))
     else:
         _lower_gemm(teir, tile, dtype, vector_kernel)
     return Lowered(loops, len(par), par_iters, tile, t, dtype)
+
+
+def _out_bytes(teir: TEIR, dtype: np.dtype) -> int:
+    """Bytes the program's output spans: its extents along the axes it varies with."""
+    s = teir.schedule
+    out = s.strides[-1]
+    size = dtype.itemsize
+    for i, n in enumerate(s.dim_sizes):
+        if out[i] != 0:
+            size *= n
+    return size
 
 
 def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bool) -> None:
@@ -212,12 +220,8 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     tile[K.T_A_BR], tile[K.T_B_BR] = st(0, br_ax), st(1, br_ax)
 
     a, b, c = (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax))
-    out_bytes = dtype.itemsize
-    for i in range(len(s.dim_sizes)):
-        if s.strides[2][i] != 0:
-            out_bytes *= s.dim_sizes[i]
     k_loop = any(s.dim_types[i] is DimType.K for i in s.loop_axes())
-    streamed = streams_out(out_bytes, k_loop, p.prim_first is Prim.ZERO)
+    streamed = streams_out(_out_bytes(teir, dtype), k_loop, p.prim_first is Prim.ZERO)
     vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize, streamed) if vector_kernel else 0
     if vec:
         tile[K.T_MODE] = K.MODE_VEC

@@ -48,6 +48,21 @@ def address(context, builder, ary, ty, index, index_ty):  # type: ignore[no-unty
     return builder.gep(data, [as_intp(context, builder, index, index_ty)])
 
 
+def store_nontemporal(builder, value, ptr, align: int):  # type: ignore[no-untyped-def]
+    """Store ``value`` at ``ptr`` with the non-temporal hint: the line goes to memory
+    through a write-combining buffer, neither read for ownership nor kept in cache (a
+    whole-line vector store needs ``align`` 64)."""
+    st = builder.store(value, ptr, align=align)
+    st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def to_next_line(addr, itemsize):  # type: ignore[no-untyped-def]
+    """Elements from address ``addr`` (a multiple of ``itemsize``) to the next 64-byte
+    line boundary (0 when it is on one)."""
+    return ((64 - addr % 64) % 64) // itemsize
+
+
 @intrinsic
 def element_address(typingctx, y, yo):  # type: ignore[no-untyped-def]
     """The address of y[yo], as an integer (for alignment tests)."""
@@ -207,8 +222,7 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
                 return builder.select(relu_, builder.select(keep, v, zero), v)
 
             def store_nt(v, ptr):  # type: ignore[no-untyped-def]
-                st = builder.store(v, ptr, align=64)
-                st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(i32, 1)]))
+                store_nontemporal(builder, v, ptr, 64)
 
             streamed = builder.append_basic_block("vec.nt")
             nt_full = builder.append_basic_block("vec.nt.full")
@@ -310,7 +324,7 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         addr = element_address(C, co)
         if addr % C.itemsize == 0 and (n == 1 or (cn * C.itemsize) % 64 == 0):
             nt = True
-            v = (lanes - (addr % 64) // C.itemsize) % lanes
+            v = to_next_line(addr, C.itemsize)
             if v > 0:  # the first partial line, up to the next line boundary
                 r = 0
                 while r < n:

@@ -156,6 +156,7 @@ class TileCost(NamedTuple):
     flops: int
     packed_bytes: int  # operand bytes BLAS' caller gathers into scratch per call
     vec: int  # vec_tile: 1 or 2 when the tile runs on the vector kernel, else 0
+    streams: bool  # on the vector kernel, with out streamed to memory (streamed)
 
 
 def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
@@ -196,7 +197,8 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         )
     else:
         per_call = tile_flops / params.loop_flops
-    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec)
+    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec,
+                    bool(vec) and streamed(c, k_ax, br_ax))
 
 
 # The fraction of the smaller of compute and memory time that does not overlap with
@@ -229,7 +231,7 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     (the output twice) at the full bandwidth, no parallel region.  ``tile``: this prim
     choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
-    per_call, tile_flops, _, _ = tile or tile_seconds(c, m, n, k, br, blas, params)
+    per_call, tile_flops = (tile or tile_seconds(c, m, n, k, br, blas, params))[:2]
     # Tiles needed to cover every iteration (all extents' product, the flops / 2).
     calls = c.flops // tile_flops
     compute = calls * per_call / max(1, threads)
@@ -246,8 +248,8 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     prim choice's :func:`tile_seconds` and :func:`tile_runs`, when the caller has them;
     ``pack_seconds``: whole-operand packs run before it, added to its total)."""
     ax = c.axes
-    per_call, tile_flops, packed, vec = tile or tile_seconds(
-        c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
+    tile = tile or tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
+    per_call, tile_flops, packed, vec = tile.seconds, tile.flops, tile.packed_bytes, tile.vec
     calls = 1
     for a in ch.loops:
         calls *= ax[a].extent
@@ -272,7 +274,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         used = threads
         compute = compute / (1 + (threads - 1) * share)
 
-    dram, llc = _traffic(c, ch, params, runs, vec)
+    dram, llc = _traffic(c, ch, params, runs, tile)
     mem_seconds = memory_seconds(dram, llc, params, used)
     seconds = total_seconds(compute, mem_seconds, overhead)
     return Cost(
@@ -359,12 +361,12 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int, runs: Runs) -> float:
 
 
 def _traffic(c: Contraction, ch: Choice, params: MachineParams,
-             runs: Runs | None = None, vec: int | None = None) -> tuple[float, float]:
+             runs: Runs | None = None, cost: TileCost | None = None) -> tuple[float, float]:
     """(DRAM bytes, LLC bytes) all three tensors move under this loop order (``runs``
-    and ``vec``: :func:`tile_runs` and :func:`vec_tile` of its prim axes, when the
+    and ``cost``: :func:`tile_runs` and :func:`tile_seconds` of its prim axes, when the
     caller has them)."""
-    if vec is None:
-        vec = vec_tile(c, ch.m, ch.n, ch.k, ch.br)
+    if cost is None:
+        cost = tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
     if runs is None:
         runs = tile_runs(c, ch.prim_axes)
     ax = c.axes
@@ -390,12 +392,12 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
                 working *= ax[a].extent
         distinct = float(c.tensor_elements(j) * isz)
         traffic = max(traffic, distinct) * _short_run_factor(c, ch, j, runs)
-        if j == 2 and vec and streamed(c, ch.k, ch.br):
+        if j == 2 and cost.streams:
             pass  # non-temporal stores: written once, never read for ownership
         elif j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
-            if ch.blas is not None and tile > l2 and not vec:
+            if ch.blas is not None and tile > l2 and not cost.vec:
                 traffic *= _blas_out_round_trips(c, ch)
         if distinct <= params.llc_bytes:
             dram += distinct
