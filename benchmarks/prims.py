@@ -3,7 +3,11 @@
 1. One large GEMM tile (m = n = k = 2048, float32, column-major) as a TEIR program
    vs numpy.matmul of the same shape; goal >= 0.9x.
 2. A 4-D permutation of 64 MiB through a Copy program vs
-   np.ascontiguousarray(a.transpose(...)); goal >= 1.0x, GB/s printed.
+   np.ascontiguousarray(a.transpose(...)); goal >= 1.0x, GB/s printed.  Then the
+   permutations that move a contraction's staged result into a C-order ``out``
+   (the staging layouts the planner picks for deca,be->abcd, efbad,cf->abcde and
+   dfgb,geac->abcdef; short extents such as 20 make the copy's tiles partial) vs
+   numpy.copyto on the same view.
 3. The spec's contraction trus,pqtu->pqrs as the BRGEMM-tiled program (10.3.7) vs
    the GEMM-tiled one (10.3.6), both vs numpy.einsum(optimize=True).
 
@@ -13,6 +17,7 @@ Run: .venv/bin/python benchmarks/prims.py [--repeats N]
 from __future__ import annotations
 
 import argparse
+import math
 
 import numpy as np
 
@@ -55,6 +60,33 @@ def permutation(repeats: int) -> list:
             t_np / t_tp, "GB/s"]
 
 
+# (name, shape, element strides of the staged result): each copied into C order.
+STAGED = (
+    ("deca,be->abcd staged", (96, 24, 84, 96), (1, 774144, 96, 8064)),
+    ("efbad,cf->abcde staged", (48, 36, 24, 36, 48), (36, 1728, 2985984, 1, 62208)),
+    ("dfgb,geac->abcdef staged", (24, 20, 20, 24, 20, 20),
+     (192000, 1, 9600, 400, 4608000, 20)),
+)
+
+
+def staged_permutations(repeats: int) -> list[list]:
+    rows = []
+    rng = np.random.default_rng(3)
+    for name, shape, strides in STAGED:
+        base = rng.random(math.prod(shape), dtype=np.float32)
+        x = np.lib.stride_tricks.as_strided(base, shape, [s * base.itemsize for s in strides])
+        out = np.empty(shape, np.float32)
+        plan = tp.plan("abcdef"[:len(shape)] + "->" + "abcdef"[:len(shape)], x, out=out)
+        t_tp, _ = timeit(lambda plan=plan, x=x, out=out: plan(x, out=out), repeats)
+        t_np, _ = timeit(lambda x=x, out=out: np.copyto(out, x), repeats)
+        plan(x, out=out)
+        assert np.array_equal(out, x)
+        moved = 2 * out.nbytes
+        rows.append([f"{name} -> C order ({out.nbytes >> 20} MiB)", moved / t_tp / 1e9,
+                     moved / t_np / 1e9, t_np / t_tp, "GB/s"])
+    return rows
+
+
 def brgemm_vs_gemm(repeats: int) -> list[list]:
     p, q, r, s, t, u = 8, 96, 24, 96, 8, 96
     rng = np.random.default_rng(2)
@@ -86,7 +118,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     info = machine()
-    rows = [gemm_tile(args.repeats), permutation(args.repeats), *brgemm_vs_gemm(args.repeats)]
+    rows = [gemm_tile(args.repeats), permutation(args.repeats),
+            *staged_permutations(args.repeats), *brgemm_vs_gemm(args.repeats)]
     header = ["benchmark", "teir_plan", "numpy", "ratio (tp/np speed)", "unit"]
     table = md_table(header, rows)
     md = f"# Primitive benchmarks\n\n{machine_md(info)}\n\nBest of {args.repeats}.\n\n{table}\n"

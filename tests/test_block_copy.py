@@ -108,12 +108,13 @@ def test_a_block_copy_into_a_misaligned_out_of_each_route() -> None:
 def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject) -> None:
     """The Copy primitive's tile between x's unit stride and y's (a transpose through
     registers, with overlapping last tiles), and every other tile shape; streaming
-    (non-temporal stores of whole, aligned lines) or not."""
+    (non-temporal stores of whole, aligned lines, a scalar head and tail where rows
+    start inside a line) or not."""
     from teir_plan.executor.kernels import _copy_tile
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     lanes = 64 // np.dtype(dtype).itemsize
-    m = data.draw(st.sampled_from([1, 3, 8, 15, 16, 17, 40, 300]), label="m")
+    m = data.draw(st.sampled_from([1, 3, 8, 15, 16, 17, 40, 48, 64, 100, 300]), label="m")
     n = data.draw(st.sampled_from([1, 5, 8, 16, 19, 33]), label="n")
     x_m = n + data.draw(st.integers(0, 3), label="x pad")  # x: j unit stride
     y_n = m + data.draw(st.integers(0, 3), label="y pad")  # y: i unit stride
