@@ -22,7 +22,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: $(STAMP) lint typecheck
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 tests --doctest-modules teir_plan
 	$(MAKE) notebooks docs-check
 
 # The notebooks run top to bottom (small sizes); their outputs stay stripped in git.

@@ -149,8 +149,11 @@ def plan(subscripts: str, *operands: object, dtype: object = None, optimize: obj
 
     >>> import numpy as np, teir_plan as tp
     >>> p = tp.plan("trus,pqtu->pqrs", (8, 24, 48, 48), (8, 48, 8, 48), dtype=np.float32)
-    >>> print(p.teir.primitives.prim_main)
-    gemm
+    >>> a, b = np.ones((8, 24, 48, 48), np.float32), np.ones((8, 48, 8, 48), np.float32)
+    >>> p(a, b).shape
+    (8, 48, 24, 48)
+    >>> float(p(a, b)[0, 0, 0, 0])  # t and u summed: 8 * 48 ones
+    384.0
     """
     if not isinstance(subscripts, str):
         raise EinsumError(f"subscripts: expected a string, got {type(subscripts).__name__}")
