@@ -55,7 +55,11 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
     consts = _CONSTS[low.dtype]
     threads = get_num_threads()
-    if low.has_parallel and threads > 1:
+    if low.copy_runs is not None:
+        nchunks = min(low.parallel_iterations, threads) if low.has_parallel else 1
+        with numba_threads(threads):
+            K.run_copy_runs(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
+    elif low.has_parallel and threads > 1:
         nchunks = min(low.parallel_iterations, threads)
         with blas_threads(1), numba_threads(threads):
             K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)

@@ -666,9 +666,10 @@ def _combos(block, rows, nrows):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-untyped-def]
+def _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo):  # type: ignore[no-untyped-def]
     """The block copy when out has a unit stride (row ``ri``) and ``buf`` can hold its
-    runs: ``rp`` is the stage's unit-stride row (-1 if that is ``ri`` too).
+    runs: ``rp`` is the stage's unit-stride row (-1 if that is ``ri`` too); the block
+    starts at ``stage[xo]``.
 
     Out's rows are assembled in ``buf`` (in cache) a whole run at a time, the run being
     ``ri`` and the rows that continue it contiguously in out, and each run is written
@@ -738,7 +739,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf):  # type: ignore[no-u
     nj = (npj + lanes - 1) // lanes
     ni = (q + lanes - 1) // lanes
     for t in range(rests.shape[0]):
-        so = rests[t, 0]
+        so = xo + rests[t, 0]
         yb = yo + rests[t, 1]
         done = 0  # rp's values already written to out (when rp is not in the run)
         for jt in range(nj):
@@ -791,15 +792,15 @@ def _copy_rows_nt(x, xo, y, yo, m, n, x_m, x_n, y_n):  # type: ignore[no-untyped
 
 
 @njit(cache=True, nogil=True)
-def _copy_block(stage, y, yo, block, buf):  # type: ignore[no-untyped-def]
-    """y[yo + sum(i_r * out_r)] = stage[sum(i_r * stage_r)] over the block's rows: a 2-D
+def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
+    """y[yo + sum(i_r * out_r)] = stage[xo + sum(i_r * stage_r)] over the block's rows: a 2-D
     copy tile along the output's two smallest strides, looped over the other rows in
     their order (the planner lists them outermost in ``out`` first), so that the writes
     sweep ``out`` in order, a few pages at a time; the gathered reads hit the stage in
     L2."""
     nrows = block.shape[0]
     if nrows == 0:
-        y[yo] = stage[0]
+        y[yo] = stage[xo]
         return
     ri = 0
     for r in range(nrows):
@@ -814,7 +815,7 @@ def _copy_block(stage, y, yo, block, buf):  # type: ignore[no-untyped-def]
                     rp = r
         lanes = 64 // y.itemsize
         if (block[ri, 1] == 1 or rp >= 0) and block[ri, 0] * lanes <= buf.shape[0]:
-            _copy_block_streamed(stage, y, yo, block, ri, rp, buf)
+            _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo)
             return
     # Otherwise a 2-D copy tile.  Streaming stores (out's unit stride along i) need no
     # locality between rows once each row is a few whole lines, so the tile's second
@@ -842,11 +843,32 @@ def _copy_block(stage, y, yo, block, buf):  # type: ignore[no-untyped-def]
     # stride, non-temporal stores skip the read for ownership and leave the cache to
     # the stage and the operands (a 287 MB block copy: 28 ms with plain stores).
     for t in range(rests.shape[0]):
-        so, yt = rests[t, 0], yo + rests[t, 1]
+        so, yt = xo + rests[t, 0], yo + rests[t, 1]
         if streaming:
             _copy_rows_nt(stage, so, y, yt, m, n, block[ri, 1], s_n, y_n)
         else:
             _copy_tile(stage, so, y, yt, m, n, block[ri, 1], s_n, block[ri, 2], y_n, False)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-untyped-def]
+    """Run a Copy program whose tiles write rows too short to stream on their own
+    (lower.copy_runs): each iteration of its parallel loops copies the block of its
+    sequential and primitive axes (``block``: size, x stride, y stride; outermost in y
+    first) with the block copy, which assembles y's runs in ``buf`` and streams them
+    whole.  The addresses are the program's own, proven by checks.py."""
+    total = 1
+    for r in range(npar):
+        total *= loops[r, 0]
+    for c in prange(nchunks):
+        start = c * total // nchunks
+        stop = (c + 1) * total // nchunks
+        if start < stop:
+            buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
+            for it in range(start, stop):
+                o0, _o1, o2 = _collapsed_offsets(loops, npar, tile, it)
+                _copy_block(x, y, o2, block, buf, o0)
+            store_fence()
 
 
 @njit(cache=True, nogil=True, parallel=True)

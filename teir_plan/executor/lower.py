@@ -128,6 +128,9 @@ class Lowered:
     tile: np.ndarray  # (TILE_LEN,) int64
     num_tensors: int
     dtype: np.dtype
+    # A Copy program run through the block copy (see copy_runs): per parallel
+    # iteration, (size, in stride, out stride) of its other axes, outermost in out first.
+    copy_runs: np.ndarray | None = None
 
     @property
     def has_parallel(self) -> bool:
@@ -177,9 +180,46 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         # their elementwise loop has no line stores).
         tile[K.T_STREAM] = int(p.prim_main is Prim.COPY
                                and streams_out(_out_bytes(teir, dtype), False, True))
+        runs = copy_runs(teir, [i for i in range(len(s.dim_sizes)) if i not in par])
+        if tile[K.T_STREAM] and runs is not None:
+            return Lowered(loops, len(par), par_iters, tile, t, dtype, runs)
     else:
         _lower_gemm(teir, tile, dtype, vector_kernel)
     return Lowered(loops, len(par), par_iters, tile, t, dtype)
+
+
+# A Copy tile whose rows along out's unit stride are shorter than this many lines
+# cannot stream them on its own (kernels._copy_transposed).
+COPY_RUN_MIN_LINES = 3
+
+
+def copy_runs(teir: TEIR, axes: list[int]) -> np.ndarray | None:
+    """The block table (size, in stride, out stride; outermost in out first) of a Copy
+    program's ``axes`` when its output should be assembled a run at a time: out's
+    unit-stride axis is shorter than COPY_RUN_MIN_LINES lines, another axis continues
+    out's run, and the input has a unit-stride axis to transpose from.  Then each
+    parallel iteration goes through the block copy (kernels._copy_block), which
+    gathers whole runs of out in cache and writes them with non-temporal stores; the
+    tiles alone would write 20-element rows (dfgb,geac's staged result into C order:
+    a quarter of each line per store, every line read for ownership first).
+
+    >>> prog = TEIR.from_fields(data_type="float32", prim_first="none", prim_main="copy",
+    ...     prim_last="none", dim_types=["c"] * 3, exec_types=["parallel", "prim", "prim"],
+    ...     dim_sizes=[20, 20, 20], strides=[[20, 400, 1], [400, 1, 20]])
+    >>> copy_runs(prog, [1, 2]).tolist()
+    [[20, 1, 20], [20, 400, 1]]
+    """
+    s = teir.schedule
+    lanes = 64 // teir.primitives.data_type.numpy.itemsize
+    rows = [(s.dim_sizes[i], s.strides[0][i], s.strides[1][i]) for i in axes
+            if s.dim_sizes[i] > 1]
+    unit = [r for r in rows if r[2] == 1]
+    if (not unit or unit[0][0] >= COPY_RUN_MIN_LINES * lanes
+            or not any(r[2] == unit[0][0] for r in rows)
+            or not any(r[1] == 1 for r in rows)):
+        return None
+    rows.sort(key=lambda r: -abs(r[2]))
+    return np.array(rows, dtype=np.int64).reshape(len(rows), 3)
 
 
 def _out_bytes(teir: TEIR, dtype: np.dtype) -> int:
