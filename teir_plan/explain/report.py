@@ -411,7 +411,18 @@ def executor_note(teir: Any) -> str:
     from teir_plan.explain.pseudocode import prim_axes_by_role
 
     if teir.is_unary:
-        return "executor: each tile copied by a jitted strided loop"
+        low = lower(teir)
+        if teir.primitives.prim_main.value == "relu":
+            return "executor: each tile by a jitted strided loop"
+        if low.copy_runs is not None:
+            return ("executor: the block of each parallel iteration gathered a run of out at "
+                    "a time in cache (out's rows are too short to stream alone), each run "
+                    "written to memory whole with non-temporal stores")
+        how = ("executor: each tile copied by jitted loops, transposed a 64-byte line by a "
+               "line in registers where the input's unit stride is not out's")
+        if low.tile[kernels.T_STREAM]:
+            how += ", whole lines written to memory with non-temporal stores"
+        return how
     s = teir.schedule
     ax = prim_axes_by_role(teir)
 
