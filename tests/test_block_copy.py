@@ -208,7 +208,7 @@ def test_a_large_permutation_streams_and_matches_numpy() -> None:
 def test_a_copy_program_assembling_runs_matches_numpy(data: st.DataObject) -> None:
     """A permutation whose output rows are too short to stream on their own runs through
     the block copy (lower.copy_runs), each parallel iteration one block: drawn
-    extents, axis orders, strided inputs and an out= starting at any offset within a
+    extents, axis orders, strided and reversed inputs and an out= starting at any offset within a
     line, with the streaming threshold lowered so that small outputs take this route;
     the bytes around out stay untouched."""
     import teir_plan as tp
@@ -219,10 +219,10 @@ def test_a_copy_program_assembling_runs_matches_numpy(data: st.DataObject) -> No
     shape = tuple(data.draw(st.lists(st.integers(1, 24), min_size=ndim, max_size=ndim),
                             label="shape"))
     perm = data.draw(st.permutations(range(ndim)), label="perm")
-    step = tuple(data.draw(st.lists(st.sampled_from([1, 1, 2]), min_size=ndim,
+    step = tuple(data.draw(st.lists(st.sampled_from([1, 1, 2, -1]), min_size=ndim,
                                     max_size=ndim), label="input steps"))
     base = np.random.default_rng(sum(shape)).standard_normal(
-        [n * k for n, k in zip(shape, step)]).astype(dtype)
+        [n * abs(k) for n, k in zip(shape, step)]).astype(dtype)
     x = base[tuple(slice(None, None, k) for k in step)].transpose(perm)
     off = data.draw(st.integers(0, 15), label="out offset")
     raw = _line_aligned(off + x.size + 8, dtype)
