@@ -166,7 +166,7 @@ def test_the_rule() -> None:
     assert vec_axis(24, 432, 36, 1, (36, 1), (432, 1), (432, 1), 4) == 2
     # Too few rows, too many rows x K, too short, BRGEMM, out not unit-stride: BLAS.
     assert vec_axis(432, 2, 36, 1, (1, 432), (1, 36), (1, 432), 4) == 0
-    assert vec_axis(432, 96, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 0
+    assert vec_axis(432, 128, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 0
     assert vec_axis(64, 24, 36, 1, (1, 64), (1, 36), (1, 64), 4) == 0
     assert vec_axis(432, 24, 36, 4, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 24, 36, 1, (1, 432), (1, 36), (24, 1), 4) == 0
@@ -212,15 +212,14 @@ def test_a_streamed_output_is_written_with_non_temporal_stores() -> None:
     np.testing.assert_allclose(relu, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
 
 
-def test_the_streamed_rule() -> None:
-    # 96 rows x K 96 stays with BLAS in cache, and takes the kernel when out streams.
-    args = (432, 96, 96, 1, (1, 432), (1, 96), (1, 432), 4)
-    assert vec_axis(*args) == 0
-    assert vec_axis(*args, streamed=True) == 1
-    assert vec_axis(432, 192, 96, 1, (1, 432), (1, 96), (1, 432), 4, streamed=True) == 0
+def test_the_rows_times_k_and_span_rules() -> None:
+    # Rows x K up to 9216 (96 x 96, 24 x 384) takes the kernel, beyond it BLAS.
+    assert vec_axis(432, 96, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 1
+    assert vec_axis(432, 24, 384, 1, (1, 432), (1, 384), (1, 432), 4) == 1
+    assert vec_axis(432, 192, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 0
     # The broadcast operand's block spread over far-apart rows: BLAS.
     assert vec_axis(24, 8000, 24, 1, (1, 24), (8000, 1), (8000, 1), 4) == 2
-    assert vec_axis(240, 8000, 24, 1, (576, 24), (8000, 1), (192000, 1), 4, streamed=True) == 0
+    assert vec_axis(240, 8000, 24, 1, (576, 24), (8000, 1), (192000, 1), 4) == 0
     assert streams_out(32 * 2**20, False, True)
     assert not streams_out(32 * 2**20 - 4, False, True)
     assert not streams_out(2**30, True, True)  # a K loop: tiles are visited again

@@ -24,17 +24,16 @@ from teir_plan.teir.records import TEIR
 SMALL_TILE_FLOPS = 512
 
 # The vector kernel (executor/microkernel.py) takes a GEMM tile whose rows (the extent
-# across the vector axis) times K are at most this; beyond, BLAS' packed kernels win.
-# Measured on one core, float32 (kernel / BLAS): rows 8, K 256: 1.9-2.1x; rows 24,
-# K 36-96: 1.0-1.5x; rows 48, K 36: 1.0-1.2x; rows 96, K 96: 0.9-1.0x; rows 192,
-# K 256: 0.7-0.9x.
-VEC_MAX_ROWS_TIMES_K = 2400
-# When the tile's output streams to memory (streams_out), BLAS also pays for reading C
-# for ownership and the kernel does not (non-temporal stores): measured on both cores,
-# float32, an output of 128 MB (kernel / BLAS): rows 24-192 x K 24-48: 1.4-1.7x;
-# rows 96, K 96: 1.3x; rows 128-192, K 96-128: 1.0-1.1x (not taken: within the noise);
-# rows 192, K 256: 0.86x.
-VEC_MAX_ROWS_TIMES_K_STREAMED = 9216
+# across the vector axis) times K are at most this (and whose broadcast block stays in
+# L1, VEC_MAX_SPAN); beyond, BLAS' packed kernels win.  Measured on both cores, float32,
+# the vector operand streaming from memory along tiles 9216 long (kernel / BLAS):
+# rows 24-96 x K 96-384 within the span: 1.2-1.6x, rows 24 x K 96 1.0x, and 0.9x for
+# rows 24 x K 384 when the K rows are a multiple of 4 KiB apart (they share L1 sets);
+# bda,dc->abc 110 -> 160 GFLOP/s, dca,bd->abc 75-85 -> 96-100 (when the limit was
+# 2400, from tiles in cache on one core: rows 96 x K 96 0.9-1.0x).  With an output
+# that streams (streams_out), BLAS also pays for reading C for ownership: rows 24-192
+# x K 24-48 1.4-1.7x, rows 192 x K 256 0.86x.
+VEC_MAX_ROWS_TIMES_K = 9216
 # The bytes the broadcast operand's block of a tile may span (see vec_axis).
 VEC_MAX_SPAN = 64 * 1024
 # An output at least this large is not read again from cache: written once (no K loop
@@ -60,15 +59,14 @@ def streams_out(out_bytes: int, k_loop: bool, zero_first: bool) -> bool:
 
 
 def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int],
-             c: tuple[int, int], itemsize: int, streamed: bool = False) -> int:
+             c: tuple[int, int], itemsize: int) -> int:
     """Whether a GEMM tile runs on the vector kernel, and along which axis: 1 along M
     (A and C have unit stride along M), 2 along N (B and C along N), 0 not at all.
 
     The vector axis must be at least two micro-tiles long, the tile a plain GEMM
     (BRGEMM stays with BLAS), with at least VEC_MIN_ROWS rows (the other of M and N) and
-    rows x K small (VEC_MAX_ROWS_TIMES_K, or VEC_MAX_ROWS_TIMES_K_STREAMED when the
-    output streams to memory, ``streamed``: see :func:`streams_out`), and the other
-    operand's block of rows x K elements within VEC_MAX_SPAN bytes.
+    rows x K at most VEC_MAX_ROWS_TIMES_K, and the other operand's block of rows x K
+    elements within VEC_MAX_SPAN bytes.
 
     >>> vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4)
     1
@@ -80,7 +78,7 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     # Two micro-tiles at least: the first prefetches the second's lines (ebad,ce->abcd
     # tiles 84 long, with K rows far apart, measured 48 GFLOP/s against BLAS' 127).
     length = 2 * VEC_LINES * 64 // itemsize
-    most = VEC_MAX_ROWS_TIMES_K_STREAMED if streamed else VEC_MAX_ROWS_TIMES_K
+    most = VEC_MAX_ROWS_TIMES_K
 
     def close(rows: int, s_rows: int, s_k: int) -> bool:
         # The broadcast operand's rows x K block is read again for every micro-tile
@@ -262,7 +260,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     a, b, c = (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax))
     k_loop = any(s.dim_types[i] is DimType.K for i in s.loop_axes())
     streamed = streams_out(_out_bytes(teir, dtype), k_loop, p.prim_first is Prim.ZERO)
-    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize, streamed) if vector_kernel else 0
+    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
         tile[K.T_SWAP] = int(vec == 2)

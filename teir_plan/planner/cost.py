@@ -137,8 +137,7 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
         return ax[a].strides[j] if a != NO_AXIS else 0
 
     return vec_axis(ext(m_ax), ext(n_ax), ext(k_ax), ext(br_ax), (st(m_ax, 0), st(k_ax, 0)),
-                    (st(k_ax, 1), st(n_ax, 1)), (st(m_ax, 2), st(n_ax, 2)), c.dtype.itemsize,
-                    streamed(c, k_ax, br_ax))
+                    (st(k_ax, 1), st(n_ax, 1)), (st(m_ax, 2), st(n_ax, 2)), c.dtype.itemsize)
 
 
 def streamed(c: Contraction, k_ax: int, br_ax: int) -> bool:
