@@ -11,7 +11,9 @@ multiples of a line, and buffers too small for the longer runs.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Iterator
 
 import numpy as np
 from hypothesis import given
@@ -202,6 +204,24 @@ def test_a_large_permutation_streams_and_matches_numpy() -> None:
         assert (raw[:4] == 7.0).all()
 
 
+@contextlib.contextmanager
+def _every_output_streams() -> Iterator[None]:
+    """Plans made and run inside treat every output as streaming (small outputs take the
+    routes of large ones); lowered programs and plans made inside are forgotten after."""
+    import teir_plan as tp
+    from teir_plan.executor import lower as lowering
+
+    saved = lowering.STREAM_MIN_BYTES
+    lowering.STREAM_MIN_BYTES = 0
+    lowering.lower.cache_clear()
+    try:
+        yield
+    finally:
+        lowering.STREAM_MIN_BYTES = saved
+        lowering.lower.cache_clear()
+        tp.plan_cache.clear()
+
+
 @fuzz_settings(default=40, fuzz=5_000)
 @given(data=st.data())
 @counted
@@ -212,7 +232,6 @@ def test_a_copy_program_assembling_runs_matches_numpy(data: st.DataObject) -> No
     line, with the streaming threshold lowered so that small outputs take this route;
     the bytes around out stay untouched."""
     import teir_plan as tp
-    from teir_plan.executor import lower as lowering
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     ndim = data.draw(st.integers(3, 4), label="ndim")
@@ -229,16 +248,9 @@ def test_a_copy_program_assembling_runs_matches_numpy(data: st.DataObject) -> No
     raw[:] = -7.0
     out = raw[off: off + x.size].reshape(x.shape)
     letters = "abcd"[:ndim]
-    saved = lowering.STREAM_MIN_BYTES
-    lowering.STREAM_MIN_BYTES = 0
-    lowering.lower.cache_clear()
-    try:
+    with _every_output_streams():
         plan = tp.plan(f"{letters}->{letters}", x, out=out, optimize=True)
         plan(x, out=out)
-    finally:
-        lowering.STREAM_MIN_BYTES = saved
-        lowering.lower.cache_clear()
-        tp.plan_cache.clear()
     np.testing.assert_array_equal(out, x)
     assert (raw[:off] == -7.0).all() and (raw[off + x.size:] == -7.0).all()
 
@@ -254,15 +266,8 @@ def test_a_permutation_with_short_output_rows_assembles_runs() -> None:
         np.float32)
     x = np.lib.stride_tricks.as_strided(base, shape, [s * 4 for s in strides])
     out = np.empty(shape, np.float32)
-    saved = lowering.STREAM_MIN_BYTES
-    lowering.STREAM_MIN_BYTES = 0
-    lowering.lower.cache_clear()
-    try:
+    with _every_output_streams():
         plan = tp.plan("abcdef->abcdef", x, out=out)
         assert lowering.lower(plan.teir).copy_runs is not None
         plan(x, out=out)
-    finally:
-        lowering.STREAM_MIN_BYTES = saved
-        lowering.lower.cache_clear()
-        tp.plan_cache.clear()
     np.testing.assert_array_equal(out, x)

@@ -558,6 +558,21 @@ def _collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
     return o0, o1, o2
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _iterations(rows, nrows):  # type: ignore[no-untyped-def]
+    """The iterations of the first ``nrows`` loop rows collapsed into one range."""
+    total = 1
+    for r in range(nrows):
+        total *= rows[r, 0]
+    return total
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
+    """Worker ``c``'s contiguous share [start, stop) of ``total`` iterations."""
+    return c * total // nchunks, (c + 1) * total // nchunks
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a program whose first ``npar`` loop rows are parallel (collapsed into one range).
@@ -567,12 +582,9 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
     Parallel axes never carry K (validation rejects it), so workers write disjoint
     output tiles, and each tile still sees its K iterations in schedule order.
     """
-    total = 1
-    for r in range(npar):
-        total *= loops[r, 0]
+    total = _iterations(loops, npar)
     for c in prange(nchunks):
-        start = c * total // nchunks
-        stop = (c + 1) * total // nchunks
+        start, stop = _chunk(c, total, nchunks)
         if start < stop:
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
             iparams = np.zeros(8, np.int64)
@@ -857,12 +869,9 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
     sequential and primitive axes (``block``: size, x stride, y stride; outermost in y
     first) with the block copy, which assembles y's runs in ``buf`` and streams them
     whole.  The addresses are the program's own, proven by checks.py."""
-    total = 1
-    for r in range(npar):
-        total *= loops[r, 0]
+    total = _iterations(loops, npar)
     for c in prange(nchunks):
-        start = c * total // nchunks
-        stop = (c + 1) * total // nchunks
+        start, stop = _chunk(c, total, nchunks)
         if start < stop:
             buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
             for it in range(start, stop):
@@ -875,12 +884,9 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
 def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a blocked program: the outer iterations split into ``nchunks`` contiguous
     chunks, one per worker; each worker owns a stage buffer and a scratch buffer."""
-    total = 1
-    for r in range(outer.shape[0]):
-        total *= outer[r, 0]
+    total = _iterations(outer, outer.shape[0])
     for c in prange(nchunks):
-        start = c * total // nchunks
-        stop = (c + 1) * total // nchunks
+        start, stop = _chunk(c, total, nchunks)
         if start < stop:
             stage = np.empty(max(stage_elements, 1), y.dtype)
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)

@@ -178,9 +178,10 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         # their elementwise loop has no line stores).
         tile[K.T_STREAM] = int(p.prim_main is Prim.COPY
                                and streams_out(_out_bytes(teir, dtype), False, True))
-        runs = copy_runs(teir, [i for i in range(len(s.dim_sizes)) if i not in par])
-        if tile[K.T_STREAM] and runs is not None:
-            return Lowered(loops, len(par), par_iters, tile, t, dtype, runs)
+        if tile[K.T_STREAM]:
+            runs = copy_runs(teir, [i for i in range(len(s.dim_sizes)) if i not in par])
+            if runs is not None:
+                return Lowered(loops, len(par), par_iters, tile, t, dtype, runs)
     else:
         _lower_gemm(teir, tile, dtype, vector_kernel)
     return Lowered(loops, len(par), par_iters, tile, t, dtype)

@@ -38,7 +38,7 @@ from teir_plan.plan.steps import (
     TEIRStep,
 )
 from teir_plan.planner.cost import Cost
-from teir_plan.teir.enums import ExecType
+from teir_plan.teir.enums import ExecType, Prim
 
 
 @dataclass(frozen=True)
@@ -412,7 +412,7 @@ def executor_note(teir: Any) -> str:
 
     if teir.is_unary:
         low = lower(teir)
-        if teir.primitives.prim_main.value == "relu":
+        if teir.primitives.prim_main is Prim.RELU:
             return "executor: each tile by a jitted strided loop"
         if low.copy_runs is not None:
             return ("executor: the block of each parallel iteration gathered a run of out at "
