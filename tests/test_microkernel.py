@@ -2,11 +2,11 @@
 
 The kernel is checked on its own against float64 products computed by numpy, for every
 micro-tile shape it has (8, 4 and 1 rows; 3, 2 and 1 lines, the last one partial),
-accumulating or not, streaming (non-temporal stores) or not, with the ReLU or not, with
-nothing written outside its tile; and through TEIR programs whose tiles the executor
-gives it (along M and along N, K split over a loop so that later visits accumulate, an
-output accumulated into, ReLU, reversed rows, threads, an output streamed to memory),
-against numpy.einsum in float64.
+accumulating or not, streaming (non-temporal stores) or not, with the ReLU or not,
+prefetching a next tile or not, with nothing written outside its tile; and through TEIR
+programs whose tiles the executor gives it (along M and along N, K split over a loop so
+that later visits accumulate, an output accumulated into, ReLU, reversed rows, threads,
+an output streamed to memory), against numpy.einsum in float64.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     vo, so = (data.draw(st.integers(0, 7), label=f"{t} offset") for t in "VS")
     co = data.draw(st.integers(0, 2 * lanes), label="C offset")
     vk = mv + vpad
-    V = rng.standard_normal(vo + max(k, 1) * vk + 3).astype(dtype)
+    # The next tile's lines, prefetched while this one computes: a second tile after
+    # this one in V (prefetches read nothing into the results; the tile stays exact).
+    nxt = data.draw(st.sampled_from([0, max(k, 1) * vk]), label="next tile offset")
+    V = rng.standard_normal(vo + 2 * max(k, 1) * vk + 3).astype(dtype)
     if s_rows_inner:
         sk, sn = n + 1, 1
     else:
@@ -54,7 +57,7 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     C = _line_aligned(co + n * cn + 5, dtype)
     C[:] = rng.standard_normal(C.size)
     before = C.copy()
-    gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu)
+    gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu, nxt)
 
     expected = before.astype(np.float64)
     for r in range(n):

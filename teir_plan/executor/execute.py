@@ -6,7 +6,7 @@ import numpy as np
 
 from teir_plan.executor import kernels as K
 from teir_plan.executor.checks import check_arrays, flat_view
-from teir_plan.executor.lower import Lowered, lower
+from teir_plan.executor.lower import Lowered, lower, prefetch_ahead
 from teir_plan.executor.threads import blas_threads, get_num_threads, numba_threads
 from teir_plan.teir.records import TEIR
 
@@ -75,11 +75,12 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
 
 
 def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elements: int,
-                arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
+                arrays: tuple[np.ndarray, ...] | list[np.ndarray], l2_room: int = 0) -> None:
     """Run a blocked program (see :func:`kernels.run_blocked`) on ``(in0, in1, out)``:
     ``low`` is the block program (its output is the stage), ``outer`` the loops around
-    the blocks, ``block`` the copy of each block into ``out``.  The arrays must have
-    passed the plan's proofs of reach for exactly these tables."""
+    the blocks, ``block`` the copy of each block into ``out``; ``l2_room``: the bytes of
+    L2 beside the stage.  The arrays must have passed the plan's proofs of reach for
+    exactly these tables."""
     (x0, o0), (x1, o1), (y, o2) = (flat_view(a) for a in arrays)
     tile = low.tile.copy()
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
@@ -88,4 +89,4 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     nchunks = max(1, min(total, threads))
     with blas_threads(1), numba_threads(threads):
         K.run_blocked(x0, x1, y, outer, low.loops, tile, block, stage_elements,
-                      _CONSTS[low.dtype], nchunks)
+                      _CONSTS[low.dtype], nchunks, prefetch_ahead(low, l2_room))

@@ -449,7 +449,9 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
 
 
 @njit(cache=True, nogil=True)
-def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts):  # type: ignore[no-untyped-def]
+def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0=-1, n1=-1):  # type: ignore[no-untyped-def]
+    """Run one tile at offsets o0, o1, o2; ``n0``, ``n1``: the in0 and in1 offsets of
+    the tile that runs next on this worker (-1: none), for the vector kernel's prefetch."""
     kind = tile[T_KIND]
     if kind in (KIND_COPY, KIND_RELU):
         _copy_tile(
@@ -465,11 +467,15 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
         relu = last and tile[T_LAST_RELU] != 0
         stream = tile[T_STREAM] != 0
         if tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
+            nxt = n1 - o1 if n1 >= 0 else 0
             gemm_vec(x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
-                     tile[T_C_M], tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu)
+                     tile[T_C_M], tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu,
+                     nxt)
         else:
+            nxt = n0 - o0 if n0 >= 0 else 0
             gemm_vec(x0, o0, tile[T_A_K], x1, o1, tile[T_B_K], tile[T_B_N], y, o2,
-                     tile[T_C_N], tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu)
+                     tile[T_C_N], tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu,
+                     nxt)
         return
     elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
         # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
@@ -482,12 +488,17 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
 
 
 @njit(cache=True, nogil=True)
-def _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts):  # type: ignore[no-untyped-def]
-    """Run the sequential loops (rows npar.. of ``loops``) from base offsets o0, o1, o2."""
+def _walk_seq(  # type: ignore[no-untyped-def]
+    x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0=-1, n1=-1, ahead=True,
+):
+    """Run the sequential loops (rows npar.. of ``loops``) from base offsets o0, o1, o2.
+    ``n0``, ``n1``: the in0 and in1 offsets of the tile that runs after this walk's last
+    one (-1: none).  With ``ahead`` each tile is told where the next one reads (see
+    _run_tile)."""
     nloops = loops.shape[0]
     nseq = nloops - npar
     if nseq == 0:
-        _run_tile(x0, o0, x1, o1, y, o2, tile, True, True, scratch, iparams, consts)
+        _run_tile(x0, o0, x1, o1, y, o2, tile, True, True, scratch, iparams, consts, n0, n1)
         return
     for r in range(npar, nloops):
         if loops[r, 0] == 0:
@@ -508,8 +519,10 @@ def _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts
                         first = False
                     if idx[q] != loops[row, 0] - 1:
                         last = False
-        _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts)
-        # Odometer step: innermost axis fastest.
+        p0 = o0
+        p1 = o1
+        p2 = o2
+        # Odometer step to the next tile: innermost axis fastest.
         q = nseq - 1
         while q >= 0:
             row = npar + q
@@ -525,7 +538,14 @@ def _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts
             idx[q] = 0
             q -= 1
         if q < 0:
+            _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts,
+                      n0, n1)
             return
+        if ahead:
+            _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts,
+                      o0, o1)
+        else:
+            _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts)
 
 
 @njit(cache=True, nogil=True)
@@ -588,9 +608,14 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
         if start < stop:
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
             iparams = np.zeros(8, np.int64)
+            o0, o1, o2 = _collapsed_offsets(loops, npar, tile, start)
             for it in range(start, stop):
-                o0, o1, o2 = _collapsed_offsets(loops, npar, tile, it)
-                _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts)
+                n0, n1, n2 = -1, -1, -1
+                if it + 1 < stop:
+                    n0, n1, n2 = _collapsed_offsets(loops, npar, tile, it + 1)
+                _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts,
+                          n0, n1)
+                o0, o1, o2 = n0, n1, n2
 
 
 # --- Blocked write-back -------------------------------------------------------------
@@ -881,9 +906,11 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks):  # type: ignore[no-untyped-def]
+def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks, ahead):  # type: ignore[no-untyped-def]
     """Run a blocked program: the outer iterations split into ``nchunks`` contiguous
-    chunks, one per worker; each worker owns a stage buffer and a scratch buffer."""
+    chunks, one per worker; each worker owns a stage buffer and a scratch buffer.
+    ``ahead``: vector-kernel tiles prefetch the next tile's lines (only when they fit in
+    L2 beside the stage; see :func:`teir_plan.executor.lower.prefetch_ahead`)."""
     total = _iterations(outer, outer.shape[0])
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
@@ -892,8 +919,13 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
             scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
             iparams = np.zeros(8, np.int64)
             buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
+            o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, start)
             for it in range(start, stop):
-                o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, it)
-                _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts)
+                n0, n1, n2 = -1, -1, -1
+                if it + 1 < stop:
+                    n0, n1, n2 = _collapsed_offsets(outer, outer.shape[0], tile, it + 1)
+                _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
+                          n0, n1, ahead)
                 _copy_block(stage, y, o2, block, buf)
+                o0, o1, o2 = n0, n1, n2
             store_fence()

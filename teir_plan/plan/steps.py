@@ -206,7 +206,8 @@ class BlockedStep(TEIRStep):
         b = self.blocking
         assert b is not None
         arrays = [buffers[i] for i in (*self.inputs, self.dst)]
-        run_blocked(self.chosen.lowered, b.outer_table, b.block_table, b.stage_elements, arrays)
+        run_blocked(self.chosen.lowered, b.outer_table, b.block_table, b.stage_elements, arrays,
+                    b.l2_room)
 
     def describe(self, packs: bool = True) -> str:
         assert self.blocking is not None

@@ -78,6 +78,7 @@ class Blocking:
     block: tuple[BlockRow, ...]  # the output axes of one block
     inner: Contraction  # the block's contraction: its output strides are stage strides
     stage_elements: int
+    l2_room: int = 0  # bytes of L2 beside the stage
 
     @property
     def blocks(self) -> int:
@@ -185,7 +186,8 @@ def blocking_for(c: Contraction, stage_order: str, l2_bytes: int) -> Blocking | 
     # The copy's rows, outermost in out first (the order the copy loops run in).
     block = tuple((ax[i].name, chunk[i], stage_stride[i], ax[i].strides[2])
                   for i in sorted(order, key=lambda i: -abs(ax[i].strides[2])))
-    return Blocking(tuple(outer), block, Contraction(tuple(inner_axes), c.dtype), step)
+    return Blocking(tuple(outer), block, Contraction(tuple(inner_axes), c.dtype), step,
+                    max(l2_bytes - step * c.dtype.itemsize, 0))
 
 
 def _contiguous_run(c: Contraction, j: int) -> int:
