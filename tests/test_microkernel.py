@@ -167,10 +167,14 @@ def test_the_rule() -> None:
     # A long, thin tile along a shared unit stride: the kernel, along M or N.
     assert vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4) == 1
     assert vec_axis(24, 432, 36, 1, (36, 1), (432, 1), (432, 1), 4) == 2
+    # One micro-tile long is enough when the tile's K rows follow one another.
+    assert vec_axis(48, 24, 48, 1, (1, 48), (1, 24), (1, 2985984), 4) == 1
+    assert vec_axis(24, 48, 48, 1, (48, 1), (48, 1), (2985984, 1), 4) == 2
     # Too few rows, too many rows x K, too short, BRGEMM, out not unit-stride: BLAS.
     assert vec_axis(432, 2, 36, 1, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 128, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 0
-    assert vec_axis(64, 24, 36, 1, (1, 64), (1, 36), (1, 64), 4) == 0
+    assert vec_axis(64, 24, 36, 1, (1, 6400), (1, 36), (1, 64), 4) == 0
+    assert vec_axis(32, 24, 36, 1, (1, 32), (1, 36), (1, 32), 4) == 0
     assert vec_axis(432, 24, 36, 4, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 24, 36, 1, (1, 432), (1, 36), (24, 1), 4) == 0
 

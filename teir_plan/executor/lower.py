@@ -63,7 +63,8 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     """Whether a GEMM tile runs on the vector kernel, and along which axis: 1 along M
     (A and C have unit stride along M), 2 along N (B and C along N), 0 not at all.
 
-    The vector axis must be at least two micro-tiles long, the tile a plain GEMM
+    The vector axis must be at least two micro-tiles long (one when the vector operand's
+    K rows follow one another), the tile a plain GEMM
     (BRGEMM stays with BLAS), with at least VEC_MIN_ROWS rows (the other of M and N) and
     rows x K at most VEC_MAX_ROWS_TIMES_K, and the other operand's block of rows x K
     elements within VEC_MAX_SPAN bytes.
@@ -76,8 +77,16 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     if br != 1 or itemsize not in (4, 8):
         return 0
     # Two micro-tiles at least: the first prefetches the second's lines (ebad,ce->abcd
-    # tiles 84 long, with K rows far apart, measured 48 GFLOP/s against BLAS' 127).
-    length = 2 * VEC_LINES * 64 // itemsize
+    # tiles 84 long, with K rows far apart, measured 48 GFLOP/s against BLAS' 127; 81
+    # against 178 when the next tile's lines are prefetched too).  One micro-tile is
+    # enough when the tile's K rows follow one another (the tile is one contiguous run
+    # of lines, which the next tile's prefetch covers): ecbfa,fd->abcde's 48 x 24 x 48
+    # tiles 118 GFLOP/s with BLAS, 160 on the kernel.
+    micro = VEC_LINES * 64 // itemsize
+
+    def long_enough(length: int, s_k: int) -> bool:
+        return length >= 2 * micro or (length >= micro and abs(s_k) == length)
+
     most = VEC_MAX_ROWS_TIMES_K
 
     def close(rows: int, s_rows: int, s_k: int) -> bool:
@@ -87,10 +96,10 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
         # 19 for 24 adjacent rows, predicted alike).
         return ((rows - 1) * abs(s_rows) + (k - 1) * abs(s_k) + 1) * itemsize <= VEC_MAX_SPAN
 
-    if (a[0] == 1 and c[0] == 1 and m >= length and n >= VEC_MIN_ROWS and n * k <= most
+    if (a[0] == 1 and c[0] == 1 and long_enough(m, a[1]) and n >= VEC_MIN_ROWS and n * k <= most
             and close(n, b[1], b[0])):
         return 1
-    if (b[1] == 1 and c[1] == 1 and n >= length and m >= VEC_MIN_ROWS and m * k <= most
+    if (b[1] == 1 and c[1] == 1 and long_enough(n, b[0]) and m >= VEC_MIN_ROWS and m * k <= most
             and close(m, a[0], a[1])):
         return 2
     return 0
