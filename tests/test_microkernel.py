@@ -231,3 +231,25 @@ def test_the_rows_times_k_and_span_rules() -> None:
     assert not streams_out(32 * 2**20 - 4, False, True)
     assert not streams_out(2**30, True, True)  # a K loop: tiles are visited again
     assert not streams_out(2**30, False, False)  # accumulated into out
+
+
+def test_a_long_k_is_read_in_blocks_accumulated_in_cache() -> None:
+    """dca,bd->abc-shaped, K = 256: a tile over all of K would read 256 far-apart rows
+    at once (lower.VEC_STREAM_K), so the plan splits K into a sequential loop around
+    vector-kernel tiles that accumulate; the vector axis is split into cache-sized
+    tiles.  The plan and every alternative give numpy's answer."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((256, 48, 64)).astype(np.float32)  # d, c, a
+    b = rng.standard_normal((24, 256)).astype(np.float32)  # b, d
+    out = np.empty((24, 48, 64), np.float32).transpose(2, 0, 1)  # abc over a bca buffer
+    plan = tp.plan("dca,bd->abc", a, b, out=out)
+    t = plan.teir
+    sched = t.schedule
+    k_axes = [i for i, d in enumerate(sched.dim_types) if d is tp.DimType.K]
+    assert any(sched.exec_types[i] is tp.ExecType.SEQ for i in k_axes)
+    assert all(sched.dim_sizes[i] < 256 for i in k_axes)
+    assert "vector kernel" in str(plan.explain())
+    ref = np.einsum("dca,bd->abc", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(plan(a, b, out=out), ref, rtol=1e-4, atol=1e-3)
+    for alt in plan.alternatives:
+        np.testing.assert_allclose(alt(a, b), ref, rtol=1e-4, atol=1e-3)

@@ -45,6 +45,12 @@ VEC_ROWS = 8  # ... and this many rows
 # dca,bd->abc tiles of 512 x 1 x 384 measured 36 GFLOP/s against BLAS' 88).
 VEC_MIN_ROWS = 4
 VEC_K_STEPS = 8  # a micro-tile's output loads and stores, in K steps (vec_efficiency)
+# A tile whose vector operand has more K rows than this, far apart (not one contiguous
+# run), reads more streams at once than the hardware prefetchers follow: measured on
+# both cores, rows 24 along a vector axis streaming from memory, 172-181 GFLOP/s up to
+# 128 rows, 152 at 192, 137 at 256, 107 at 384 (dca,bd->abc's tiles); the same 384 rows
+# in K blocks of 48 accumulating into an output block in L2: 176-201.
+VEC_STREAM_K = 128
 
 
 def streams_out(out_bytes: int, k_loop: bool, zero_first: bool) -> bool:

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from teir_plan.executor.lower import SMALL_TILE_FLOPS, BlasPlan, blas_plan
+from teir_plan.executor.lower import SMALL_TILE_FLOPS, VEC_STREAM_K, BlasPlan, blas_plan
 from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
@@ -108,6 +108,41 @@ def split_variants(c: Contraction, threads: int) -> list[Contraction]:
                 if d is not None and d not in inners:
                     inners.append(d)
         out += [split_axis(c, i, inner) for inner in inners]
+    return out
+
+
+# The inner extent tried when splitting a K axis whose rows a vector-kernel tile would
+# read as too many streams at once (VEC_STREAM_K): blocks of 48 measured fastest of
+# 16-64 on dca,bd->abc.
+K_SPLIT_TARGET = 48
+
+
+def k_split_variants(c: Contraction) -> list[Contraction]:
+    """Contractions with a K axis longer than VEC_STREAM_K split into blocks of about
+    K_SPLIT_TARGET, for vector-kernel tiles that would otherwise read too many rows at
+    once (see :data:`teir_plan.executor.lower.VEC_STREAM_K`): each K block accumulates
+    into an output tile kept in cache, so a long vector axis is split too, into
+    cache-sized tiles.  Only when some operand shares a unit-stride axis with the output
+    (the vector kernel's condition)."""
+    ax = c.axes
+    vec = [i for i, a in enumerate(ax) if a.role in (DimType.M, DimType.N)
+           and a.strides[2] == 1 and 1 in a.strides[:2]]
+    out = []
+    for ki, k in enumerate(ax):
+        if k.role is not DimType.K or k.extent <= VEC_STREAM_K:
+            continue
+        inner = _divisor_near(k.extent, K_SPLIT_TARGET)
+        if inner is None or not vec:
+            continue
+        split = split_axis(c, ki, inner)
+        out.append(split)
+        for vi in vec:
+            v = split.axes.index(ax[vi])
+            for target in CACHE_SPLIT_TARGETS:
+                if ax[vi].extent >= 4 * target:
+                    d = _divisor_near(ax[vi].extent, target)
+                    if d is not None:
+                        out.append(split_axis(split, v, d))
     return out
 
 

@@ -30,7 +30,14 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS
-from teir_plan.executor.lower import BlasPlan, streams_out, vec_axis, vec_efficiency
+from teir_plan.executor.lower import (
+    VEC_STREAM_K,
+    BlasPlan,
+    streams_out,
+    vec_axis,
+    vec_efficiency,
+)
+from teir_plan.executor.microkernel import NEXT_TILE_PREFETCH_BYTES
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
 from teir_plan.planner.machine import GEMM_GRID, MachineParams
@@ -361,6 +368,22 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int, runs: Runs) -> float:
     return (run_bytes + ROW_OVERHEAD_BYTES) / run_bytes
 
 
+def _stream_factor(c: Contraction, ch: Choice, vec: int) -> float:
+    """How much slower than its bytes a vector-kernel tile reads its vector operand when
+    it reads more than VEC_STREAM_K K rows at once and is too large for the kernel to
+    prefetch as the next tile (NEXT_TILE_PREFETCH_BYTES): more streams than the
+    prefetchers follow.  Fitted to dca,bd->abc's tiles at 384 rows (1.7x) and
+    bda,dc->abc's (1.2-1.7x).  ``vec``: the tile's vector axis (see :func:`vec_tile`)."""
+    if ch.k == NO_AXIS:
+        return 1.0
+    k = c.axes[ch.k].extent
+    length = c.axes[ch.m if vec == 1 else ch.n].extent
+    lines = -(-length * c.dtype.itemsize // 64)
+    if k <= VEC_STREAM_K or k * lines * 64 <= NEXT_TILE_PREFETCH_BYTES:
+        return 1.0
+    return math.sqrt(k / VEC_STREAM_K)
+
+
 def _traffic(c: Contraction, ch: Choice, params: MachineParams,
              runs: Runs | None = None, cost: TileCost | None = None) -> tuple[float, float]:
     """(DRAM bytes, LLC bytes) all three tensors move under this loop order (``runs``
@@ -393,6 +416,8 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
                 working *= ax[a].extent
         distinct = float(c.tensor_elements(j) * isz)
         traffic = max(traffic, distinct) * _short_run_factor(c, ch, j, runs)
+        if cost.vec and j == cost.vec - 1:
+            traffic *= _stream_factor(c, ch, cost.vec)
         if j == 2 and cost.streams:
             pass  # non-temporal stores: written once, never read for ownership
         elif j == 2:
