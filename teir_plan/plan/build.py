@@ -32,6 +32,7 @@ from teir_plan.plan.steps import (
 )
 from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
+from teir_plan.planner.cost import read_factors
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.search import plain, rank
 from teir_plan.teir.records import TEIR
@@ -506,7 +507,9 @@ def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contra
     if blocking is None:
         return False
     ranked = rank(blocking.inner, params, 1, relu_last=relu, top=b.top, allow_pack=False)
-    cands = [Candidate(r.teir, r.names, blocked_cost(c, blocking, r.cost, params, threads),
+    cands = [Candidate(r.teir, r.names,
+                       blocked_cost(c, blocking, r.cost, params, threads,
+                                    read_factors(r.contraction, r.choice)),
                        r.contraction, r.choice)
              for r in ranked]
     cands.sort(key=lambda cand: cand.cost.seconds)

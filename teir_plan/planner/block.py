@@ -202,11 +202,12 @@ def _contiguous_run(c: Contraction, j: int) -> int:
 
 
 def blocked_cost(c: Contraction, b: Blocking, inner: Cost, params: MachineParams,
-                 threads: int) -> Cost:
+                 threads: int, read_factors: tuple[float, float] = (1.0, 1.0)) -> Cost:
     """The predicted cost of running ``b`` with the block program costed ``inner``
     (planned on one thread): the blocks' compute and copies spread over the threads,
-    each operand read from memory as the loops around the blocks reuse it, and the
-    output written once, by non-temporal stores (no read for ownership)."""
+    each operand read from memory as the loops around the blocks reuse it (times its
+    ``read_factors``, the block program's :func:`teir_plan.planner.cost.read_factors`),
+    and the output written once, by non-temporal stores (no read for ownership)."""
     isz = c.dtype.itemsize
     blocks = b.blocks
     used = max(1, min(threads, blocks))
@@ -229,7 +230,7 @@ def blocked_cost(c: Contraction, b: Blocking, inner: Cost, params: MachineParams
         traffic = max(traffic, distinct)
         # A block reads an operand in runs no longer than the block's share of its
         # contiguous axes; short runs from memory are paid in latency (see SHORT_RUN_BYTES).
-        latency = 1.0 + SHORT_RUN_BYTES / (_contiguous_run(b.inner, j) * isz)
+        latency = (1.0 + SHORT_RUN_BYTES / (_contiguous_run(b.inner, j) * isz)) * read_factors[j]
         if distinct <= params.llc_bytes:
             dram += distinct * latency
             llc += traffic - distinct

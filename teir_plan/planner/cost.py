@@ -384,6 +384,15 @@ def _stream_factor(c: Contraction, ch: Choice, vec: int) -> float:
     return math.sqrt(k / VEC_STREAM_K)
 
 
+def read_factors(c: Contraction, ch: Choice) -> tuple[float, float]:
+    """How much more than their bytes ``ch``'s tiles take to read each operand from
+    memory (the vector operand's :func:`_stream_factor`; 1 for the other), for costs
+    that count the operands' traffic themselves (the blocked write-back's)."""
+    vec = vec_tile(c, ch.m, ch.n, ch.k, ch.br)
+    f = _stream_factor(c, ch, vec) if vec else 1.0
+    return (f, 1.0) if vec == 1 else (1.0, f)
+
+
 def _traffic(c: Contraction, ch: Choice, params: MachineParams,
              runs: Runs | None = None, cost: TileCost | None = None) -> tuple[float, float]:
     """(DRAM bytes, LLC bytes) all three tensors move under this loop order (``runs``
