@@ -84,9 +84,10 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     (x0, o0), (x1, o1), (y, o2) = (flat_view(a) for a in arrays)
     tile = low.tile.copy()
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
+    tile[K.T_AHEAD] = int(prefetch_ahead(low, l2_room))
     total = int(np.prod(outer[:, 0])) if len(outer) else 1
     threads = get_num_threads()
     nchunks = max(1, min(total, threads))
     with blas_threads(1), numba_threads(threads):
         K.run_blocked(x0, x1, y, outer, low.loops, tile, block, stage_elements,
-                      _CONSTS[low.dtype], nchunks, prefetch_ahead(low, l2_room))
+                      _CONSTS[low.dtype], nchunks)

@@ -74,7 +74,8 @@ T_ORIGIN1 = 24
 T_ORIGIN2 = 25
 T_SCRATCH = 26  # scratch elements each worker needs
 T_STREAM = 28  # out streams to memory (lower.streams_out): non-temporal stores
-TILE_LEN = 29
+T_AHEAD = 29  # vector-kernel tiles prefetch the next tile's lines (lower.prefetch_ahead)
+TILE_LEN = 30
 
 _ORD_N = 78
 _ORD_T = 84
@@ -449,7 +450,7 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
 
 
 @njit(cache=True, nogil=True)
-def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0=-1, n1=-1):  # type: ignore[no-untyped-def]
+def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1):  # type: ignore[no-untyped-def]
     """Run one tile at offsets o0, o1, o2; ``n0``, ``n1``: the in0 and in1 offsets of
     the tile that runs next on this worker (-1: none), for the vector kernel's prefetch."""
     kind = tile[T_KIND]
@@ -489,17 +490,20 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
 
 @njit(cache=True, nogil=True)
 def _walk_seq(  # type: ignore[no-untyped-def]
-    x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0=-1, n1=-1, ahead=True,
+    x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1,
 ):
     """Run the sequential loops (rows npar.. of ``loops``) from base offsets o0, o1, o2.
     ``n0``, ``n1``: the in0 and in1 offsets of the tile that runs after this walk's last
-    one (-1: none).  With ``ahead`` each tile is told where the next one reads (see
-    _run_tile)."""
+    one (-1: none).  With ``tile[T_AHEAD]`` each tile is told where the next one reads
+    (see _run_tile)."""
     nloops = loops.shape[0]
     nseq = nloops - npar
-    if nseq == 0:
-        _run_tile(x0, o0, x1, o1, y, o2, tile, True, True, scratch, iparams, consts, n0, n1)
-        return
+    # One call of _run_tile, with typed arguments: each call site with other argument
+    # types (a literal True or -1) compiles another copy of it and all it calls on a
+    # cold cache (9.6 -> 15.4 s for a first call).  Without sequential loops the
+    # odometer below runs the one tile and stops.
+    none = np.int64(-1)
+    ahead = tile[T_AHEAD] != 0
     for r in range(npar, nloops):
         if loops[r, 0] == 0:
             return
@@ -509,8 +513,10 @@ def _walk_seq(  # type: ignore[no-untyped-def]
         if loops[r, 4] != 0 and loops[r, 0] > 1:
             has_k = True
     while True:
-        first = True
-        last = True
+        # True unless a K loop says otherwise, written as a comparison (always true) so
+        # that numba types it bool, not Literal[True]: one _run_tile (see above).
+        first = nseq >= 0
+        last = first
         if has_k:
             for q in range(nseq):
                 row = npar + q
@@ -537,15 +543,14 @@ def _walk_seq(  # type: ignore[no-untyped-def]
             o2 -= loops[row, 3] * loops[row, 0]
             idx[q] = 0
             q -= 1
+        # The next tile's offsets: the odometer's, or after the last one the walk's
+        # successor.
+        nx0, nx1 = (n0, n1) if q < 0 else (o0, o1)
+        if not ahead:
+            nx0, nx1 = none, none
+        _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts, nx0, nx1)
         if q < 0:
-            _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts,
-                      n0, n1)
             return
-        if ahead:
-            _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts,
-                      o0, o1)
-        else:
-            _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts)
 
 
 @njit(cache=True, nogil=True)
@@ -556,7 +561,7 @@ def run_serial(x0, x1, y, loops, tile, consts):  # type: ignore[no-untyped-def]
     npar = 0
     _walk_seq(
         x0, x1, y, loops, npar, tile, tile[T_ORIGIN0], tile[T_ORIGIN1], tile[T_ORIGIN2],
-        scratch, iparams, consts,
+        scratch, iparams, consts, np.int64(-1), np.int64(-1),
     )
 
 
@@ -906,11 +911,9 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks, ahead):  # type: ignore[no-untyped-def]
+def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a blocked program: the outer iterations split into ``nchunks`` contiguous
-    chunks, one per worker; each worker owns a stage buffer and a scratch buffer.
-    ``ahead``: vector-kernel tiles prefetch the next tile's lines (only when they fit in
-    L2 beside the stage; see :func:`teir_plan.executor.lower.prefetch_ahead`)."""
+    chunks, one per worker; each worker owns a stage buffer and a scratch buffer."""
     total = _iterations(outer, outer.shape[0])
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
@@ -925,7 +928,7 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
                 if it + 1 < stop:
                     n0, n1, n2 = _collapsed_offsets(outer, outer.shape[0], tile, it + 1)
                 _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
-                          n0, n1, ahead)
+                          n0, n1)
                 _copy_block(stage, y, o2, block, buf)
                 o0, o1, o2 = n0, n1, n2
             store_fence()

@@ -295,6 +295,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
         tile[K.T_MODE] = K.MODE_VEC
         tile[K.T_SWAP] = int(vec == 2)
         tile[K.T_STREAM] = int(streamed)
+        tile[K.T_AHEAD] = 1  # see prefetch_ahead for blocked programs
         return
     plan = blas_plan(m, n, k, a, b, c)
     if m * n * k < SMALL_TILE_FLOPS or plan is None:

@@ -196,11 +196,14 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
             # evict this tile's lines (measured: 153 -> 203 GFLOP/s on dbea,ec's tiles
             # with locality 1, 173 with locality 3).
             for j in range(LINES):
-                with builder.if_then(builder.icmp_signed(">", nfl_, const(j))):
-                    ptr = builder.gep(v_data, [builder.add(builder.add(vrow, nf_),
-                                                           const(j * lanes))])
-                    builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                                            ir.Constant(i32, 1), ir.Constant(i32, 1)])
+                # Lines past ``nfl`` prefetch the row's own first line instead (loaded
+                # in this step anyway): a select, not a branch, keeps one loop body
+                # (branches would have LLVM unswitch the loop into eight copies).
+                off = builder.select(builder.icmp_signed(">", nfl_, const(j)),
+                                     builder.add(nf_, const(j * lanes)), const(0))
+                ptr = builder.gep(v_data, [builder.add(vrow, off)])
+                builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                                        ir.Constant(i32, 1), ir.Constant(i32, 1)])
             srow = builder.add(so_, builder.mul(p, sk_))
             new = []
             for r in range(rows):
