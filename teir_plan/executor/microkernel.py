@@ -17,7 +17,10 @@ vector values (numba has no SIMD types of its own).  A vector axis that ends in 
 partial line ends in a micro-tile whose last line is read and written with masked loads
 and stores (the elements past the tile are not touched).  The lines of the next
 micro-tile along the vector axis are prefetched while the first row block computes (the
-K rows are far apart in memory, too many streams for the hardware prefetchers).
+K rows are far apart in memory, too many streams for the hardware prefetchers); when the
+executor says where the next tile reads and the tile is small, the next tile's lines are
+prefetched into L2 over the whole of this one, so that its reads from memory overlap this
+tile's arithmetic.
 
 Every element read or written is one the tile's own loops would touch: the same proofs
 of reach as for any GEMM tile cover it.
