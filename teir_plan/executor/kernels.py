@@ -584,6 +584,16 @@ def _collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _next_offsets(rows, nrows, tile, it, stop):  # type: ignore[no-untyped-def]
+    """The offsets of iteration ``it + 1`` (see _collapsed_offsets), or -1 for each when
+    ``it`` is the last of the worker's iterations (``stop``)."""
+    if it + 1 < stop:
+        return _collapsed_offsets(rows, nrows, tile, it + 1)
+    none = np.int64(-1)
+    return none, none, none
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _iterations(rows, nrows):  # type: ignore[no-untyped-def]
     """The iterations of the first ``nrows`` loop rows collapsed into one range."""
     total = 1
@@ -615,9 +625,7 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
             iparams = np.zeros(8, np.int64)
             o0, o1, o2 = _collapsed_offsets(loops, npar, tile, start)
             for it in range(start, stop):
-                n0, n1, n2 = -1, -1, -1
-                if it + 1 < stop:
-                    n0, n1, n2 = _collapsed_offsets(loops, npar, tile, it + 1)
+                n0, n1, n2 = _next_offsets(loops, npar, tile, it, stop)
                 _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts,
                           n0, n1)
                 o0, o1, o2 = n0, n1, n2
@@ -924,9 +932,7 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
             buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
             o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, start)
             for it in range(start, stop):
-                n0, n1, n2 = -1, -1, -1
-                if it + 1 < stop:
-                    n0, n1, n2 = _collapsed_offsets(outer, outer.shape[0], tile, it + 1)
+                n0, n1, n2 = _next_offsets(outer, outer.shape[0], tile, it, stop)
                 _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
                           n0, n1)
                 _copy_block(stage, y, o2, block, buf)

@@ -70,10 +70,10 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     (A and C have unit stride along M), 2 along N (B and C along N), 0 not at all.
 
     The vector axis must be at least two micro-tiles long (one when the vector operand's
-    K rows follow one another), the tile a plain GEMM
-    (BRGEMM stays with BLAS), with at least VEC_MIN_ROWS rows (the other of M and N) and
-    rows x K at most VEC_MAX_ROWS_TIMES_K, and the other operand's block of rows x K
-    elements within VEC_MAX_SPAN bytes.
+    K rows follow one another), the tile a plain GEMM (BRGEMM stays with BLAS), with at
+    least VEC_MIN_ROWS rows (the other of M and N) and rows x K at most
+    VEC_MAX_ROWS_TIMES_K, and the other operand's block of rows x K elements within
+    VEC_MAX_SPAN bytes.
 
     >>> vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4)
     1
@@ -93,7 +93,7 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     def long_enough(length: int, s_k: int) -> bool:
         return length >= 2 * micro or (length >= micro and abs(s_k) == length)
 
-    most = VEC_MAX_ROWS_TIMES_K
+    most = VEC_MAX_ROWS_TIMES_K  # rows x K
 
     def close(rows: int, s_rows: int, s_k: int) -> bool:
         # The broadcast operand's rows x K block is read again for every micro-tile
@@ -160,8 +160,18 @@ def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
     if t[K.T_KIND] not in (K.KIND_GEMM, K.KIND_BRGEMM) or t[K.T_MODE] != K.MODE_VEC:
         return False
     mv = int(t[K.T_N] if t[K.T_SWAP] else t[K.T_M])
-    lanes = 64 // low.dtype.itemsize
-    return 2 * int(t[K.T_K]) * -(-mv // lanes) * 64 <= l2_room
+    return 2 * vec_line_bytes(int(t[K.T_K]), mv, low.dtype.itemsize) <= l2_room
+
+
+def vec_line_bytes(k: int, length: int, itemsize: int) -> int:
+    """The bytes of lines a vector-kernel tile reads from its vector operand: K rows of
+    ``length`` elements, each a whole number of 64-byte lines (the kernel prefetches a
+    next tile only up to microkernel.NEXT_TILE_PREFETCH_BYTES of them).
+
+    >>> vec_line_bytes(96, 96, 4)
+    36864
+    """
+    return k * -(-length * itemsize // 64) * 64
 
 
 @lru_cache(maxsize=1024)

@@ -376,7 +376,7 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
     # two large tiles' lines in L2 at once evict each other.
     nl = (mv + lanes - 1) // lanes
     calls = 0
-    if nxt != 0 and K * nl * 64 <= NEXT_TILE_PREFETCH_BYTES:
+    if nxt != 0 and K * nl * 64 <= NEXT_TILE_PREFETCH_BYTES:  # lower.vec_line_bytes
         calls = ((mv - v + w - 1) // w) * (n // ROWS + (n % ROWS) // 4 + n % 4)
     call = 0
     while v < mv:

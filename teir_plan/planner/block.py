@@ -78,7 +78,7 @@ class Blocking:
     block: tuple[BlockRow, ...]  # the output axes of one block
     inner: Contraction  # the block's contraction: its output strides are stage strides
     stage_elements: int
-    l2_room: int = 0  # bytes of L2 beside the stage
+    l2_room: int  # bytes of L2 beside the stage (see lower.prefetch_ahead)
 
     @property
     def blocks(self) -> int:

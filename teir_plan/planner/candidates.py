@@ -127,12 +127,14 @@ def k_split_variants(c: Contraction) -> list[Contraction]:
     ax = c.axes
     vec = [i for i, a in enumerate(ax) if a.role in (DimType.M, DimType.N)
            and a.strides[2] == 1 and 1 in a.strides[:2]]
+    if not vec:
+        return []
     out = []
     for ki, k in enumerate(ax):
         if k.role is not DimType.K or k.extent <= VEC_STREAM_K:
             continue
         inner = _divisor_near(k.extent, K_SPLIT_TARGET)
-        if inner is None or not vec:
+        if inner is None:
             continue
         split = split_axis(c, ki, inner)
         out.append(split)

@@ -36,6 +36,7 @@ from teir_plan.executor.lower import (
     streams_out,
     vec_axis,
     vec_efficiency,
+    vec_line_bytes,
 )
 from teir_plan.executor.microkernel import NEXT_TILE_PREFETCH_BYTES
 from teir_plan.frontend.contraction import Contraction
@@ -378,8 +379,8 @@ def _stream_factor(c: Contraction, ch: Choice, vec: int) -> float:
         return 1.0
     k = c.axes[ch.k].extent
     length = c.axes[ch.m if vec == 1 else ch.n].extent
-    lines = -(-length * c.dtype.itemsize // 64)
-    if k <= VEC_STREAM_K or k * lines * 64 <= NEXT_TILE_PREFETCH_BYTES:
+    if (k <= VEC_STREAM_K
+            or vec_line_bytes(k, length, c.dtype.itemsize) <= NEXT_TILE_PREFETCH_BYTES):
         return 1.0
     return math.sqrt(k / VEC_STREAM_K)
 
