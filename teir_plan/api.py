@@ -14,6 +14,7 @@ import numpy as np
 
 from teir_plan.errors import EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads
+from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.plan.build import build_plan, c_strides
 from teir_plan.plan.plan import OperandSpec, Plan, as_operand
 from teir_plan.planner.autotune import autotune
@@ -96,15 +97,19 @@ def _spec_of(x: object, i: int, dtype: object) -> tuple[OperandSpec, np.ndarray 
 
 def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSpec | None,
               dtype: object, optimize: object, epilogue: str | None,
-              arrays: Sequence[np.ndarray] | None, order: str = "K") -> Plan:
+              arrays: Sequence[np.ndarray] | None, order: str = "K",
+              casting: object = "safe") -> Plan:
     threads = get_num_threads()
+    # True and False are their own cache keys (the hot path); other values are
+    # normalized first, so that a path given as a list is hashable.
+    opt = optimize if optimize is True or optimize is False else normalize_optimize(optimize)
     if isinstance(order, str):
         order = order.upper()  # numpy accepts 'c', 'f', 'a', 'k' too
     if out_spec is not None and order in ("K", "C", "F", "A"):
         order = "K"  # out= fixes the layout; order only applies to a result tp allocates
     try:
         key = (subscripts, tuple(specs), out_spec, None if dtype is None else np.dtype(dtype),  # type: ignore[call-overload]
-               optimize, epilogue, threads, order)
+               opt, casting, epilogue, threads, order)
         hash(key)
     except TypeError:
         key = None  # unhashable options: build_plan will reject them with a clear message
@@ -114,9 +119,10 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
         plan = plan_cache.get(key)
         if plan is not None:
             return plan
-    plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=optimize,
-                      epilogue=epilogue, threads=threads, params=params, order=order)
-    if optimize == "autotune" and plan.main_step is not None:
+    plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=opt,
+                      epilogue=epilogue, threads=threads, params=params, order=order,
+                      casting=casting)
+    if normalize_optimize(opt).autotune and plan.main_step is not None:
         if arrays is None:
             rng = np.random.default_rng(0)
             arrays = [_random_like(s, rng) for s in specs]
@@ -138,14 +144,15 @@ def _random_like(spec: OperandSpec, rng: np.random.Generator) -> np.ndarray:
     )
 
 
-def plan(subscripts: str, *operands: object, dtype: object = None, optimize: object = True,
-         epilogue: str | None = None, out: np.ndarray | None = None,
-         order: str = "K") -> Plan:
+def plan(subscripts: object, *operands: object, dtype: object = None,
+         optimize: object = True, epilogue: str | None = None,
+         out: np.ndarray | None = None, order: str = "K", casting: str = "safe") -> Plan:
     """Plan ``subscripts`` for operands given as arrays or shapes; call the plan to run it.
 
     Shapes plan for row-major operands of ``dtype`` (default float64).  ``out`` plans
     for writing that array's layout; otherwise ``order`` chooses the result's layout
     as in :func:`einsum`, and ``plan.empty_out()`` makes an array the plan can write.
+    The other arguments, and the interleaved form, are :func:`einsum`'s.
 
     >>> import numpy as np, teir_plan as tp
     >>> p = tp.plan("trus,pqtu->pqrs", (8, 24, 48, 48), (8, 48, 8, 48), dtype=np.float32)
@@ -155,15 +162,22 @@ def plan(subscripts: str, *operands: object, dtype: object = None, optimize: obj
     >>> float(p(a, b)[0, 0, 0, 0])  # t and u summed: 8 * 48 ones
     384.0
     """
-    if not isinstance(subscripts, str):
-        raise EinsumError(f"subscripts: expected a string, got {type(subscripts).__name__}")
-    pairs = [_spec_of(x, i, dtype) for i, x in enumerate(operands)]
+    subscripts, ops = _subscripts_and_operands(subscripts, operands)
+    pairs = [_spec_of(x, i, dtype) for i, x in enumerate(ops)]
     specs = [p for p, _ in pairs]
     arrays = [a for _, a in pairs]
     out_spec = _out_spec(out)
     have_all = all(a is not None for a in arrays)
     return _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue,
-                     arrays if have_all else None, order)  # type: ignore[arg-type]
+                     arrays if have_all else None, order, casting)  # type: ignore[arg-type]
+
+
+def _subscripts_and_operands(subscripts: object, operands: Sequence[object]
+                             ) -> tuple[str, Sequence[object]]:
+    """The string form as given, or numpy's interleaved form turned into it."""
+    if isinstance(subscripts, str):
+        return subscripts, operands
+    return from_interleaved((subscripts, *operands))
 
 
 def _out_spec(out: object) -> OperandSpec | None:
@@ -174,13 +188,20 @@ def _out_spec(out: object) -> OperandSpec | None:
     return OperandSpec.of(out)
 
 
-def einsum(subscripts: str, *operands: object, out: np.ndarray | None = None,
-           dtype: object = None, order: str = "K", optimize: object = True,
-           epilogue: str | None = None) -> np.ndarray:
+def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
+           dtype: object = None, order: str = "K", casting: str = "safe",
+           optimize: object = True, epilogue: str | None = None) -> np.ndarray:
     """numpy.einsum, planned as TEIR programs and run on the jitted executor.
 
+    numpy's calling convention: a subscripts string and operands, or operands
+    interleaved with sublists of integer axis labels, ``einsum(a, [0, 1], b, [1, 2],
+    [0, 2])``; ``out``, ``dtype``, ``order`` and ``casting`` as numpy's.
     ``optimize``: True (cost model), False (a plain valid schedule), or "autotune"
     (also time the top candidates on these arrays; remembered for the same problem).
+    numpy's and opt_einsum's path options ("greedy", "optimal", any opt_einsum
+    strategy, ``(strategy, memory_limit)``, an explicit path such as
+    ``["einsum_path", (0, 1), (0, 1)]``) choose the order in which three or more
+    operands are contracted pairwise; each pairwise step is ranked by the cost model.
     ``order``: the result's memory layout when ``out`` is not given, as numpy's:
     "C", "F", "A", or "K" (the default), with which the planner picks the fastest
     of C order and the layouts that follow the operands, so the result may be a
@@ -192,13 +213,15 @@ def einsum(subscripts: str, *operands: object, out: np.ndarray | None = None,
     >>> a = np.arange(6.0).reshape(2, 3)
     >>> tp.einsum("ij->ji", a).shape
     (3, 2)
+    >>> tp.einsum(a, [0, 1], a, [2, 1], [0, 2]).tolist()  # a @ a.T, interleaved
+    [[5.0, 14.0], [14.0, 50.0]]
     """
-    if not isinstance(subscripts, str):
-        raise EinsumError(f"subscripts: expected a string, got {type(subscripts).__name__}")
-    arrays = [as_operand(x, i) for i, x in enumerate(operands)]
+    subscripts, ops = _subscripts_and_operands(subscripts, operands)
+    arrays = [as_operand(x, i) for i, x in enumerate(ops)]
     specs = [OperandSpec.of(a) for a in arrays]
     out_spec = _out_spec(out)
-    p = _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue, arrays, order)
+    p = _get_plan(subscripts, specs, out_spec, dtype, optimize, epilogue, arrays, order,
+                  casting)
     result = p._check_out(out, arrays)
     p.run(arrays, result)
     return result

@@ -17,6 +17,14 @@ import opt_einsum as oe
 from teir_plan.errors import DTypeError, EinsumError, PlanError
 from teir_plan.executor.checks import _check_reach
 from teir_plan.frontend.contraction import Contraction, Layout, describe, with_dtype
+from teir_plan.frontend.convention import (
+    Casting,
+    Optimize,
+    check_casting,
+    check_path,
+    normalize_optimize,
+    pairwise,
+)
 from teir_plan.frontend.expression import Expression, parse
 from teir_plan.plan.plan import OperandSpec, Plan
 from teir_plan.plan.steps import (
@@ -131,6 +139,7 @@ def build_plan(
     threads: int,
     params: MachineParams,
     order: str = "K",
+    casting: object = "safe",
 ) -> Plan:
     """The plan for ``subscripts`` on operands of ``specs``.
 
@@ -140,26 +149,30 @@ def build_plan(
     model predicts fastest among C order and the layouts that let the primitive
     write its tiles along the operands' own strides.  The result is then a
     permuted view of a contiguous buffer, as numpy.einsum often returns.
+    ``optimize`` and ``casting`` take numpy.einsum's values (see
+    :mod:`teir_plan.frontend.convention`).
     """
-    if optimize not in (True, False, "autotune"):
-        raise PlanError(f"optimize: expected True, False or 'autotune', got {optimize!r}")
+    opt = normalize_optimize(optimize)
+    casting = check_casting(casting)
     if epilogue not in (None, "relu"):
         raise PlanError(f"epilogue: expected None or 'relu', got {epilogue!r}")
     if order not in ORDERS:
         raise PlanError(f"order: expected one of 'K', 'C', 'F', 'A', got {order!r}")
     expr = parse(subscripts, [s.shape for s in specs])
-    result = _result_dtype(specs, dtype)
+    if isinstance(opt.path, tuple):
+        check_path(opt.path, len(specs))
+    result = _result_dtype(specs, dtype, casting)
     # (result layout, staging layout) pairs to plan; the cheapest predicted wins.
     if out_spec is not None:
         fixed = [out_spec]
     else:
-        layouts = result_layouts(expr, specs, order if optimize is not False else
+        layouts = result_layouts(expr, specs, order if opt.search else
                                  ("C" if order == "K" else order))
         fixed = [OperandSpec(shape, strides, result) for shape, strides in layouts]
     # (result layout, staging layout, whether the staging runs in blocks) of each plan.
     options: list[tuple[OperandSpec, tuple[int, ...] | None, bool]] = [
         (f, None, False) for f in fixed]
-    if optimize is not False and (out_spec is not None or order != "K"):
+    if opt.search and (out_spec is not None or order != "K"):
         # out= or order= fixes the layout written last, not the one the contraction
         # writes: where that layout would force an operand to be transposed, the
         # contraction may write a staging buffer in a layout that follows the operands,
@@ -181,8 +194,9 @@ def build_plan(
         # options only have to beat the first, so their search keeps fewer candidates
         # (it prunes sooner); the winner, if not the first, is planned again in full.
         pending: list[Proof] = []
-        plans.append(_build(expr, subscripts, specs, spec, dtype, optimize, epilogue, threads,
-                            params, pending, stage, TOP_CANDIDATES if n == 0 else 1, blocked))
+        plans.append(_build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
+                            params, pending, stage, TOP_CANDIDATES if n == 0 else 1, blocked,
+                            casting))
         proofs[id(plans[-1])] = pending
     # Plans writing another layout than the first option's (C order for order='K', the
     # direct plan for a fixed layout) must be predicted clearly faster: the model's error
@@ -190,12 +204,12 @@ def build_plan(
     # a caller would pick on a tie.
     best = min(plans, key=lambda p: p.predicted_seconds * (1.0 if p is plans[0]
                                                              else LAYOUT_MARGIN))
-    if best is not plans[0] and optimize is not False:
+    if best is not plans[0] and opt.search:
         i = plans.index(best)
         spec, stage, blocked = options[i]
         pending = []
-        plans[i] = best = _build(expr, subscripts, specs, spec, dtype, optimize, epilogue,
-                                 threads, params, pending, stage, blocked=blocked)
+        plans[i] = best = _build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
+                                 params, pending, stage, blocked=blocked, casting=casting)
         proofs[id(best)] = pending
     for proof in proofs[id(best)]:
         proof()
@@ -298,14 +312,16 @@ def _build(
     stage: tuple[int, ...] | None = None,
     top: int = TOP_CANDIDATES,
     blocked: bool = False,
+    casting: Casting = "safe",
 ) -> Plan:
     """The plan writing ``out_spec``.  Every candidate program is proven to stay inside
     its buffers, now or, when ``pending`` is given, by the caller from that list.
     ``stage``: element strides of a contiguous layout the contraction writes first, then
     permuted into ``out_spec`` (the same dtype); with ``blocked``, one block at a time
     through a stage in cache instead of a buffer of the result's size."""
+    opt = normalize_optimize(optimize)
     extents = expr.extent_map
-    result = _result_dtype(specs, dtype)
+    result = _result_dtype(specs, dtype, casting)
     shape = tuple(extents[ch] for ch in expr.output)
     b = _Builder(len(specs), pending, top)
     out_id = len(specs)
@@ -313,14 +329,15 @@ def _build(
         b.specs[i] = s
     if out_spec.shape != shape:
         raise EinsumError(f"out: shape {out_spec.shape} differs from the result's shape {shape}")
-    if out_spec.dtype != result and not np.can_cast(result, out_spec.dtype, "safe"):
+    if not np.can_cast(result, out_spec.dtype, casting):
         raise DTypeError(
             f"out: cannot store the {result} result in an array of dtype {out_spec.dtype} "
-            f"(numpy's 'safe' casting)"
+            f"(numpy's {casting!r} casting)"
         )
     b.specs[out_id] = out_spec
     final_spec = b.specs[out_id]
-    options = {"dtype": result, "optimize": optimize, "epilogue": epilogue, "threads": threads}
+    options = {"dtype": result, "optimize": opt, "casting": casting, "epilogue": epilogue,
+               "threads": threads}
 
     target = out_id
     if final_spec.dtype != result:
@@ -356,7 +373,7 @@ def _build(
                 ids.append(t)
             else:
                 ids.append(i)
-        _contract_all(b, expr, ids, target, result, optimize is not False, epilogue == "relu",
+        _contract_all(b, expr, ids, target, result, opt, epilogue == "relu",
                       threads, params, block_order if target == out_id else None)
     if staged_order is not None:
         # The staged result, permuted into out's layout by a Copy program.
@@ -377,34 +394,49 @@ def _build(
     )
 
 
-def _result_dtype(specs: Sequence[OperandSpec], dtype: object) -> np.dtype:
+def _result_dtype(specs: Sequence[OperandSpec], dtype: object, casting: Casting = "safe"
+                  ) -> np.dtype:
+    """numpy's: ``dtype=``, else the operands' result type; every operand must cast to it
+    under ``casting`` (with 'no' or 'equiv', mixed dtypes are an error, as in numpy)."""
     if dtype is None:
-        return np.result_type(*[s.dtype for s in specs])
-    try:
-        want = np.dtype(dtype)  # type: ignore[call-overload]
-    except TypeError:
-        raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
+        want = np.result_type(*[s.dtype for s in specs])
+    else:
+        try:
+            want = np.dtype(dtype)  # type: ignore[call-overload]
+        except TypeError:
+            raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
     for i, s in enumerate(specs):
-        if not np.can_cast(s.dtype, want, "safe"):
+        if not np.can_cast(s.dtype, want, casting):
+            target = f"dtype={want}" if dtype is not None else f"the result type {want}"
             raise DTypeError(
-                f"operand {i}: cannot cast {s.dtype} to dtype={want} under numpy's 'safe' rule"
+                f"operand {i}: cannot cast {s.dtype} to {target} under numpy's "
+                f"{casting!r} rule"
             )
     return want
 
 
 def _contract_all(b: _Builder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
-                  optimize: bool, relu: bool, threads: int, params: MachineParams,
+                  opt: Optimize, relu: bool, threads: int, params: MachineParams,
                   block_order: str | None = None) -> None:
     extents = expr.extent_map
+    optimize = opt.search
     if len(ids) <= 2:
         _contract(b, list(expr.inputs), ids, expr.output, target, dtype, optimize, relu,
                   threads, params, block_order=block_order)
         return
-    # Pairwise along opt_einsum's path; intermediates are row-major in its index order.
-    _, info = oe.contract_path(
-        expr.subscripts, *[tuple(extents[c] for c in t) for t in expr.inputs], shapes=True,
-        optimize="auto",
+    # Pairwise along opt_einsum's path (its "auto" strategy unless optimize= names
+    # another or gives the path); intermediates are row-major in its index order.
+    shapes = [tuple(extents[c] for c in t) for t in expr.inputs]
+    path, info = oe.contract_path(
+        expr.subscripts, *shapes, shapes=True,
+        optimize=list(opt.path) if isinstance(opt.path, tuple) else opt.path,
+        memory_limit=opt.memory_limit,
     )
+    if any(len(step) > 2 for step in path):
+        # A step of three or more operands (an explicit path, or a memory limit no pairwise
+        # intermediate fits): TEIR contracts two at a time, so left to right.
+        _, info = oe.contract_path(expr.subscripts, *shapes, shapes=True,
+                                   optimize=list(pairwise(tuple(map(tuple, path)), len(ids))))
     terms = list(expr.inputs)
     bufs = list(ids)
     steps = info.contraction_list

@@ -1,0 +1,188 @@
+"""numpy.einsum's calling convention, beyond the subscripts string.
+
+Three things a caller of ``numpy.einsum`` may pass that are not an expression and arrays:
+
+* the interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])``, whose
+  sublists name axes by integers in ``[0, 52)`` (and ``Ellipsis``), turned here into an
+  ordinary subscripts string with numpy's own mapping (0-25 -> ``A``-``Z``, 26-51 ->
+  ``a``-``z``, so that an implicit output is ordered as numpy orders it);
+* ``optimize``: teir_plan's ``True`` (rank schedules with the cost model), ``False`` (a
+  plain valid schedule) and ``"autotune"`` (also time the top candidates), and
+  numpy's and opt_einsum's path options (``"greedy"``, ``"optimal"``, any opt_einsum
+  strategy name, ``(strategy, memory_limit)``, an explicit path such as
+  ``["einsum_path", (0, 1), (0, 1)]``), which choose the pairwise order of an
+  expression of three or more operands; each pairwise step is then planned by the cost
+  model as with ``True``;
+* ``casting``: numpy's rule (default ``"safe"``) for casting operands to ``dtype=`` and the
+  result into ``out``.
+
+>>> from teir_plan.frontend.convention import from_interleaved, normalize_optimize
+>>> sub, ops = from_interleaved(("x", [0, 1], "y", [1, 2], [0, 2]))
+>>> sub, ops
+('AB,BC->AC', ['x', 'y'])
+>>> normalize_optimize(["einsum_path", (0, 1), (0, 1)]).path
+((0, 1), (0, 1))
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, cast
+
+from opt_einsum.paths import _PATH_OPTIONS
+
+from teir_plan.errors import EinsumError, PlanError
+
+Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
+CASTINGS: tuple[Casting, ...] = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+# opt_einsum's named path strategies (numpy's "greedy" and "optimal" among them).
+PATH_STRATEGIES = tuple(sorted(_PATH_OPTIONS))
+
+
+def _letter(label: object, where: str) -> str:
+    if label is Ellipsis:
+        return "..."
+    if isinstance(label, bool) or not isinstance(label, numbers.Integral):
+        raise EinsumError(
+            f"{where}: sublist entries must be integers in [0, 52) or Ellipsis, "
+            f"got {label!r}")
+    n = int(label)
+    if not 0 <= n < 52:
+        raise EinsumError(f"{where}: sublist entry {n} is outside [0, 52)")
+    return chr(ord("A") + n) if n < 26 else chr(ord("a") + n - 26)
+
+
+def _term(sublist: object, where: str) -> str:
+    if isinstance(sublist, (str, bytes)) or not isinstance(sublist, Sequence):
+        raise EinsumError(f"{where}: expected a list of axis labels, got "
+                          f"{type(sublist).__name__}")
+    return "".join(_letter(x, where) for x in sublist)
+
+
+def from_interleaved(args: Sequence[object]) -> tuple[str, list[object]]:
+    """``(op0, sublist0, op1, sublist1, ..., [sublist_out])`` as a subscripts string and
+    the operands, as numpy.einsum reads its interleaved form."""
+    if len(args) < 2 or any(isinstance(s, (str, bytes)) or not isinstance(s, Sequence)
+                            for s in args[1::2]):
+        raise EinsumError(
+            f"subscripts: expected a string, or operands interleaved with sublists of "
+            f"integer axis labels (op0, sublist0, op1, sublist1, ...); got "
+            f"{', '.join(type(a).__name__ for a in args[:4])}{', ...' if len(args) > 4 else ''}")
+    operands = list(args[0::2][: len(args) // 2])
+    terms = [_term(s, f"operand {i}'s sublist") for i, s in enumerate(args[1::2])]
+    sub = ",".join(terms)
+    if len(args) % 2:
+        sub += "->" + _term(args[-1], "output sublist")
+    return sub, operands
+
+
+@dataclass(frozen=True)
+class Optimize:
+    """What ``optimize=`` asks for, in one hashable value (part of the plan cache key).
+
+    ``search``: rank candidate schedules with the cost model (False: the plain schedule);
+    ``autotune``: also time the top candidates on real arrays; ``path``: how an expression
+    of three or more operands is split into pairwise steps, an opt_einsum strategy name
+    or an explicit path; ``memory_limit``: the largest intermediate the strategy may
+    make, in elements (None: no limit)."""
+
+    search: bool = True
+    autotune: bool = False
+    path: str | tuple[tuple[int, ...], ...] = "auto"
+    memory_limit: int | None = None
+
+
+def normalize_optimize(value: object) -> Optimize:
+    """``optimize=`` as an :class:`Optimize`; a clear error naming the value otherwise."""
+    if isinstance(value, Optimize):
+        return value
+    if value is True:
+        return Optimize()
+    if value is False:
+        return Optimize(search=False)
+    if isinstance(value, str):
+        if value == "autotune":
+            return Optimize(autotune=True)
+        if value in PATH_STRATEGIES:
+            return Optimize(path=value)
+        raise PlanError(_optimize_message(value))
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        # numpy's (strategy, memory limit in elements)
+        strategy, limit = value
+        if strategy not in PATH_STRATEGIES:
+            raise PlanError(_optimize_message(value))
+        if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or limit <= 0:
+            raise PlanError(f"optimize: the memory limit in {value!r} must be a positive "
+                            f"number of elements")
+        return Optimize(path=strategy, memory_limit=int(float(limit)))
+    if isinstance(value, (list, tuple)):
+        steps = list(value)
+        if steps and steps[0] == "einsum_path":
+            steps = steps[1:]  # numpy.einsum_path's form
+        path = []
+        for i, step in enumerate(steps):
+            if (not isinstance(step, (tuple, list)) or not step or any(
+                    isinstance(x, bool) or not isinstance(x, numbers.Integral) for x in step)):
+                raise PlanError(f"optimize: path step {i} must be a tuple of operand "
+                                f"positions, got {step!r}")
+            path.append(tuple(int(x) for x in step))
+        if not path:
+            raise PlanError("optimize: an explicit path needs at least one step")
+        return Optimize(path=tuple(path))
+    raise PlanError(_optimize_message(value))
+
+
+def _optimize_message(value: object) -> str:
+    return (f"optimize: expected True, False, 'autotune', a path strategy "
+            f"({', '.join(repr(s) for s in PATH_STRATEGIES)}), (strategy, memory_limit) "
+            f"or an explicit path such as ['einsum_path', (0, 1)], got {value!r}")
+
+
+def check_path(path: tuple[tuple[int, ...], ...], num_operands: int) -> None:
+    """An explicit path must contract the operands down to one, each step naming
+    distinct positions in the list of operands left at that point (numpy's rule)."""
+    left = num_operands
+    for i, step in enumerate(path):
+        if len(set(step)) != len(step) or any(not 0 <= x < left for x in step):
+            raise PlanError(f"optimize: path step {i} {step} names positions outside the "
+                            f"{left} operand(s) left at that point, or one twice")
+        left -= len(step) - 1
+    if left != 1:
+        raise PlanError(f"optimize: the path {list(path)} leaves {left} operands for "
+                        f"{num_operands} given, not one")
+
+
+def pairwise(path: tuple[tuple[int, ...], ...], num_operands: int
+             ) -> tuple[tuple[int, ...], ...]:
+    """The same contractions as a path of steps of at most two operands: a step naming
+    three or more contracts them left to right (each result goes to the end of the list of
+    operands left, as in opt_einsum's paths).
+
+    >>> pairwise(((0, 1, 2),), 3)
+    ((0, 1), (1, 0))
+    """
+    out: list[tuple[int, ...]] = []
+    left = list(range(num_operands))  # the ids of the operands left, in list order
+    fresh = num_operands
+    for step in path:
+        ids = [left[p] for p in step]
+        while len(ids) > 2:
+            first, second = left.index(ids[0]), left.index(ids[1])
+            out.append((first, second))
+            left = [x for x in left if x not in ids[:2]] + [fresh]
+            ids = [fresh, *ids[2:]]
+            fresh += 1
+        out.append(tuple(left.index(x) for x in ids))
+        left = [x for x in left if x not in ids] + [fresh]
+        fresh += 1
+    return tuple(out)
+
+
+def check_casting(casting: object) -> Casting:
+    if not isinstance(casting, str) or casting not in CASTINGS:
+        raise PlanError(f"casting: expected one of {', '.join(map(repr, CASTINGS))}, "
+                        f"got {casting!r}")
+    return cast(Casting, casting)
