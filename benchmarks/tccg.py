@@ -112,6 +112,9 @@ def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
     runs = {
         "tp": lambda: tp.einsum(expr, a, b),
         "tp(out=)": lambda: tp.einsum(expr, a, b, out=out),
+        # The same C-order result allocated by tp: what tp(out=) is compared with (without
+        # out=, tp may return a permuted view, a layout out= does not allow).
+        "tp(C)": lambda: tp.einsum(expr, a, b, order="C"),
         "numpy": lambda: np.einsum(expr, a, b, optimize=True),
     }
     try:
@@ -244,19 +247,37 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
         r["roofline_gflops"] = roof / 1e9
         rates = r["gflops"]
         rows.append([r["case"], r["expr"] + (" *" if r["gemm_like"] else ""),
-                     *[rates.get(s) for s in ("tp", "tp(out=)", "numpy", "opt_einsum",
-                                              "torch", "etops")],
+                     *[rates.get(s) for s in ("tp", "tp(out=)", "tp(C)", "numpy",
+                                              "opt_einsum", "torch", "etops")],
                      r["tp_vs_best_peer"], 100 * rates.get("tp", float("nan")) * 1e9 / roof,
                      100 * r["best_peer_gflops"] * 1e9 / roof])
 
-    header = ["#", "expression (* GEMM-like)", "tp", "tp(out=)", "numpy", "opt_einsum", "torch",
-              "etops", "tp/best peer", "tp %roof", "best peer %roof"]
+    header = ["#", "expression (* GEMM-like)", "tp", "tp(out=)", "tp(C)", "numpy",
+              "opt_einsum", "torch", "etops", "tp/best peer", "tp %roof", "best peer %roof"]
+
+    def lowest(xs: list[float]) -> float:
+        return min((x for x in xs if x == x), default=float("nan"))
+
+    def ratio(r: dict, num: str, den: str) -> float:
+        g = r["gflops"]
+        return g[num] / g[den] if num in g and den in g else float("nan")
+
     summary = {
         "geomean tp/best peer": geo([r["tp_vs_best_peer"] for r in records]),
-        "geomean tp %roofline": geo([r[9] for r in rows]),
-        "geomean best peer %roofline": geo([r[10] for r in rows]),
+        "geomean tp %roofline": geo([r[10] for r in rows]),
+        "geomean best peer %roofline": geo([r[11] for r in rows]),
         "GEMM-like cases: geomean tp/GEMM rate": geo(
             [r["gflops"].get("tp", 0) * 1e9 / peak for r in records if r["gemm_like"]]),
+        "GEMM-like cases: lowest tp/GEMM rate": lowest(
+            [r["gflops"].get("tp", 0) * 1e9 / peak for r in records if r["gemm_like"]]),
+        "geomean tp(out=)/tp(C) (the same C-order result, into out= or allocated)": geo(
+            [ratio(r, "tp(out=)", "tp(C)") for r in records]),
+        "lowest tp(out=)/tp(C)": lowest([ratio(r, "tp(out=)", "tp(C)") for r in records]),
+        "geomean tp(out=)/tp (C order against the layout tp chooses)": geo(
+            [ratio(r, "tp(out=)", "tp") for r in records]),
+        "geomean tp(out=)/best peer": geo(
+            [r["gflops"].get("tp(out=)", float("nan")) / r["best_peer_gflops"]
+             for r in records]),
     }
     for sysname in ("numpy", "opt_einsum", "torch", "etops"):
         summary[f"geomean {sysname} %roofline"] = geo(
