@@ -189,13 +189,15 @@ def build_plan(
                         options.append((final, strides, True))
     proofs: dict[int, list[Proof]] = {}
     plans = []
-    for n, (spec, stage, blocked) in enumerate(options):
-        # Proving each candidate's reach is deferred to the plan that wins.  The other
-        # options only have to beat the first, so their search keeps fewer candidates
-        # (it prunes sooner); the winner, if not the first, is planned again in full.
+    # With several options, each is first planned for its best candidate alone (the
+    # search then prunes hardest; its best, and so the comparison, is what a full search
+    # finds), and the winner is planned again in full, reusing the search's memos.
+    # Proving each candidate's reach is deferred to the plan that wins.
+    several = len(options) > 1 and opt.search
+    for spec, stage, blocked in options:
         pending: list[Proof] = []
         plans.append(_build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
-                            params, pending, stage, TOP_CANDIDATES if n == 0 else 1, blocked,
+                            params, pending, stage, 1 if several else TOP_CANDIDATES, blocked,
                             casting))
         proofs[id(plans[-1])] = pending
     # Plans writing another layout than the first option's (C order for order='K', the
@@ -204,7 +206,7 @@ def build_plan(
     # a caller would pick on a tie.
     best = min(plans, key=lambda p: p.predicted_seconds * (1.0 if p is plans[0]
                                                              else LAYOUT_MARGIN))
-    if best is not plans[0] and opt.search:
+    if several:
         i = plans.index(best)
         spec, stage, blocked = options[i]
         pending = []
