@@ -102,10 +102,12 @@ Proof = Callable[[], None]  # proves a candidate's reach; raises if it leaves a 
 class _Builder:
     def __init__(self, num_operands: int,
                  pending: list[Proof] | None = None,
-                 top: int = TOP_CANDIDATES) -> None:
+                 top: int = TOP_CANDIDATES,
+                 expansions: dict | None = None) -> None:
         self.n = num_operands
         self.pending = pending  # proofs to run later (None: run them at once)
         self.top = top  # candidates each TEIR step keeps
+        self.expansions = expansions  # search.rank's, shared by one build_plan's searches
         self.steps: list[Step] = []
         self.buffers: list[BufferSpec] = []
         self.specs: dict[int, OperandSpec] = {}
@@ -194,11 +196,12 @@ def build_plan(
     # finds), and the winner is planned again in full, reusing the search's memos.
     # Proving each candidate's reach is deferred to the plan that wins.
     several = len(options) > 1 and opt.search
+    expansions: dict = {}  # the searches' costed schedules, reused by the second search
     for spec, stage, blocked in options:
         pending: list[Proof] = []
         plans.append(_build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
                             params, pending, stage, 1 if several else TOP_CANDIDATES, blocked,
-                            casting))
+                            casting, expansions))
         proofs[id(plans[-1])] = pending
     # Plans writing another layout than the first option's (C order for order='K', the
     # direct plan for a fixed layout) must be predicted clearly faster: the model's error
@@ -211,7 +214,8 @@ def build_plan(
         spec, stage, blocked = options[i]
         pending = []
         plans[i] = best = _build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
-                                 params, pending, stage, blocked=blocked, casting=casting)
+                                 params, pending, stage, blocked=blocked, casting=casting,
+                                 expansions=expansions)
         proofs[id(best)] = pending
     for proof in proofs[id(best)]:
         proof()
@@ -315,6 +319,7 @@ def _build(
     top: int = TOP_CANDIDATES,
     blocked: bool = False,
     casting: Casting = "safe",
+    expansions: dict | None = None,
 ) -> Plan:
     """The plan writing ``out_spec``.  Every candidate program is proven to stay inside
     its buffers, now or, when ``pending`` is given, by the caller from that list.
@@ -325,7 +330,7 @@ def _build(
     extents = expr.extent_map
     result = _result_dtype(specs, dtype, casting)
     shape = tuple(extents[ch] for ch in expr.output)
-    b = _Builder(len(specs), pending, top)
+    b = _Builder(len(specs), pending, top, expansions)
     out_id = len(specs)
     for i, s in enumerate(specs):
         b.specs[i] = s
@@ -524,7 +529,8 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     if block_order is not None and optimize and role == "contract" and _contract_blocked(
             b, sub, ids, dst, c, block_order, relu, threads, params):
         return
-    ranked = rank(c, params, threads, relu_last=relu, top=b.top) if optimize else [
+    ranked = rank(c, params, threads, relu_last=relu, top=b.top,
+                  expansions=b.expansions) if optimize else [
         plain(c, params, relu_last=relu)
     ]
     cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
@@ -540,7 +546,8 @@ def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contra
     blocking = blocking_for(c, block_order, params.l2_bytes)
     if blocking is None:
         return False
-    ranked = rank(blocking.inner, params, 1, relu_last=relu, top=b.top, allow_pack=False)
+    ranked = rank(blocking.inner, params, 1, relu_last=relu, top=b.top, allow_pack=False,
+                  expansions=b.expansions)
     cands = [Candidate(r.teir, r.names,
                        blocked_cost(c, blocking, r.cost, params, threads,
                                     read_factors(r.contraction, r.choice)),

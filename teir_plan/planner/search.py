@@ -124,9 +124,14 @@ def rank(
     top: int = 8,
     allow_pack: bool = True,
     prune: bool = True,
+    expansions: dict | None = None,
 ) -> list[Ranked]:
     """The ``top`` best candidates for ``c``, cheapest first (``prune=False`` costs
-    every candidate, for testing that pruning loses nothing)."""
+    every candidate, for testing that pruning loses nothing).
+
+    ``expansions``: a dict shared by the searches of one plan, which keeps each prim
+    choice's costed schedules, so that searching a problem again with more candidates
+    kept (plan/build.py) costs only what the first search pruned."""
     scored: list[tuple[float, int, Contraction, Choice, Cost, tuple[Pack, ...]]] = []
     serial = 0
     # The costs of the best `keep` candidates so far (negated: a max-heap).  Twice
@@ -140,11 +145,13 @@ def rank(
         for opt in prim_options(v, params, threads)[:MAX_PRIM_CHOICES]:
             if prune and len(kept) >= keep and opt.bound + pack_seconds >= -kept[0]:
                 break  # neither this prim choice nor the later ones can make the cut
-            runs = None
-            for ch in choices_for(v, opt.prim, threads, opt.blas):
-                if runs is None:
-                    runs = tile_runs(v, ch.prim_axes)
-                cost = estimate(v, ch, params, threads, opt.tile, runs, pack_seconds)
+            memo_key = (v, opt.prim, threads, pack_seconds)
+            costed = expansions.get(memo_key) if expansions is not None else None
+            if costed is None:
+                costed = _expand(v, opt, params, threads, pack_seconds)
+                if expansions is not None:
+                    expansions[memo_key] = costed
+            for ch, cost in costed:
                 scored.append((cost.seconds, serial, v, ch, cost, packs))
                 serial += 1
                 if len(kept) < keep:
@@ -163,6 +170,18 @@ def rank(
         out.append(Ranked(v, ch, cost, teir, axis_names(v, ch), packs))
         if len(out) >= top:
             break
+    return out
+
+
+def _expand(v: Contraction, opt: PrimOption, params: MachineParams, threads: int,
+            pack_seconds: float) -> list[tuple[Choice, Cost]]:
+    """Every schedule of one prim choice (loop orders, parallel sets), costed."""
+    out = []
+    runs = None
+    for ch in choices_for(v, opt.prim, threads, opt.blas):
+        if runs is None:
+            runs = tile_runs(v, ch.prim_axes)
+        out.append((ch, estimate(v, ch, params, threads, opt.tile, runs, pack_seconds)))
     return out
 
 
