@@ -38,8 +38,10 @@ RESULTS = ROOT / "benchmarks" / "results"
 BENCHMARKS = [
     ("tccg", "TCCG contractions", ".venv/bin/python -m benchmarks.tccg",
      "The 24 binary contractions of the TCCG benchmark in float32: GFLOP/s of tp.einsum "
-     "(without and with `out=`) against numpy.einsum(optimize=True), opt_einsum, PyTorch and "
-     "etops, all measured in the same run, with each case's roofline."),
+     "(`tp`: the result's layout chosen by the planner, as with numpy's default "
+     "`order='K'`; `tp(out=)`: into a C-order `out`; `tp(C)`: the same C-order result "
+     "allocated by tp, `order='C'`) against numpy.einsum(optimize=True), opt_einsum, "
+     "PyTorch and etops, all measured in the same run, with each case's roofline."),
     ("prims", "Primitives", ".venv/bin/python -m benchmarks.prims",
      "The executor's building blocks against numpy: one large GEMM tile, a permutation, and "
      "the spec's GEMM (10.3.6) and BRGEMM (10.3.7) schedules."),
@@ -96,7 +98,30 @@ def performance_page() -> str:
         else:
             parts += [f"No results yet: `benchmarks/results/{stem}-latest.md` does not exist.",
                       ""]
+    parts += archived_runs()
     return "\n".join(parts)
+
+
+def archived_runs() -> list[str]:
+    """A line per TCCG results file kept in benchmarks/results/archive/: runs on other
+    machines than the latest, with their headline numbers."""
+    files = sorted((RESULTS / "archive").glob("tccg-*.json"))
+    if not files:
+        return []
+    lines = ["## Earlier runs on other machines", "",
+             "The machine a session runs on is not always the same kind: the results files of "
+             "earlier TCCG runs are kept in `benchmarks/results/archive/` (with the overhead, "
+             "primitive and cost-model files of the same day and machine).", ""]
+    for path in files:
+        d = json.loads(path.read_text())
+        m, s = d["machine"], d["summary"]
+        lines.append(
+            f"- `{path.relative_to(ROOT)}`: {m.get('date', '')} on {m.get('cpu', '')} "
+            f"({m.get('threads')} threads), float32 GEMM {d['gemm_gflops']:.0f} GFLOP/s, copy "
+            f"bandwidth {d['bandwidth_gbs']:.1f} GB/s; geomean tp/best peer "
+            f"{s['geomean tp/best peer']:.2f}, tp at {s['geomean tp %roofline']:.1f} % of "
+            f"roofline against {s['geomean best peer %roofline']:.1f} % for the best peer")
+    return [*lines, ""]
 
 
 def fill(path: Path, text: str, source: str, content: str) -> str:

@@ -1,7 +1,8 @@
 """What the cost model knows about the machine, and the calibration that measures it.
 
 Before calibration the documented defaults below are used (measured by
-``tp.calibrate()`` on a 2-core AVX-512 server).  ``tp.calibrate()`` measures them
+``tp.calibrate()`` on a 2-core Intel Xeon, AVX-512; other CPUs, such as the 2-core AMD
+EPYC the project also runs on, should calibrate once).  ``tp.calibrate()`` measures them
 in about seven seconds and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
 ``~/.cache/teir_plan``), keyed by the
 CPU model and the thread count; later processes load it.  Set
