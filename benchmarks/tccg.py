@@ -152,7 +152,8 @@ def main() -> None:
                     help="plan with the cost model's parameters in force instead of running "
                          "tp.calibrate() first (as a user does once per machine)")
     ap.add_argument("--once-over", type=float, default=20.0,
-                    help="a system whose first call takes longer is timed by that call alone")
+                    help="a system whose second call takes longer is timed by that call "
+                         "alone (the first may include compiling)")
     args = ap.parse_args()
     repeats = args.repeats or (3 if args.quick else 7)
     if args.threads:
@@ -205,14 +206,21 @@ def main() -> None:
             if not np.allclose(res, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max()):
                 print(f"\n{name} gave a wrong answer on {expr}", file=sys.stderr)
                 continue
-            # A system slower than 2 s a call is timed once more rather than N times;
-            # one slower than --once-over seconds keeps its first call's time (at that
-            # length a first call's own overheads are a small part of it).
-            if t_first >= args.once_over:
-                best = t_first
-                once.append(f"{name} on {expr} ({t_first:.0f} s)")
+            # A first call slower than 2 s may be compiling (teir_plan's kernels on a
+            # fresh numba cache took 27 s, counted as its time until the rule below), so
+            # a system's speed is judged on its second call: under 2 s it is timed
+            # ``repeats`` times; slower, it is timed once more and the faster kept;
+            # slower than --once-over seconds, the second call's time is kept.
+            t_next = t_first
+            if t_first >= 2.0:
+                t_next, _ = timeit(fn, 1, warmup=0)
+            if t_next >= args.once_over:
+                best = t_next
+                once.append(f"{name} on {expr} ({t_next:.0f} s)")
+            elif t_next >= 2.0:
+                best = min(t_next, timeit(fn, 1, warmup=0)[0])
             else:
-                best, _ = timeit(fn, repeats) if t_first < 2.0 else timeit(fn, 1, warmup=0)
+                best, _ = timeit(fn, repeats, warmup=0 if t_first >= 2.0 else 1)
             rates[name] = flops / best / 1e9
         names = sorted(set(names) | set(rates), key=lambda s: list(rates).index(s)
                        if s in rates else 99)
@@ -286,7 +294,7 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
     table = md_table(header, rows)
     summ = "\n".join(f"- {k}: {v:.2f}" for k, v in summary.items())
     if once:
-        summ += "\n- timed by their first call alone (slower than --once-over): " + "; ".join(once)
+        summ += "\n- timed by their second call alone (slower than --once-over): " + "; ".join(once)
     partial = "" if final else f" (partial: {len(records)} cases so far)"
     md = (f"# TCCG benchmark{partial} (float32, GFLOP/s, best of {repeats})\n\n"
           f"{machine_md(info)}\n\n"

@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Iterator
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -110,8 +111,8 @@ def test_a_block_copy_into_a_misaligned_out_of_each_route() -> None:
 def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject) -> None:
     """The Copy primitive's tile between x's unit stride and y's (a transpose through
     registers, with overlapping last tiles), and every other tile shape; streaming
-    (non-temporal stores of whole, aligned lines, a scalar head and tail where rows
-    start inside a line) or not."""
+    (non-temporal stores of whole, aligned lines, the head and tail where rows start
+    inside a line by scalar or, for rows 4 KiB apart, masked vector stores) or not."""
     from teir_plan.executor.kernels import _copy_tile
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
@@ -120,8 +121,12 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
     n = data.draw(st.sampled_from([1, 5, 8, 16, 19, 33]), label="n")
     x_m = n + data.draw(st.integers(0, 3), label="x pad")  # x: j unit stride
     y_n = m + data.draw(st.integers(0, 3), label="y pad")  # y: i unit stride
-    if data.draw(st.booleans(), label="y columns whole lines"):
+    rows = data.draw(st.sampled_from(["any", "whole lines", "4 KiB apart"]), label="y rows")
+    if rows == "whole lines":
         y_n = -(-y_n // lanes) * lanes
+    elif rows == "4 KiB apart":  # one L1 set: the partial lines go by masked stores
+        page = 4096 // np.dtype(dtype).itemsize
+        y_n = -(-y_n // page) * page
     xo = data.draw(st.integers(0, 5), label="x offset")
     yo = data.draw(st.integers(0, 17), label="y offset")
     relu = data.draw(st.booleans(), label="relu")
@@ -136,6 +141,29 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
             expected[yo + i + j * y_n] = max(v, 0.0) if relu else v
     _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream)
     np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "n"), [(48, 16), (100, 19), (37, 8)])
+def test_a_streamed_transpose_into_rows_4kib_apart_at_every_line_offset(
+        dtype: type, m: int, n: int) -> None:
+    """Rows of y a multiple of 4 KiB apart and starting inside a line (a staged result
+    permuted into numpy's own ``out``): whole lines streamed, the partial lines at both
+    ends of every row written by masked stores, nothing outside the tile touched."""
+    from teir_plan.executor.kernels import _copy_tile
+
+    lanes = 64 // np.dtype(dtype).itemsize
+    y_n = 2 * 4096 // np.dtype(dtype).itemsize
+    x_m = n + 3
+    x = np.random.default_rng(m + n).standard_normal(m * x_m + 1).astype(dtype)
+    for yo in range(lanes + 1):
+        y = _line_aligned(yo + n * y_n + lanes, dtype)
+        y[:] = np.nan
+        expected = y.copy()
+        for j in range(n):
+            expected[yo + j * y_n: yo + j * y_n + m] = x[1 + j: 1 + j + m * x_m: x_m]
+        _copy_tile(x, 1, y, yo, m, n, x_m, 1, 1, y_n, False, True)
+        np.testing.assert_array_equal(y, expected, err_msg=f"y offset {yo}")
 
 
 @fuzz_settings(default=60, fuzz=10_000)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
@@ -114,61 +115,117 @@ def _swap_for_writes(m, n, y_m, y_n):  # type: ignore[no-untyped-def]
     return n > 1 and (m == 1 or abs(y_n) < abs(y_m))
 
 
+def _load_transposed(context, builder, args, tys):  # type: ignore[no-untyped-def]
+    """The L lines x[xo + r*x_ld : + L] (r < L, L elements per line) transposed in
+    registers: L vector loads, then log2 L rounds of two-input shuffles, each swapping
+    the off-diagonal blocks of every 2h x 2h block.  Returns the L transposed rows."""
+    xty, xoty, xldty = tys[:3]
+    lanes = _lanes(xty.dtype)
+    elem = context.get_data_type(xty.dtype)
+    vptr = ir.VectorType(elem, lanes).as_pointer()
+    size = elem.get_abi_size(context.target_data)
+    xa = context.make_array(xty)(context, builder, args[0]).data
+    xo_ = _as_intp(context, builder, args[1], xoty)
+    xld = _as_intp(context, builder, args[2], xldty)
+    rows = []
+    for r in range(lanes):
+        off = builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r)))
+        ptr = builder.bitcast(builder.gep(xa, [off]), vptr)
+        rows.append(builder.load(ptr, align=size))
+    h = lanes // 2
+    i32 = ir.IntType(32)
+    while h >= 1:
+        lo = ir.Constant(ir.VectorType(i32, lanes),
+                         [c if c & h == 0 else lanes + c - h for c in range(lanes)])
+        hi = ir.Constant(ir.VectorType(i32, lanes),
+                         [c + h if c & h == 0 else lanes + c for c in range(lanes)])
+        for i in range(lanes):
+            if i & h == 0:
+                a_, b_ = rows[i], rows[i + h]
+                rows[i] = builder.shuffle_vector(a_, b_, lo)
+                rows[i + h] = builder.shuffle_vector(a_, b_, hi)
+        h //= 2
+    return rows
+
+
+def _row_pointer(context, builder, args, tys, c):  # type: ignore[no-untyped-def]
+    """The vector pointer to b[bo + c*b_ld] (args 3-5 of the transpose intrinsics)."""
+    bty = tys[3]
+    elem = context.get_data_type(bty.dtype)
+    vptr = ir.VectorType(elem, _lanes(bty.dtype)).as_pointer()
+    ba = context.make_array(bty)(context, builder, args[3]).data
+    bo_ = _as_intp(context, builder, args[4], tys[4])
+    bld = _as_intp(context, builder, args[5], tys[5])
+    off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
+    return builder.bitcast(builder.gep(ba, [off]), vptr)
+
+
 @intrinsic
 def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: ignore[no-untyped-def]
     """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for r, c < L, L = elements per line:
-    L vector loads, an L x L transpose in registers (log2 L rounds of two-input
-    shuffles, each swapping the off-diagonal blocks of every 2h x 2h block), L vector
-    stores.  A scalar transpose moves one element per load and store; this moves L.
-    With ``nt`` the stores are non-temporal: the caller guarantees every b line it
-    writes starts a 64-byte line."""
+    L vector loads, an L x L transpose in registers, L vector stores.  A scalar
+    transpose moves one element per load and store; this moves L.  With ``nt`` the
+    stores are non-temporal: the caller guarantees every b line it writes starts a
+    64-byte line."""
     sig = types.void(x, xo, x_ld, b, bo, b_ld, nt)
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        xty, xoty, xldty, bty, boty, bldty, _ = signature.args
-        lanes = _lanes(xty.dtype)
-        elem = context.get_data_type(xty.dtype)
-        vptr = ir.VectorType(elem, lanes).as_pointer()
-        size = elem.get_abi_size(context.target_data)
-        xa = context.make_array(xty)(context, builder, args[0]).data
-        ba = context.make_array(bty)(context, builder, args[3]).data
-        xo_ = _as_intp(context, builder, args[1], xoty)
-        xld = _as_intp(context, builder, args[2], xldty)
-        bo_ = _as_intp(context, builder, args[4], boty)
-        bld = _as_intp(context, builder, args[5], bldty)
-        rows = []
-        for r in range(lanes):
-            off = builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r)))
-            ptr = builder.bitcast(builder.gep(xa, [off]), vptr)
-            rows.append(builder.load(ptr, align=size))
-        h = lanes // 2
-        i32 = ir.IntType(32)
-        while h >= 1:
-            lo = ir.Constant(ir.VectorType(i32, lanes),
-                             [c if c & h == 0 else lanes + c - h for c in range(lanes)])
-            hi = ir.Constant(ir.VectorType(i32, lanes),
-                             [c + h if c & h == 0 else lanes + c for c in range(lanes)])
-            for i in range(lanes):
-                if i & h == 0:
-                    a_, b_ = rows[i], rows[i + h]
-                    rows[i] = builder.shuffle_vector(a_, b_, lo)
-                    rows[i + h] = builder.shuffle_vector(a_, b_, hi)
-            h //= 2
-        def store_rows(nontemporal: bool) -> None:
-            for c in range(lanes):
-                off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
-                ptr = builder.bitcast(builder.gep(ba, [off]), vptr)
-                if nontemporal:
-                    store_nontemporal(builder, rows[c], ptr, 64)
-                else:
-                    builder.store(rows[c], ptr, align=size)
+        tys = signature.args
+        size = context.get_data_type(tys[0].dtype).get_abi_size(context.target_data)
+        rows = _load_transposed(context, builder, args, tys)
 
-        nt_ = context.cast(builder, args[6], signature.args[6], types.boolean)
+        def store_rows(nontemporal: bool) -> None:
+            for c, row in enumerate(rows):
+                ptr = _row_pointer(context, builder, args, tys, c)
+                if nontemporal:
+                    store_nontemporal(builder, row, ptr, 64)
+                else:
+                    builder.store(row, ptr, align=size)
+
+        nt_ = context.cast(builder, args[6], tys[6], types.boolean)
         with builder.if_else(nt_) as (streamed, cached):
             with streamed:
                 store_rows(True)
             with cached:
                 store_rows(False)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _transpose_line_tile_part(typingctx, x, xo, x_ld, b, bo, b_ld, lo, hi):  # type: ignore[no-untyped-def]
+    """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for lo <= r < hi and c < L: the transpose
+    of :func:`_transpose_line_tile` with ordinary masked stores of rows lo..hi-1 only
+    (b's other elements are neither read nor written; the loads read all L lines)."""
+    sig = types.void(x, xo, x_ld, b, bo, b_ld, lo, hi)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        tys = signature.args
+        lanes = _lanes(tys[0].dtype)
+        elem = context.get_data_type(tys[0].dtype)
+        vty = ir.VectorType(elem, lanes)
+        size = elem.get_abi_size(context.target_data)
+        rows = _load_transposed(context, builder, args, tys)
+        i32 = ir.IntType(32)
+        mty = ir.VectorType(ir.IntType(1), lanes)
+        masked_store = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), i32, mty]),
+            f"llvm.masked.store.v{lanes}f{tys[0].dtype.bitwidth}.p0")
+        ity = ir.VectorType(i32, lanes)
+
+        def splat(v):  # type: ignore[no-untyped-def]
+            v32 = builder.trunc(_as_intp(context, builder, v[0], v[1]), i32)
+            one = builder.insert_element(ir.Constant(ity, ir.Undefined), v32, ir.Constant(i32, 0))
+            return builder.shuffle_vector(one, ir.Constant(ity, ir.Undefined),
+                                          ir.Constant(ity, [0] * lanes))
+
+        lane_ids = ir.Constant(ity, list(range(lanes)))
+        mask = builder.and_(builder.icmp_signed(">=", lane_ids, splat((args[6], tys[6]))),
+                            builder.icmp_signed("<", lane_ids, splat((args[7], tys[7]))))
+        for c, row in enumerate(rows):
+            ptr = _row_pointer(context, builder, args, tys, c)
+            builder.call(masked_store, [row, ptr, ir.Constant(i32, size), mask])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -235,12 +292,12 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
     (it writes the same values again).
 
     ``stream``: when every row of y starts at the same offset within a line (and that
-    offset is 0, or the rows are contiguous), the tiles along i start at the first line
-    boundary and store whole lines non-temporally; the elements before it and after the
-    last whole line are written one by one with ordinary stores.  No line is then
-    written both ways: an ordinary store to part of a line just sent to memory reads it
-    back for ownership while it is still in the write-combining buffers (20 x 20
-    float32 tiles with an overlapping tile: 6x slower than no streaming)."""
+    offset is 0, or the rows are contiguous or a multiple of 4 KiB apart), the tiles
+    along i start at the first line boundary and store whole lines non-temporally; the
+    elements before it and after the last whole line are written with ordinary stores.
+    No line is then written both ways: an ordinary store to part of a line just sent to
+    memory reads it back for ownership while it is still in the write-combining buffers
+    (20 x 20 float32 tiles with an overlapping tile: 6x slower than no streaming)."""
     lanes = 64 // y.itemsize
     nj = (n + lanes - 1) // lanes
     addr = element_address(y, yo)
@@ -248,12 +305,16 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
             and addr % y.itemsize == 0):
         h = to_next_line(addr, y.itemsize)
         e = h + (m - h) // lanes * lanes
-        # Rows starting inside a line stream only when they are contiguous (y_n == m):
-        # then a row's tail and the next row's head share a line written here.  Rows
-        # far apart leave two partial lines per row for other tiles to finish, read
-        # for ownership twice (deca,be's staged result into an out 16 bytes into a
-        # line: 10-13 GB/s streamed against 15 not).
-        if e > h and (h == 0 or y_n == m):
+        # Rows starting inside a line stream when they are contiguous (y_n == m: a
+        # row's tail and the next row's head share a line written here), or when they
+        # are a multiple of 4 KiB apart.  Other rows far apart leave two partial lines
+        # per row for other tiles to finish, read for ownership twice (deca,be's staged
+        # result into an out 16 bytes into a line: 10-13 GB/s streamed against 15 not);
+        # rows 4 KiB apart share one L1 set, so that not streaming their whole lines
+        # costs more than that (the same copy: 15 GB/s not streamed, 20-22 streamed
+        # with the partial lines written by masked stores after the whole lines).
+        aliased = h > 0 and y_n != m and (y_n * y.itemsize) % 4096 == 0
+        if e > h and (h == 0 or y_n == m or aliased):
             for ib in range(h, e, _GATHER_BLOCK):
                 ie = min(e, ib + _GATHER_BLOCK)
                 for jt in range(nj):
@@ -261,6 +322,20 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
                     for i0 in range(ib, ie, lanes):
                         _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n,
                                              y_n, True)
+            if aliased:
+                # The partial lines at the rows' ends: ordinary masked stores of
+                # transposed tiles, after the whole lines (element by element every
+                # store misses L1, 11.6 ms on deca,be's copy; interleaved with the whole
+                # lines they compete with them for the line fill buffers, 10.1; after
+                # them 6.7-8.1).
+                for jt in range(nj):
+                    j0 = min(jt * lanes, n - lanes)
+                    _transpose_line_tile_part(x, xo + j0, x_m, y, yo + j0 * y_n, y_n, 0, h)
+                    if e < m:
+                        i0 = m - lanes
+                        _transpose_line_tile_part(x, xo + i0 * x_m + j0, x_m, y,
+                                                  yo + i0 + j0 * y_n, y_n, e - i0, lanes)
+                return
             for i in range(h + m - e):  # the head, then the tail
                 ii = i if i < h else e + i - h
                 xb = xo + ii * x_m
