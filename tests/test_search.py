@@ -1,5 +1,6 @@
 """The search's pruning is exact: branch and bound keeps the same candidates, in the
-same order and at the same predicted cost, as costing every candidate."""
+same order and at the same predicted cost, as costing every candidate; its bounds are
+lower bounds, and a ceiling drops only candidates at or above it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import numpy as np
 import pytest
 
 from teir_plan.frontend.contraction import describe, layout_of, with_dtype
+from teir_plan.planner.candidates import choices_for
+from teir_plan.planner.cost import estimate
 from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.search import rank
+from teir_plan.planner.search import prim_options, rank, variants
 
 CASES = [
     line.split()
@@ -46,3 +49,33 @@ def test_pruned_search_equals_exhaustive(case: list[str], scale: int, threads: i
     full = rank(c, params, threads, top=8, prune=False)
     assert [r.teir for r in pruned] == [r.teir for r in full]
     assert [r.predicted_seconds for r in pruned] == [r.predicted_seconds for r in full]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_every_schedule_costs_at_least_its_prim_choice_bound(case: list[str],
+                                                             threads: int) -> None:
+    """The bound the search prunes by is a lower bound on every schedule it stands for,
+    including tiles whose output streams to memory (written once: a bound counting it
+    twice pruned ebad,ce->abcd's best schedule once a ceiling was given)."""
+    params = MachineParams()
+    for v, packs in variants(_contraction(case[0], case[1], 1), params, threads):
+        pack_seconds = sum(p.seconds for p in packs)
+        for opt in prim_options(v, params, threads):
+            for ch in choices_for(v, opt.prim, threads, opt.blas):
+                cost = estimate(v, ch, params, threads, opt.tile, pack_seconds=pack_seconds)
+                assert cost.seconds >= (opt.bound + pack_seconds) * (1 - 1e-12), (opt.prim, ch)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_a_ceiling_keeps_every_candidate_under_it(case: list[str]) -> None:
+    """A search given a ceiling (another result layout's best) finds every candidate
+    the full search finds below it, at the same cost, and may skip the others."""
+    c = _contraction(case[0], case[1], 4)
+    params = MachineParams()
+    full = rank(c, params, 2, top=8, prune=False)
+    for ceiling in (full[0].predicted_seconds * 0.99, full[3].predicted_seconds,
+                    full[-1].predicted_seconds * 1.01):
+        capped = rank(c, params, 2, top=8, ceiling=ceiling)
+        below = [(r.teir, r.predicted_seconds) for r in full if r.predicted_seconds < ceiling]
+        assert [(r.teir, r.predicted_seconds) for r in capped][:len(below)] == below

@@ -562,7 +562,11 @@ def _frontend_notes(plan: Plan) -> list[str]:
     layouts = plan.options.get("result_layouts", ())
     if len(layouts) > 1:
         chosen = next(lay for lay in layouts if lay[2])
-        others = "; ".join(f"{lay[0]} {lay[1] * 1e6:.1f} us" for lay in layouts if not lay[2])
+        # A layout whose search found nothing under the best so far carries that
+        # ceiling (a lower bound on its cost) instead of a prediction.
+        others = "; ".join(
+            f"{lay[0]} above {lay[1] * 1e6:.1f} us (its search stopped there)" if lay[3]
+            else f"{lay[0]} {lay[1] * 1e6:.1f} us" for lay in layouts if not lay[2])
         view = ("row-major" if chosen[0] == expr.output else
                 f"a permuted view of a buffer in {chosen[0]} order")
         notes.append(f"result layout (order={plan.options.get('order')!r}): {view}, "

@@ -103,11 +103,16 @@ class _Builder:
     def __init__(self, num_operands: int,
                  pending: list[Proof] | None = None,
                  top: int = TOP_CANDIDATES,
-                 expansions: dict | None = None) -> None:
+                 expansions: dict | None = None,
+                 ceiling: float = math.inf) -> None:
         self.n = num_operands
         self.pending = pending  # proofs to run later (None: run them at once)
         self.top = top  # candidates each TEIR step keeps
         self.expansions = expansions  # search.rank's, shared by one build_plan's searches
+        # A cost at which the plan loses to another already made (see build_plan): a
+        # searched step with no candidate under it makes the whole plan pointless.
+        self.ceiling = ceiling
+        self.outpriced = False
         self.steps: list[Step] = []
         self.buffers: list[BufferSpec] = []
         self.specs: dict[int, OperandSpec] = {}
@@ -190,43 +195,57 @@ def build_plan(
                     if len(expr.inputs) == 2:
                         options.append((final, strides, True))
     proofs: dict[int, list[Proof]] = {}
-    plans = []
     # With several options, each is first planned for its best candidate alone (the
     # search then prunes hardest; its best, and so the comparison, is what a full search
     # finds), and the winner is planned again in full, reusing the search's memos.
     # Proving each candidate's reach is deferred to the plan that wins.
     several = len(options) > 1 and opt.search
     expansions: dict = {}  # the searches' costed schedules, reused by the second search
-    for spec, stage, blocked in options:
-        pending: list[Proof] = []
-        plans.append(_build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
-                            params, pending, stage, 1 if several else TOP_CANDIDATES, blocked,
-                            casting, expansions))
-        proofs[id(plans[-1])] = pending
     # Plans writing another layout than the first option's (C order for order='K', the
     # direct plan for a fixed layout) must be predicted clearly faster: the model's error
     # is larger than a few percent, and a C-ordered result, or no staging copy, is what
-    # a caller would pick on a tie.
-    best = min(plans, key=lambda p: p.predicted_seconds * (1.0 if p is plans[0]
-                                                             else LAYOUT_MARGIN))
+    # a caller would pick on a tie.  So a later option can win only below the best score
+    # so far over LAYOUT_MARGIN, and its search skips every candidate that cannot
+    # (aebf,dfce->abcd: 12 -> 7 ms of planning; the same plan).
+    plans: list[Plan | None] = []
+    scores: list[float] = []  # each option's predicted seconds, x LAYOUT_MARGIN after the first
+    for spec, stage, blocked in options:
+        pending: list[Proof] = []
+        ceiling = min(scores) / LAYOUT_MARGIN if several and scores else math.inf
+        p = _build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads, params,
+                   pending, stage, 1 if several else TOP_CANDIDATES, blocked, casting,
+                   expansions, ceiling)
+        plans.append(p)
+        if p is None:  # no candidate under the ceiling: it cannot win
+            scores.append(math.inf)
+            continue
+        scores.append(p.predicted_seconds * (LAYOUT_MARGIN if scores else 1.0))
+        proofs[id(p)] = pending
+    i = scores.index(min(scores))
+    best = plans[i]  # the first option always has a plan: it is searched without a ceiling
+    assert best is not None
     if several:
-        i = plans.index(best)
         spec, stage, blocked = options[i]
         pending = []
-        plans[i] = best = _build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
-                                 params, pending, stage, blocked=blocked, casting=casting,
-                                 expansions=expansions)
+        again = _build(expr, subscripts, specs, spec, dtype, opt, epilogue, threads,
+                       params, pending, stage, blocked=blocked, casting=casting,
+                       expansions=expansions)
+        assert again is not None  # searched without a ceiling
+        plans[i] = best = again
         proofs[id(best)] = pending
     for proof in proofs[id(best)]:
         proof()
     if out_spec is not None or order != "K":
         return best  # the layout was fixed: staging, if chosen, is a step of its own
-    # For the explain report: each layout considered, in memory order, and its cost.
+    # For the explain report: each layout considered, in memory order, its predicted
+    # cost, whether it was chosen, and whether that cost is only the ceiling its search
+    # could not get under (a lower bound).
     best.options["order"] = order
     best.options["result_layouts"] = tuple(
-        ("".join(expr.output[a] for a in _outer_first(p.out_spec.strides)),
-         p.predicted_seconds, p is best)
-        for p in plans)
+        ("".join(expr.output[a] for a in _outer_first(spec.strides)),
+         p.predicted_seconds if p is not None else min(scores[:k]) / LAYOUT_MARGIN,
+         p is best, p is None)
+        for k, (p, (spec, _, _)) in enumerate(zip(plans, options)))
     return best
 
 
@@ -320,17 +339,19 @@ def _build(
     blocked: bool = False,
     casting: Casting = "safe",
     expansions: dict | None = None,
-) -> Plan:
+    ceiling: float = math.inf,
+) -> Plan | None:
     """The plan writing ``out_spec``.  Every candidate program is proven to stay inside
     its buffers, now or, when ``pending`` is given, by the caller from that list.
     ``stage``: element strides of a contiguous layout the contraction writes first, then
     permuted into ``out_spec`` (the same dtype); with ``blocked``, one block at a time
-    through a stage in cache instead of a buffer of the result's size."""
+    through a stage in cache instead of a buffer of the result's size.  None when a
+    searched step has no candidate cheaper than ``ceiling`` (the plan would cost more)."""
     opt = normalize_optimize(optimize)
     extents = expr.extent_map
     result = _result_dtype(specs, dtype, casting)
     shape = tuple(extents[ch] for ch in expr.output)
-    b = _Builder(len(specs), pending, top, expansions)
+    b = _Builder(len(specs), pending, top, expansions, ceiling)
     out_id = len(specs)
     for i, s in enumerate(specs):
         b.specs[i] = s
@@ -382,6 +403,8 @@ def _build(
                 ids.append(i)
         _contract_all(b, expr, ids, target, result, opt, epilogue == "relu",
                       threads, params, block_order if target == out_id else None)
+        if b.outpriced:
+            return None
     if staged_order is not None:
         # The staged result, permuted into out's layout by a Copy program.
         out_order = "".join(expr.output[a] for a in _outer_first(final_spec.strides))
@@ -530,9 +553,12 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
             b, sub, ids, dst, c, block_order, relu, threads, params):
         return
     ranked = rank(c, params, threads, relu_last=relu, top=b.top,
-                  expansions=b.expansions) if optimize else [
+                  expansions=b.expansions, ceiling=b.ceiling) if optimize else [
         plain(c, params, relu_last=relu)
     ]
+    if not ranked:  # every candidate would cost more than the ceiling
+        b.outpriced = True
+        return
     cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
              for r in ranked]
     _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role)

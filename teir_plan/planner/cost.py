@@ -240,12 +240,15 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     (the output twice) at the full bandwidth, no parallel region.  ``tile``: this prim
     choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
-    per_call, tile_flops = (tile or tile_seconds(c, m, n, k, br, blas, params))[:2]
+    tile = tile or tile_seconds(c, m, n, k, br, blas, params)
     # Tiles needed to cover every iteration (all extents' product, the flops / 2).
-    calls = c.flops // tile_flops
-    compute = calls * per_call / max(1, threads)
+    calls = c.flops // tile.flops
+    compute = calls * tile.seconds / max(1, threads)
     e = c._elements
-    memory = c.dtype.itemsize * (e[0] + e[1] + 2 * e[2]) / params.dram_bytes_per_second
+    # The output is read and written, or only written when its stores stream (as in
+    # _traffic: a bound counting it twice there pruned ebad,ce->abcd's best schedule).
+    out_moves = 1 if tile.streams else 2
+    memory = c.dtype.itemsize * (e[0] + e[1] + out_moves * e[2]) / params.dram_bytes_per_second
     # estimate's total grows with both parts (_traffic never counts fewer DRAM bytes).
     return total_seconds(compute, memory, params.call_seconds)
 

@@ -12,6 +12,7 @@ everything, in a fraction of the time).
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -125,25 +126,36 @@ def rank(
     allow_pack: bool = True,
     prune: bool = True,
     expansions: dict | None = None,
+    ceiling: float = math.inf,
 ) -> list[Ranked]:
     """The ``top`` best candidates for ``c``, cheapest first (``prune=False`` costs
     every candidate, for testing that pruning loses nothing).
 
     ``expansions``: a dict shared by the searches of one plan, which keeps each prim
     choice's costed schedules, so that searching a problem again with more candidates
-    kept (plan/build.py) costs only what the first search pruned."""
+    kept (plan/build.py) costs only what the first search pruned.
+
+    ``ceiling``: a cost no useful candidate reaches (another result layout's best, when
+    plan/build.py weighs several): prim choices whose lower bound reaches it are not
+    costed, so the list may be shorter than ``top``, or empty when no candidate can
+    cost less.  Every candidate cheaper than the ceiling is still found."""
     scored: list[tuple[float, int, Contraction, Choice, Cost, tuple[Pack, ...]]] = []
     serial = 0
     # The costs of the best `keep` candidates so far (negated: a max-heap).  Twice
     # `top`, because candidates that lower to the same program are dropped below.
     keep = 2 * top
     kept: list[float] = []
+
+    def cutoff() -> float:
+        """What a candidate must cost less than to be kept."""
+        return min(-kept[0] if prune and len(kept) >= keep else math.inf, ceiling)
+
     for v, packs in variants(c, params, threads, allow_pack):
         pack_seconds = sum(p.seconds for p in packs)
-        if prune and len(kept) >= keep and pack_seconds + params.call_seconds >= -kept[0]:
+        if pack_seconds + params.call_seconds >= cutoff():
             continue  # the packs alone cost more than the candidates kept
         for opt in prim_options(v, params, threads)[:MAX_PRIM_CHOICES]:
-            if prune and len(kept) >= keep and opt.bound + pack_seconds >= -kept[0]:
+            if opt.bound + pack_seconds >= cutoff():
                 break  # neither this prim choice nor the later ones can make the cut
             memo_key = (v, opt.prim, threads, pack_seconds)
             costed = expansions.get(memo_key) if expansions is not None else None
