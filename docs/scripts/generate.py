@@ -103,15 +103,16 @@ def performance_page() -> str:
 
 
 def archived_runs() -> list[str]:
-    """A line per TCCG results file kept in benchmarks/results/archive/: runs on other
-    machines than the latest, with their headline numbers."""
+    """A line per TCCG results file kept in benchmarks/results/archive/: earlier runs,
+    on the latest run's kind of machine or others, with their headline numbers."""
     files = sorted((RESULTS / "archive").glob("tccg-*.json"))
     if not files:
         return []
-    lines = ["## Earlier runs on other machines", "",
+    lines = ["## Earlier runs", "",
              "The machine a session runs on is not always the same kind: the results files of "
-             "earlier TCCG runs are kept in `benchmarks/results/archive/` (with the overhead, "
-             "primitive and cost-model files of the same day and machine).", ""]
+             "earlier TCCG runs, on this kind of machine or others, are kept in "
+             "`benchmarks/results/archive/` (with the overhead, primitive and cost-model files "
+             "of the same day and machine).", ""]
     for path in files:
         d = json.loads(path.read_text())
         m, s = d["machine"], d["summary"]

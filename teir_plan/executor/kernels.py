@@ -311,8 +311,9 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
         # per row for other tiles to finish, read for ownership twice (deca,be's staged
         # result into an out 16 bytes into a line: 10-13 GB/s streamed against 15 not);
         # rows 4 KiB apart share one L1 set, so that not streaming their whole lines
-        # costs more than that (the same copy: 15 GB/s not streamed, 20-22 streamed
-        # with the partial lines written by masked stores after the whole lines).
+        # costs more than that (the same copy, timed against each other in one session:
+        # 11.1-12.6 ms not streamed, 9.3-10.0 streamed with the partial lines written by
+        # masked stores after the whole lines; 4.3 into a line-aligned out).
         aliased = h > 0 and y_n != m and (y_n * y.itemsize) % 4096 == 0
         if e > h and (h == 0 or y_n == m or aliased):
             for ib in range(h, e, _GATHER_BLOCK):
@@ -324,10 +325,9 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
                                              y_n, True)
             if aliased:
                 # The partial lines at the rows' ends: ordinary masked stores of
-                # transposed tiles, after the whole lines (element by element every
-                # store misses L1, 11.6 ms on deca,be's copy; interleaved with the whole
-                # lines they compete with them for the line fill buffers, 10.1; after
-                # them 6.7-8.1).
+                # transposed tiles, after the whole lines (stored element by element
+                # every store misses L1: 11.6 ms on deca,be's copy; interleaved with the
+                # whole lines they compete with them for the line fill buffers: 10.1).
                 for jt in range(nj):
                     j0 = min(jt * lanes, n - lanes)
                     _transpose_line_tile_part(x, xo + j0, x_m, y, yo + j0 * y_n, y_n, 0, h)

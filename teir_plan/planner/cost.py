@@ -237,8 +237,8 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
                   ) -> float:
     """A lower bound on :func:`estimate` for every schedule of these prim axes: their
     compute spread perfectly over all threads, each tensor moved from memory once
-    (the output twice) at the full bandwidth, no parallel region.  ``tile``: this prim
-    choice's :func:`tile_seconds`, when the caller has it."""
+    (the output twice, once when its stores stream) at the full bandwidth, no parallel
+    region.  ``tile``: this prim choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
     tile = tile or tile_seconds(c, m, n, k, br, blas, params)
     # Tiles needed to cover every iteration (all extents' product, the flops / 2).
