@@ -7,7 +7,13 @@ import numpy as np
 from teir_plan.executor import kernels as K
 from teir_plan.executor.checks import check_arrays, flat_view
 from teir_plan.executor.lower import Lowered, lower, prefetch_ahead
-from teir_plan.executor.threads import blas_threads, get_num_threads, numba_threads
+from teir_plan.executor.threads import (
+    blas_threads,
+    get_num_threads,
+    numba_threads,
+    parallel_region,
+    parallel_usable,
+)
 from teir_plan.teir.records import TEIR
 
 # Tiles with at least this many flops let BLAS use all threads (the cost model's threshold).
@@ -54,14 +60,16 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     tile = low.tile.copy()
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
     consts = _CONSTS[low.dtype]
-    threads = get_num_threads()
+    threads = _threads()
+    nchunks = min(low.parallel_iterations, threads) if low.has_parallel else 1
     if low.copy_runs is not None:
-        nchunks = min(low.parallel_iterations, threads) if low.has_parallel else 1
-        with numba_threads(threads):
-            K.run_copy_runs(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
-    elif low.has_parallel and threads > 1:
-        nchunks = min(low.parallel_iterations, threads)
-        with blas_threads(1), numba_threads(threads):
+        if nchunks > 1:
+            with numba_threads(threads), parallel_region():
+                K.run_copy_runs(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
+        else:
+            K.run_copy_runs_serial(x0, y, low.loops, low.npar, tile, low.copy_runs)
+    elif nchunks > 1:
+        with blas_threads(1), numba_threads(threads), parallel_region():
             K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
     elif low.tile[K.T_MODE] == K.MODE_BLAS:
         # BLAS threads pay off only on large tiles; on small ones every call would wait
@@ -86,8 +94,20 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
     tile[K.T_AHEAD] = int(prefetch_ahead(low, l2_room))
     total = int(np.prod(outer[:, 0])) if len(outer) else 1
-    threads = get_num_threads()
+    threads = _threads()
     nchunks = max(1, min(total, threads))
-    with blas_threads(1), numba_threads(threads):
-        K.run_blocked(x0, x1, y, outer, low.loops, tile, block, stage_elements,
-                      _CONSTS[low.dtype], nchunks)
+    consts = _CONSTS[low.dtype]
+    if nchunks > 1:
+        with blas_threads(1), numba_threads(threads), parallel_region():
+            K.run_blocked(x0, x1, y, outer, low.loops, tile, block, stage_elements, consts,
+                          nchunks)
+    else:
+        with blas_threads(1):
+            K.run_blocked_serial(x0, x1, y, outer, low.loops, tile, block, stage_elements,
+                                 consts)
+
+
+def _threads() -> int:
+    """The threads a program runs on: the setting, or 1 where numba's parallel
+    regions cannot run (see threads.parallel_usable)."""
+    return get_num_threads() if parallel_usable() else 1

@@ -8,11 +8,14 @@ program into integer tables, and these kernels only walk them:
   schedule order.
 * ``tile``: the primitive's parameters, indexed by the ``T_*`` constants below.
 
-The same two compiled functions (serial and parallel) serve every program of a
-dtype, whatever its number of axes, sizes or strides, so a new program never
-triggers a compilation.  Every address is ``origin + sum(index * stride)``
-into a flat 1-D view of each array; the bounds of those sums are proven by
-:mod:`teir_plan.executor.checks` before anything runs.
+The same compiled runners serve every program of a dtype, whatever its number of axes,
+sizes or strides, so a new program never triggers a compilation: ``run_serial`` and
+``run_parallel`` for any program, and for the two routes through the block copy
+``run_copy_runs`` and ``run_blocked``, each with a serial twin for one worker (no
+parallel region: see :mod:`teir_plan.executor.threads` for when none may start).
+Every address is ``origin + sum(index * stride)`` into a flat 1-D view of each array;
+the bounds of those sums are proven by :mod:`teir_plan.executor.checks` before anything
+runs.
 """
 
 from __future__ import annotations
@@ -981,6 +984,17 @@ def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
             _copy_tile(stage, so, y, yt, m, n, block[ri, 1], s_n, block[ri, 2], y_n, False)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _copy_runs_chunk(x, y, loops, npar, tile, block, start, stop):  # type: ignore[no-untyped-def]
+    """Iterations [start, stop) of a Copy program run through the block copy (see
+    run_copy_runs)."""
+    buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
+    for it in range(start, stop):
+        o0, _o1, o2 = _collapsed_offsets(loops, npar, tile, it)
+        _copy_block(x, y, o2, block, buf, o0)
+    store_fence()
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-untyped-def]
     """Run a Copy program whose tiles write rows too short to stream on their own
@@ -992,11 +1006,31 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
-            buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
-            for it in range(start, stop):
-                o0, _o1, o2 = _collapsed_offsets(loops, npar, tile, it)
-                _copy_block(x, y, o2, block, buf, o0)
-            store_fence()
+            _copy_runs_chunk(x, y, loops, npar, tile, block, start, stop)
+
+
+@njit(cache=True, nogil=True)
+def run_copy_runs_serial(x, y, loops, npar, tile, block):  # type: ignore[no-untyped-def]
+    """run_copy_runs on the calling thread alone (no parallel region)."""
+    _copy_runs_chunk(x, y, loops, npar, tile, block, 0, _iterations(loops, npar))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, start, stop):  # type: ignore[no-untyped-def]
+    """Blocks [start, stop) of a blocked program (see run_blocked), with a stage and a
+    scratch buffer of their own."""
+    stage = np.empty(max(stage_elements, 1), y.dtype)
+    scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
+    iparams = np.zeros(8, np.int64)
+    buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
+    o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, start)
+    for it in range(start, stop):
+        n0, n1, n2 = _next_offsets(outer, outer.shape[0], tile, it, stop)
+        _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
+                  n0, n1)
+        _copy_block(stage, y, o2, block, buf)
+        o0, o1, o2 = n0, n1, n2
+    store_fence()
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1007,15 +1041,12 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
-            stage = np.empty(max(stage_elements, 1), y.dtype)
-            scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
-            iparams = np.zeros(8, np.int64)
-            buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
-            o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, start)
-            for it in range(start, stop):
-                n0, n1, n2 = _next_offsets(outer, outer.shape[0], tile, it, stop)
-                _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
-                          n0, n1)
-                _copy_block(stage, y, o2, block, buf)
-                o0, o1, o2 = n0, n1, n2
-            store_fence()
+            _blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts,
+                           start, stop)
+
+
+@njit(cache=True, nogil=True)
+def run_blocked_serial(x0, x1, y, outer, inner, tile, block, stage_elements, consts):  # type: ignore[no-untyped-def]
+    """run_blocked on the calling thread alone (no parallel region)."""
+    _blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, 0,
+                   _iterations(outer, outer.shape[0]))

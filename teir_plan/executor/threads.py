@@ -1,12 +1,30 @@
-"""Thread counts for the executor's parallel loops and for BLAS.
+"""Thread counts for the executor's parallel loops and for BLAS, and when numba's
+parallel regions may run at all.
 
-One setting governs both: parallel TEIR axes run on that many numba threads,
+One setting governs both counts: parallel TEIR axes run on that many numba threads,
 each calling single-threaded BLAS; a program without parallel axes lets BLAS
 use that many threads itself.  The cores are never oversubscribed.
+
+numba runs parallel regions on one of three threading layers, chosen when the
+process first starts one (TBB if installed, else OpenMP, else its own workqueue),
+and two of them have limits the executor must respect (numba's documentation,
+"The Threading Layers"):
+
+* the workqueue layer accepts one parallel region at a time in the whole process,
+  and terminates the process when two threads start one together;
+* GNU OpenMP cannot be used again in a child forked after its threads started
+  (``multiprocessing``'s default on Linux): numba terminates the child when it tries,
+  and the parent's pool then waits for ever.
+
+So :func:`parallel_region` serializes the executor's parallel regions until the layer
+is known to be threadsafe, and in such a forked child :func:`parallel_usable` is
+False: every program runs on the calling thread alone (the same tiles in the same
+order as the parallel run, one worker's share after another).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,3 +101,54 @@ def numba_threads(n: int) -> Iterator[None]:
     finally:
         if old != n:
             numba.set_num_threads(old)
+
+
+# Layers that start parallel regions from any number of threads at once.
+THREADSAFE_LAYERS = frozenset({"tbb", "omp"})
+_region_lock = threading.Lock()
+_layer: str | None = None  # numba's threading layer, once known threadsafe
+_usable = True  # False in a child forked after GNU OpenMP's threads started
+
+
+def _started_layer() -> str | None:
+    """numba's threading layer, or None before any parallel region has run."""
+    try:
+        return str(numba.threading_layer())
+    except ValueError:  # numba raises ValueError until a layer has been started
+        return None
+
+
+@contextmanager
+def parallel_region() -> Iterator[None]:
+    """Around every call of a parallel kernel: one at a time in the process unless
+    numba's threading layer is threadsafe (only known once one has started)."""
+    global _layer
+    if _layer is not None:
+        yield
+        return
+    with _region_lock:
+        yield
+        layer = _started_layer()
+        if layer in THREADSAFE_LAYERS:
+            _layer = layer
+
+
+def parallel_usable() -> bool:
+    """False in a process forked after GNU OpenMP's threads started (see above)."""
+    return _usable
+
+
+def _after_fork_in_child() -> None:
+    global _usable
+    if _started_layer() == "omp":
+        import importlib
+
+        # Intel's OpenMP runtime survives a fork; GNU's (the usual one) does not.
+        vendor = getattr(importlib.import_module("numba.np.ufunc.omppool"), "openmp_vendor",
+                         "GNU")
+        if vendor == "GNU":
+            _usable = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

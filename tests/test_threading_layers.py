@@ -1,0 +1,178 @@
+"""Parallel programs under numba's threading layers' limits (executor/threads.py).
+
+Each test runs a child Python process, because numba picks its threading layer once per
+process and the failures are the process's: under the workqueue layer two threads
+starting parallel regions together terminate it, and a child forked after GNU OpenMP
+started is terminated when it starts one (a ``multiprocessing`` pool then waits for
+ever).  The workload covers the three parallel kernels: a contraction with parallel
+loops, a permutation through the block copy and a blocked write-back; each is checked
+to take its parallel route in the parent, and every result against numpy.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 600  # seconds: a hang is a failure, not a stuck test run
+
+Check = Callable[[], None]
+
+
+def _workload() -> list[tuple[str, Check]]:
+    """(name, run-and-check) for each parallel kernel; asserts that each plan runs in
+    parallel when two threads are set."""
+    import teir_plan as tp
+    from teir_plan.executor import lower as lowering
+    from tests.test_block_copy import _every_output_streams
+    from tests.test_blocked import _blocked_plans
+
+    rng = np.random.default_rng(3)
+    checks: list[tuple[str, Check]] = []
+
+    a = rng.standard_normal((256, 192)).astype(np.float32)
+    b = rng.standard_normal((192, 320)).astype(np.float32)
+    gemm = tp.plan("ij,jk->ik", a, b)
+    low = lowering.lower(gemm.teir)
+    assert low.has_parallel and low.parallel_iterations >= 2
+    ref = a.astype(np.float64) @ b
+
+    def run_gemm() -> None:
+        np.testing.assert_allclose(gemm(a, b), ref, rtol=1e-4, atol=1e-3)
+
+    checks.append(("parallel loops", run_gemm))
+
+    shape, strides = (4, 20, 20, 6, 20, 20), (48000, 1, 2400, 400, 192000, 20)
+    base = rng.standard_normal(4 * 20 * 20 * 6 * 20 * 20).astype(np.float32)
+    x = np.lib.stride_tricks.as_strided(base, shape, [s * 4 for s in strides])
+    with _every_output_streams():
+        perm = tp.plan("abcdef->abcdef", x, out=np.empty(shape, np.float32))
+        low = lowering.lower(perm.teir)
+        assert low.copy_runs is not None and low.parallel_iterations >= 2
+
+    def run_copy() -> None:
+        out = np.empty(shape, np.float32)
+        perm(x, out=out)
+        np.testing.assert_array_equal(out, x)
+
+    checks.append(("block copy", run_copy))
+
+    expr = "efbad,cf->abcde"
+    ext = {"a": 8, "b": 6, "c": 5, "d": 12, "e": 16, "f": 6}
+    ops = [rng.standard_normal([ext[c] for c in t]).astype(np.float32)
+           for t in expr.split("->")[0].split(",")]
+    out_shape = [ext[c] for c in "abcde"]
+    blocked = _blocked_plans(expr, ops, np.empty(out_shape, np.float32), l2_bytes=16 << 10)
+    assert blocked and blocked[0].main_step.blocking.blocks >= 2  # type: ignore[union-attr]
+    ref_b = np.einsum(expr, *[o.astype(np.float64) for o in ops])
+
+    def run_blocked() -> None:
+        out = np.empty(out_shape, np.float32)
+        blocked[0](*ops, out=out)
+        np.testing.assert_allclose(out, ref_b, rtol=1e-4, atol=1e-4)
+
+    checks.append(("blocked write-back", run_blocked))
+    return checks
+
+
+def _child(mode: str) -> None:
+    """The child process: ``threads`` runs the workload from 4 threads at once,
+    ``fork`` runs it, then in a pool of 2 forked processes."""
+    import teir_plan as tp
+
+    tp.set_num_threads(2)
+    checks = _workload()
+    for _, check in checks:  # compiles the parallel kernels; starts the threading layer
+        check()
+    if mode == "threads":
+        import threading
+
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(4)
+
+        def work() -> None:
+            barrier.wait()
+            try:
+                for _ in range(10):
+                    for _, check in checks:
+                        check()
+            except BaseException as e:  # noqa: BLE001 - reported by the parent
+                errors.append(e)
+
+        workers = [threading.Thread(target=work) for _ in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert not errors, errors
+    else:
+        import multiprocessing
+
+        tp.set_num_threads(1)  # the serial kernels, compiled once here for the children
+        for _, check in checks:
+            check()
+        tp.set_num_threads(2)
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            names = pool.map_async(_run_in_forked_child, range(4)).get(timeout=120)
+        assert names == [[n for n, _ in checks]] * 4, names
+    print("layer", numba.threading_layer())
+
+
+_forked_checks: list[tuple[str, Check]] = []
+
+
+def _run_in_forked_child(_: int) -> list[str]:
+    if not _forked_checks:
+        _forked_checks.extend(_workload())
+    for _, check in _forked_checks:
+        check()
+    return [n for n, _ in _forked_checks]
+
+
+def _run_child(mode: str, layer: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NUMBA_THREADING_LAYER=layer, NUMBA_NUM_THREADS="2")
+    return subprocess.run([sys.executable, "-m", "tests.test_threading_layers", mode],
+                          cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+
+
+def _layer_loads(layer: str) -> bool:
+    probe = ("import numpy as np\nfrom numba import njit, prange\n"
+             "@njit(parallel=True)\ndef f(x):\n    for i in prange(x.size):\n        x[i] = i\n"
+             "f(np.zeros(4))\n")
+    env = dict(os.environ, NUMBA_THREADING_LAYER=layer)
+    return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                          timeout=TIMEOUT).returncode == 0
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 numba threads")
+def test_parallel_programs_from_many_threads_under_the_workqueue_layer() -> None:
+    """numba's workqueue layer terminates a process whose threads start parallel regions
+    together; the executor starts them one at a time there."""
+    done = _run_child("threads", "workqueue")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "layer workqueue" in done.stdout
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2 or not hasattr(os, "fork"),
+                    reason="needs 2 numba threads and fork")
+def test_parallel_programs_in_processes_forked_after_gnu_openmp() -> None:
+    """A child forked after GNU OpenMP's threads started runs every program on its own
+    thread instead of being terminated by numba (the pool would wait for ever)."""
+    if not _layer_loads("omp"):
+        pytest.skip("numba's OpenMP layer does not load here")
+    done = _run_child("fork", "omp")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "layer omp" in done.stdout
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
