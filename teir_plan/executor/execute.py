@@ -77,9 +77,9 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         t = low.tile
         tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
         with blas_threads(threads if tile_flops >= BLAS_THREADED_TILE_FLOPS else 1):
-            K.run_serial(x0, x1, y, low.loops, tile, consts)
+            K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
     else:
-        K.run_serial(x0, x1, y, low.loops, tile, consts)
+        K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
 
 
 def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elements: int,

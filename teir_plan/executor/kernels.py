@@ -9,8 +9,9 @@ program into integer tables, and these kernels only walk them:
 * ``tile``: the primitive's parameters, indexed by the ``T_*`` constants below.
 
 The same compiled runners serve every program of a dtype, whatever its number of axes,
-sizes or strides, so a new program never triggers a compilation: ``run_serial`` and
-``run_parallel`` for any program, and for the two routes through the block copy
+sizes or strides, so a new program never triggers a compilation: ``run_chunk`` (on the
+calling thread) and ``run_parallel`` (which calls it) for any program, and for the two
+routes through the block copy
 ``run_copy_runs`` and ``run_blocked``, each with a serial twin for one worker (no
 parallel region: see :mod:`teir_plan.executor.threads` for when none may start).
 Every address is ``origin + sum(index * stride)`` into a flat 1-D view of each array;
@@ -637,18 +638,6 @@ def _walk_seq(  # type: ignore[no-untyped-def]
             return
 
 
-@njit(cache=True, nogil=True)
-def run_serial(x0, x1, y, loops, tile, consts):  # type: ignore[no-untyped-def]
-    """Run a program with every loop sequential (parallel rows, if any, run in order)."""
-    scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
-    iparams = np.zeros(8, np.int64)
-    npar = 0
-    _walk_seq(
-        x0, x1, y, loops, npar, tile, tile[T_ORIGIN0], tile[T_ORIGIN1], tile[T_ORIGIN2],
-        scratch, iparams, consts, np.int64(-1), np.int64(-1),
-    )
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
     """The three tensors' offsets at iteration ``it`` of the first ``nrows`` rows of
@@ -692,27 +681,36 @@ def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
     return c * total // nchunks, (c + 1) * total // nchunks
 
 
+@njit(cache=True, nogil=True)
+def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
+    """Run iterations [start, stop) of a program's first ``npar`` loop rows (collapsed
+    into one range), each with all of its sequential loops; with ``npar`` 0 and the
+    range [0, 1), the whole program with every loop sequential (parallel rows, if any,
+    run in order)."""
+    scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
+    iparams = np.zeros(8, np.int64)
+    o0, o1, o2 = _collapsed_offsets(loops, npar, tile, start)
+    for it in range(start, stop):
+        n0, n1, n2 = _next_offsets(loops, npar, tile, it, stop)
+        _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1)
+        o0, o1, o2 = n0, n1, n2
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a program whose first ``npar`` loop rows are parallel (collapsed into one range).
 
-    The parallel iterations are split into ``nchunks`` contiguous chunks; each worker
-    allocates its scratch once and runs the sequential loops for its iterations.
-    Parallel axes never carry K (validation rejects it), so workers write disjoint
-    output tiles, and each tile still sees its K iterations in schedule order.
+    The parallel iterations are split into ``nchunks`` contiguous chunks, one
+    :func:`run_chunk` per worker.  Parallel axes never carry K (validation rejects it),
+    so workers write disjoint output tiles, and each tile still sees its K iterations in
+    schedule order.  run_chunk is called, not inlined: compiling this parallel region
+    then reuses its compiled code instead of compiling the whole executor again.
     """
     total = _iterations(loops, npar)
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
-            scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
-            iparams = np.zeros(8, np.int64)
-            o0, o1, o2 = _collapsed_offsets(loops, npar, tile, start)
-            for it in range(start, stop):
-                n0, n1, n2 = _next_offsets(loops, npar, tile, it, stop)
-                _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts,
-                          n0, n1)
-                o0, o1, o2 = n0, n1, n2
+            run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop)
 
 
 # --- Blocked write-back -------------------------------------------------------------
