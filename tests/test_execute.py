@@ -166,3 +166,14 @@ def test_copy_tiles_of_every_kind_match_numpy(shape, flip, relu):
         )
         tp.execute(prog, x, out)
         np.testing.assert_array_equal(out, np.maximum(x, 0) if relu else x)
+
+
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+def test_execute_runs_ndarray_subclasses_through_their_plain_views() -> None:
+    """numpy.matrix stays 2-D when reshaped: execute reads and writes it as an ndarray."""
+    a = np.asmatrix(np.arange(6, dtype=np.float32).reshape(2, 3))
+    out = np.asmatrix(np.full((3, 2), -1, np.float32))
+    prog = tp.TEIR(tp.Primitives("float32", "none", "copy", "none"),
+                   tp.Schedule(["c", "c"], ["prim", "prim"], [2, 3], [[3, 1], [1, 2]]))
+    tp.execute(prog, a, out)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(a).T)

@@ -44,6 +44,9 @@ def execute(teir: TEIR, *arrays: np.ndarray) -> None:
 
         raise TEIRError(f"execute: expected a tp.TEIR program, got {type(teir).__name__}")
     teir.validate()
+    # A subclass (numpy.matrix, whose reshape stays 2-D) is run through its plain view.
+    arrays = tuple(a.view(np.ndarray) if isinstance(a, np.ndarray) and type(a) is not np.ndarray
+                   else a for a in arrays)
     check_arrays(teir, arrays)
     run_lowered(lower(teir), arrays)
 

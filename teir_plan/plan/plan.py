@@ -40,10 +40,13 @@ class OperandSpec:
 
 
 def as_operand(x: object, i: int) -> np.ndarray:
-    """numpy's conversion for operands: arrays as they are, nested lists and scalars
-    converted; None, strings and object arrays refused."""
-    if isinstance(x, np.ndarray):
+    """numpy's conversion for operands: arrays as they are (a subclass such as
+    numpy.matrix or a masked array as its plain ndarray view, as numpy.einsum reads it),
+    nested lists and scalars converted; None, strings and object arrays refused."""
+    if type(x) is np.ndarray:
         arr = x
+    elif isinstance(x, np.ndarray):
+        arr = x.view(np.ndarray)
     elif x is None or isinstance(x, (str, bytes)):
         raise OperandTypeError(f"operand {i}: expected an array, got {type(x).__name__}")
     else:
@@ -156,6 +159,8 @@ class Plan:
 
     def run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Run on checked arrays (no checks: callers have done them)."""
+        if type(out) is not np.ndarray:  # numpy.matrix's reshape stays 2-D, for one
+            out = out.view(np.ndarray)
         buffers: list[np.ndarray] = [*arrays, out]
         temps: list[np.ndarray] = []
         try:
