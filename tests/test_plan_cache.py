@@ -117,3 +117,21 @@ def test_subclasses_and_lists_take_the_full_path() -> None:
         out = np.asmatrix(np.empty((3, 3)))  # numpy writes it and returns it
         assert tp.einsum("ij,jk->ik", m, m, out=out) is out
         np.testing.assert_allclose(out, _ref("ij,jk->ik", np.asarray(m), np.asarray(m)))
+
+
+def test_a_plan_object_remembers_matching_layouts_and_still_rejects_others() -> None:
+    """Plan.__call__ compares a plain array's (shape, byte strides, dtype) with the
+    layouts it has already accepted; any other layout is checked in full, and refused."""
+    a = RNG.standard_normal((4, 1, 6))
+    b = RNG.standard_normal((6, 3))
+    p = tp.plan("iaj,jk->iak", a, b)
+    for _ in range(2):
+        np.testing.assert_allclose(p(a, b), _ref("iaj,jk->iak", a, b), atol=1e-12)
+    with pytest.raises(PlanError, match="operand 0"):
+        p(np.asfortranarray(a), b)
+    with pytest.raises(PlanError, match="operand 1"):
+        p(a, b.astype(np.float32))
+    for step in range(20):  # extent-1 strides vary freely: all match, a few remembered
+        odd = np.lib.stride_tricks.as_strided(a, a.shape, (a.strides[0], 8 * step, a.strides[2]))
+        np.testing.assert_allclose(p(odd, b), _ref("iaj,jk->iak", a, b), atol=1e-12)
+    assert 1 <= len(p._seen[0]) <= 8

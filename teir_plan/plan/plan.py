@@ -61,6 +61,9 @@ def as_operand(x: object, i: int) -> np.ndarray:
     return arr
 
 
+_SEEN_LIMIT = 8  # array layouts remembered per operand (see Plan._seen)
+
+
 class Plan:
     """A planned einsum: call it on arrays of the layouts it was made for.
 
@@ -93,6 +96,9 @@ class Plan:
         self._main = main
         self.measured_seconds: float | None = None
         self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
+        # Per operand, the (shape, byte strides, dtype) of plain arrays already found to
+        # match its spec: a repeated call compares those instead of building a spec.
+        self._seen: tuple[set[tuple[object, ...]], ...] = tuple(set() for _ in self.operands)
 
     # ---- what the plan is -------------------------------------------------
     @property
@@ -197,8 +203,15 @@ class Plan:
             )
         arrays = []
         for i, (x, spec) in enumerate(zip(operands, self.operands)):
+            if type(x) is np.ndarray:
+                raw = (x.shape, x.strides, x.dtype)
+                if raw in self._seen[i]:
+                    arrays.append(x)
+                    continue
             arr = as_operand(x, i)
             got = OperandSpec.of(arr)
+            if got == spec and type(x) is np.ndarray and len(self._seen[i]) < _SEEN_LIMIT:
+                self._seen[i].add(raw)
             if got != spec:
                 what = (
                     "shape" if got.shape != spec.shape
