@@ -6,6 +6,7 @@ layout and the options; a cached call only checks its arrays and runs.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -104,6 +105,14 @@ class PlanCache:
 
 
 plan_cache = PlanCache()
+
+
+def _after_fork_in_child() -> None:
+    plan_cache._lock = threading.Lock()  # another thread's hold would outlive it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _spec_of(x: object, i: int, dtype: object) -> tuple[OperandSpec, np.ndarray | None]:

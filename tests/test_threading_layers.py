@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -126,6 +127,57 @@ def _child(mode: str) -> None:
     print("layer", numba.threading_layer())
 
 
+def _fork_while_locked() -> None:
+    """The child process of the lock test: a thread holds every lock of the library
+    (as a call in progress would) while the main thread forks; the forked process
+    plans and runs new problems, a parallel one among them, and exits 0."""
+    import threading
+
+    import teir_plan as tp
+    from teir_plan import api
+    from teir_plan.executor import threads as thr
+    from teir_plan.plan import workspace as ws
+    from teir_plan.planner import machine
+
+    tp.set_num_threads(2)
+    checks = _workload()
+    for _, check in checks:
+        check()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with (api.plan_cache._lock, ws.workspace._lock, machine._lock, thr._lock,
+              thr._region_lock):
+            held.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            a = np.ones((600, 600), np.float32)  # a new plan; a 1.4 MB pooled result
+            np.testing.assert_allclose(tp.einsum("ij,kj->ik", a, a), 600.0)
+            for _, check in checks:
+                check()
+            code = 0
+        finally:
+            os._exit(code)
+    release.set()
+    holder.join()
+    for _ in range(600):  # 60 s
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0, status
+            print("forked child done")
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    raise AssertionError("the forked child hung")
+
+
 _forked_checks: list[tuple[str, Check]] = []
 
 
@@ -174,5 +226,18 @@ def test_parallel_programs_in_processes_forked_after_gnu_openmp() -> None:
     assert "layer omp" in done.stdout
 
 
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2 or not hasattr(os, "fork"),
+                    reason="needs 2 numba threads and fork")
+def test_a_process_forked_while_another_thread_holds_the_librarys_locks() -> None:
+    """Locks held by another thread at a fork stay held in the child unless made anew:
+    the child's calls would wait for ever."""
+    done = _run_child("locks", "workqueue")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "forked child done" in done.stdout
+
+
 if __name__ == "__main__":
-    _child(sys.argv[1])
+    if sys.argv[1] == "locks":
+        _fork_while_locked()
+    else:
+        _child(sys.argv[1])

@@ -20,6 +20,10 @@ So :func:`parallel_region` serializes the executor's parallel regions until the 
 is known to be threadsafe, and in such a forked child :func:`parallel_usable` is
 False: every program runs on the calling thread alone (the same tiles in the same
 order as the parallel run, one worker's share after another).
+
+Every lock of the library is made anew in a forked child (here, and in the plan
+cache, the workspace and the machine parameters): one held by another thread at the
+fork would stay held, and the child's first call would wait for ever.
 """
 
 from __future__ import annotations
@@ -139,7 +143,12 @@ def parallel_usable() -> bool:
 
 
 def _after_fork_in_child() -> None:
-    global _usable
+    """A forked child has only the thread that forked: locks another thread held stay
+    held for ever there, and its executor calls in progress never end."""
+    global _usable, _region_lock, _lock, _active
+    _region_lock = threading.Lock()
+    _lock = threading.Lock()
+    _active = 0
     if _started_layer() == "omp":
         import importlib
 

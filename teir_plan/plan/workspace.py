@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -129,6 +130,14 @@ class Workspace:
 
 
 workspace = Workspace()
+
+
+def _after_fork_in_child() -> None:
+    workspace._lock = threading.RLock()  # another thread's hold would outlive it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Lease:

@@ -118,6 +118,15 @@ _lock = threading.Lock()
 _current: MachineParams | None = None
 
 
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread's hold would outlive it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("TEIR_PLAN_CACHE_DIR", Path.home() / ".cache" / "teir_plan"))
 
