@@ -205,35 +205,40 @@ def _layer_loads(layer: str) -> bool:
                           timeout=TIMEOUT).returncode == 0
 
 
-@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 numba threads")
+def _check_child(mode: str, layer: str, says: str) -> None:
+    done = _run_child(mode, layer)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert says in done.stdout
+
+
+TWO_THREADS = pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2,
+                                 reason="needs 2 numba threads")
+FORK = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+
+
+@TWO_THREADS
 def test_parallel_programs_from_many_threads_under_the_workqueue_layer() -> None:
     """numba's workqueue layer terminates a process whose threads start parallel regions
     together; the executor starts them one at a time there."""
-    done = _run_child("threads", "workqueue")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "layer workqueue" in done.stdout
+    _check_child("threads", "workqueue", "layer workqueue")
 
 
-@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2 or not hasattr(os, "fork"),
-                    reason="needs 2 numba threads and fork")
+@TWO_THREADS
+@FORK
 def test_parallel_programs_in_processes_forked_after_gnu_openmp() -> None:
     """A child forked after GNU OpenMP's threads started runs every program on its own
     thread instead of being terminated by numba (the pool would wait for ever)."""
     if not _layer_loads("omp"):
         pytest.skip("numba's OpenMP layer does not load here")
-    done = _run_child("fork", "omp")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "layer omp" in done.stdout
+    _check_child("fork", "omp", "layer omp")
 
 
-@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2 or not hasattr(os, "fork"),
-                    reason="needs 2 numba threads and fork")
+@TWO_THREADS
+@FORK
 def test_a_process_forked_while_another_thread_holds_the_librarys_locks() -> None:
     """Locks held by another thread at a fork stay held in the child unless made anew:
     the child's calls would wait for ever."""
-    done = _run_child("locks", "workqueue")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "forked child done" in done.stdout
+    _check_child("locks", "workqueue", "forked child done")
 
 
 if __name__ == "__main__":
