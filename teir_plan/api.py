@@ -6,7 +6,6 @@ layout and the options; a cached call only checks its arrays and runs.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -14,7 +13,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from teir_plan.errors import EinsumError, OperandTypeError
-from teir_plan.executor.threads import get_num_threads
+from teir_plan.executor.threads import get_num_threads, renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.plan.build import build_plan, c_strides
 from teir_plan.plan.plan import OperandSpec, Plan, as_operand
@@ -105,14 +104,7 @@ class PlanCache:
 
 
 plan_cache = PlanCache()
-
-
-def _after_fork_in_child() -> None:
-    plan_cache._lock = threading.Lock()  # another thread's hold would outlive it
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+renew_after_fork(plan_cache, "_lock", threading.Lock)
 
 
 def _spec_of(x: object, i: int, dtype: object) -> tuple[OperandSpec, np.ndarray | None]:
@@ -278,7 +270,7 @@ def _direct_key(subscripts: str, operands: Sequence[object], out: object,
     """A key made of the arrays' own shapes, byte strides and dtypes (and out's), or None
     unless every operand (and out, if given) is a numpy array.  It determines the plan
     as the full key does, so equal direct keys share a plan; it is cheaper to build
-    than the OperandSpecs (a cached 4 x 4 call: 17 -> 11 us)."""
+    than the OperandSpecs (a cached 4 x 4 call: 17 -> 10 us)."""
     if out is None:
         out_key: object = None
     elif type(out) is np.ndarray:

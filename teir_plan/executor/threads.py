@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numba
@@ -161,3 +161,10 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def renew_after_fork(owner: object, name: str, make: Callable[[], object]) -> None:
+    """In a forked child, ``owner.name`` (a module's lock: pass the module) becomes a new
+    ``make()``: a lock another thread held at the fork would stay held there for ever."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: setattr(owner, name, make()))

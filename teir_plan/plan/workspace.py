@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from teir_plan.executor.threads import renew_after_fork
 
 # Buffers smaller than this come from numpy each time: malloc reuses them cheaply.
 POOL_MIN_BYTES = 1 << 20
@@ -130,14 +131,7 @@ class Workspace:
 
 
 workspace = Workspace()
-
-
-def _after_fork_in_child() -> None:
-    workspace._lock = threading.RLock()  # another thread's hold would outlive it
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+renew_after_fork(workspace, "_lock", threading.RLock)
 
 
 class _Lease:

@@ -15,12 +15,15 @@ import itertools
 import json
 import os
 import platform
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
+
+from teir_plan.executor.threads import renew_after_fork
 
 # Tile extents (per axis) at which calibration measures BLAS on one core.  A product
 # of per-axis saturation curves missed by 1.6x on tiles with one short axis
@@ -116,15 +119,7 @@ class MachineParams:
 
 _lock = threading.Lock()
 _current: MachineParams | None = None
-
-
-def _after_fork_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()  # another thread's hold would outlive it
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+renew_after_fork(sys.modules[__name__], "_lock", threading.Lock)
 
 
 def cache_dir() -> Path:
