@@ -177,3 +177,29 @@ def test_execute_runs_ndarray_subclasses_through_their_plain_views() -> None:
                    tp.Schedule(["c", "c"], ["prim", "prim"], [2, 3], [[3, 1], [1, 2]]))
     tp.execute(prog, a, out)
     np.testing.assert_array_equal(np.asarray(out), np.asarray(a).T)
+
+
+def test_a_fused_axis_over_a_gapped_view_is_proven_by_its_parts() -> None:
+    """The proof of reach takes an axis that walks none of a gapped view's dims
+    uniformly as an outer and an inner axis: offsets 0, 2, 4, 6 of a view with element
+    strides (8, -4, 2) are elements (the diagonal of the first two dims, then the
+    third), 0, 3, 6, 9 are not.  ('b b a' on such a view: every alternative plan runs.)"""
+    base = np.random.default_rng(4).standard_normal((2, 2, 4)).astype(np.float32)
+    x = base[:, ::-1, ::2]
+    assert [s // 4 for s in x.strides] == [8, -4, 2]
+
+    def copy(stride: int) -> tp.TEIR:
+        return tp.TEIR(tp.Primitives("float32", "none", "copy", "none"),
+                       tp.Schedule(["c", "c"], ["prim", "prim"], [4, 1], [[stride, 0], [1, 0]]))
+
+    out = np.full((4, 1), -1, np.float32)
+    tp.execute(copy(2), x, out)
+    np.testing.assert_array_equal(out[:, 0], [x[0, 0, 0], x[0, 0, 1], x[1, 1, 0], x[1, 1, 1]])
+    out[...] = -1
+    with pytest.raises(tp.TEIRError, match="does not stay on elements"):
+        tp.execute(copy(3), x, out)
+    assert (out == -1).all()
+    plan = tp.plan("b b a", x)
+    ref = np.einsum("bba", x.astype(np.float64))
+    for alt in plan.alternatives:
+        np.testing.assert_allclose(alt(x), ref, atol=1e-6)

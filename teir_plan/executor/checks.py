@@ -8,7 +8,8 @@ one property that keeps it memory-safe is proven here: every offset
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -107,16 +108,14 @@ def _check_reach(
     # program's index steps together keep every dim's index inside 0..n-1.  Then
     # every offset the program forms is the offset of an element.
     axes_at = [(i, n, st) for i, (n, st) in enumerate(zip(sizes, strides)) if n > 1 and st != 0]
-    options = []
+    options: list[tuple[int, list[tuple[int, ...]]]] = []
     for i, n, st in axes_at:
-        found = _decompose(st, n, dims)
-        if not found:
+        if not _walk_options(n, st, dims, options):
             raise TEIRError(
                 f"strides[{j}][{i}]: stride {st} over {n} steps does not stay on elements "
                 f"of {name} (a non-contiguous view with strides {[d[1] for d in dims]} in "
                 f"elements)"
             )
-        options.append((n, found))
     if not _fits(options, [n - 1 for n, _ in dims]):
         raise TEIRError(
             f"strides[{j}]: the program reaches outside the elements of {name} "
@@ -125,6 +124,7 @@ def _check_reach(
 
 
 _SEARCH_LIMIT = 20_000  # nodes per proof; past it the program is refused (never accepted)
+_SPLIT_LIMIT = 64  # splits of one program axis tried (see _walk_options)
 
 
 def _dense(dims: list[tuple[int, int]]) -> bool:
@@ -135,6 +135,41 @@ def _dense(dims: list[tuple[int, int]]) -> bool:
             return False
         expect *= n
     return True
+
+
+def _walk_options(n: int, st: int, dims: list[tuple[int, int]],
+                  options: list[tuple[int, list[tuple[int, ...]]]],
+                  budget: list[int] | None = None) -> bool:
+    """Append to ``options`` the ways a program axis of extent ``n`` and stride ``st``
+    walks the array's dims, and return True; False if it cannot.  An axis that walks
+    none of them uniformly is taken as an outer and an inner axis (extent n = n1 * n2:
+    offsets (i1 * n2 + i2) * st, the same ones), each of which must: a planner's fused
+    axis over a diagonal and another dim (strides 8, -4, 2: diagonal 4, fused with 2 into
+    4 steps of 2) walks the dims only as its two parts."""
+    budget = [_SPLIT_LIMIT] if budget is None else budget
+    found = _decompose(st, n, dims)
+    if found:
+        options.append((n, found))
+        return True
+    for inner in _divisors(n):
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False  # refused, never accepted
+        parts: list[tuple[int, list[tuple[int, ...]]]] = []
+        if (_walk_options(n // inner, st * inner, dims, parts, budget)
+                and _walk_options(inner, st, dims, parts, budget)):
+            options.extend(parts)
+            return True
+    return False
+
+
+def _divisors(n: int) -> Iterator[int]:
+    """The divisors of n other than 1 and n."""
+    for d in range(2, math.isqrt(n) + 1):
+        if n % d == 0:
+            yield d
+            if d != n // d:
+                yield n // d
 
 
 def _decompose(st: int, n: int, dims: list[tuple[int, int]]) -> list[tuple[int, ...]]:
