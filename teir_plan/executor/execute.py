@@ -70,7 +70,8 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             with numba_threads(threads), parallel_region():
                 K.run_copy_runs(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
         else:
-            K.run_copy_runs_serial(x0, y, low.loops, low.npar, tile, low.copy_runs)
+            K.copy_runs_chunk(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
+                              int(np.prod(low.loops[:low.npar, 0])))
     elif nchunks > 1:
         with blas_threads(1), numba_threads(threads), parallel_region():
             K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
@@ -106,8 +107,8 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
                           nchunks)
     else:
         with blas_threads(1):
-            K.run_blocked_serial(x0, x1, y, outer, low.loops, tile, block, stage_elements,
-                                 consts)
+            K.blocked_chunk(x0, x1, y, outer, low.loops, tile, block, stage_elements, consts,
+                            0, total)
 
 
 def _threads() -> int:

@@ -9,11 +9,13 @@ program into integer tables, and these kernels only walk them:
 * ``tile``: the primitive's parameters, indexed by the ``T_*`` constants below.
 
 The same compiled runners serve every program of a dtype, whatever its number of axes,
-sizes or strides, so a new program never triggers a compilation: ``run_chunk`` (on the
-calling thread) and ``run_parallel`` (which calls it) for any program, and for the two
-routes through the block copy
-``run_copy_runs`` and ``run_blocked``, each with a serial twin for one worker (no
-parallel region: see :mod:`teir_plan.executor.threads` for when none may start).
+sizes or strides, so a new program never triggers a compilation: ``run_chunk`` for any
+program, and for the two routes through the block copy ``copy_runs_chunk`` and
+``blocked_chunk``.  Each runs a range of a program's parallel iterations on the calling
+thread (all of them for one worker: no parallel region, see
+:mod:`teir_plan.executor.threads` for when none may start), and each has a parallel
+runner that calls it once per worker: ``run_parallel``, ``run_copy_runs``,
+``run_blocked``.
 Every address is ``origin + sum(index * stride)`` into a flat 1-D view of each array;
 the bounds of those sums are proven by :mod:`teir_plan.executor.checks` before anything
 runs.
@@ -531,9 +533,8 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
 # _run_tile and _walk_seq are inlined into the runners that call them: numba compiles
 # each function apart and then optimizes it again with all of its callees linked in, so
 # every layer of calls costs its whole subtree once more on a cold cache (a first 8 x 8
-# tp.einsum, serial: 11.8 -> 9.2 s; a parallel one first: 18.2 -> 16.9 s, then a serial
-# one 4.0 -> 2.8).  TCCG speeds were unchanged (geomean 1.04 against the run before, with
-# the GEMM rate 1.03 higher).
+# tp.einsum, serial: 11.8 -> 9.2 s; a parallel one first: 18.2 -> 16.9 s).  TCCG speeds
+# were unchanged (geomean 1.04 against the run before, with the GEMM rate 1.03 higher).
 @njit(cache=True, nogil=True, inline="always")
 def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1):  # type: ignore[no-untyped-def]
     """Run one tile at offsets o0, o1, o2; ``n0``, ``n1``: the in0 and in1 offsets of
@@ -982,10 +983,10 @@ def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
             _copy_tile(stage, so, y, yt, m, n, block[ri, 1], s_n, block[ri, 2], y_n, False)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _copy_runs_chunk(x, y, loops, npar, tile, block, start, stop):  # type: ignore[no-untyped-def]
+@njit(cache=True, nogil=True)
+def copy_runs_chunk(x, y, loops, npar, tile, block, start, stop):  # type: ignore[no-untyped-def]
     """Iterations [start, stop) of a Copy program run through the block copy (see
-    run_copy_runs)."""
+    run_copy_runs, which calls this once per worker)."""
     buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
     for it in range(start, stop):
         o0, _o1, o2 = _collapsed_offsets(loops, npar, tile, it)
@@ -1004,19 +1005,13 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
-            _copy_runs_chunk(x, y, loops, npar, tile, block, start, stop)
+            copy_runs_chunk(x, y, loops, npar, tile, block, start, stop)
 
 
 @njit(cache=True, nogil=True)
-def run_copy_runs_serial(x, y, loops, npar, tile, block):  # type: ignore[no-untyped-def]
-    """run_copy_runs on the calling thread alone (no parallel region)."""
-    _copy_runs_chunk(x, y, loops, npar, tile, block, 0, _iterations(loops, npar))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, start, stop):  # type: ignore[no-untyped-def]
-    """Blocks [start, stop) of a blocked program (see run_blocked), with a stage and a
-    scratch buffer of their own."""
+def blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, start, stop):  # type: ignore[no-untyped-def]
+    """Blocks [start, stop) of a blocked program (see run_blocked, which calls this once
+    per worker), with a stage and a scratch buffer of their own."""
     stage = np.empty(max(stage_elements, 1), y.dtype)
     scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
     iparams = np.zeros(8, np.int64)
@@ -1039,12 +1034,5 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
-            _blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts,
-                           start, stop)
-
-
-@njit(cache=True, nogil=True)
-def run_blocked_serial(x0, x1, y, outer, inner, tile, block, stage_elements, consts):  # type: ignore[no-untyped-def]
-    """run_blocked on the calling thread alone (no parallel region)."""
-    _blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, 0,
-                   _iterations(outer, outer.shape[0]))
+            blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts,
+                          start, stop)
