@@ -82,6 +82,8 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
         with blas_threads(threads if tile_flops >= BLAS_THREADED_TILE_FLOPS else 1):
             K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+    elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
+        K.run_chunk(x0, x1, y, low.loops, low.npar, tile, consts, 0, low.parallel_iterations)
     else:
         K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
 

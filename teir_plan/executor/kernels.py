@@ -50,6 +50,14 @@ KIND_BRGEMM = 3
 MODE_LOOPS = 0  # strided loops in the kernel (small or BLAS-illegal tiles)
 MODE_BLAS = 1  # BLAS ?gemm on the operands in place, packing those it cannot address
 MODE_VEC = 2  # the vector kernel (microkernel.py); T_SWAP: its vector axis is N, not M
+# A scalar tile (m = n = k = 1) with one loop of the program folded in (lower._fold_row):
+# T_M elements along strides T_A_M (in0), T_B_N (in1), T_C_M (out; 0: the loop is a K
+# loop, summed into one element).  With T_ROW_PAR the folded loop is the innermost
+# parallel one, still in the loop table, and T_M is 1: run_chunk walks its iterations
+# in runs (any other walker runs the tile one element at a time, the same products).
+MODE_ROW = 3
+# A GEMM tile with one output column (n 1, and br 1): T_M dot products along K.
+MODE_DOT = 4
 
 # Indices into the ``tile`` table.
 T_KIND = 0
@@ -82,7 +90,8 @@ T_ORIGIN2 = 25
 T_SCRATCH = 26  # scratch elements each worker needs
 T_STREAM = 28  # out streams to memory (lower.streams_out): non-temporal stores
 T_AHEAD = 29  # vector-kernel tiles prefetch the next tile's lines (lower.prefetch_ahead)
-TILE_LEN = 30
+T_ROW_PAR = 30  # MODE_ROW: the folded loop is the innermost parallel loop
+TILE_LEN = 31
 
 _ORD_N = 78
 _ORD_T = 84
@@ -428,6 +437,85 @@ def _gemm_loops(x0, ao, x1, bo, y, co, tile, zero_first):  # type: ignore[no-unt
                 y[pc] = y[pc] + acc
 
 
+# Row and dot tiles: reductions may be reassociated (LLVM then vectorizes them, with
+# several partial sums, as BLAS' dot does) and a multiply-add fused; no other fast-math
+# assumption (NaN and infinity propagate as in numpy).
+_SUM_MATH = {"reassoc", "contract"}
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _dot(x0, o0, s0, x1, o1, s1, n, zero):  # type: ignore[no-untyped-def]
+    """sum_{p < n} x0[o0 + p*s0] * x1[o1 + p*s1], from ``zero`` (of the arrays' dtype);
+    unit strides get a loop of their own (vectorized)."""
+    acc = zero
+    if s0 == 1 and s1 == 1:
+        # Slices indexed from 0: LLVM sees the indices are not negative (no wraparound
+        # test per element) and loads whole vectors instead of gathering.
+        a = x0[o0:o0 + n]
+        b = x1[o1:o1 + n]
+        for p in range(n):
+            acc += a[p] * b[p]
+    else:
+        for p in range(n):
+            acc += x0[o0 + p * s0] * x1[o1 + p * s1]
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def _mul_row(x0, o0, s0, x1, o1, s1, y, o2, s2, n, accumulate):  # type: ignore[no-untyped-def]
+    """y[o2 + i*s2] (=, or += with ``accumulate``) x0[o0 + i*s0] * x1[o1 + i*s1] for
+    i < n; unit strides get loops of their own (vectorized)."""
+    if s0 == 1 and s1 == 1 and s2 == 1:  # slices: see _dot
+        a = x0[o0:o0 + n]
+        b = x1[o1:o1 + n]
+        c = y[o2:o2 + n]
+        if accumulate:
+            for i in range(n):
+                c[i] += a[i] * b[i]
+        else:
+            for i in range(n):
+                c[i] = a[i] * b[i]
+    elif accumulate:
+        for i in range(n):
+            y[o2 + i * s2] += x0[o0 + i * s0] * x1[o1 + i * s1]
+    else:
+        for i in range(n):
+            y[o2 + i * s2] = x0[o0 + i * s0] * x1[o1 + i * s1]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_tile(x0, o0, x1, o1, y, o2, tile, n, zero_first, relu, zero):  # type: ignore[no-untyped-def]
+    """A MODE_ROW tile of ``n`` elements (see MODE_ROW), then max(., 0) with ``relu``."""
+    s2 = tile[T_C_M]
+    if s2 == 0:  # a K loop: one output element
+        acc = _dot(x0, o0, tile[T_A_M], x1, o1, tile[T_B_N], n, zero)
+        v = acc if zero_first else y[o2] + acc
+        y[o2] = _relu(v) if relu else v
+    else:
+        _mul_row(x0, o0, tile[T_A_M], x1, o1, tile[T_B_N], y, o2, s2, n, not zero_first)
+        if relu:
+            for i in range(n):
+                y[o2 + i * s2] = _relu(y[o2 + i * s2])
+
+
+@njit(cache=True, nogil=True)
+def _dot_tile(x0, ao, x1, bo, y, co, tile, zero_first, zero):  # type: ignore[no-untyped-def]
+    """A MODE_DOT tile: C[i] (+)= sum_p A[i, p] B[p] for i < m (with T_SWAP the roles of
+    in0 and in1 exchanged: C[j] (+)= sum_p A[p] B[p, j])."""
+    if tile[T_SWAP]:
+        m, s_row, s_y, s0, s1 = tile[T_N], tile[T_B_N], tile[T_C_N], tile[T_B_K], tile[T_A_K]
+        for j in range(m):
+            acc = _dot(x1, bo + j * s_row, s0, x0, ao, s1, tile[T_K], zero)
+            p = co + j * s_y
+            y[p] = acc if zero_first else y[p] + acc
+    else:
+        m, s_row, s_y, s0, s1 = tile[T_M], tile[T_A_M], tile[T_C_M], tile[T_A_K], tile[T_B_K]
+        for i in range(m):
+            acc = _dot(x0, ao + i * s_row, s0, x1, bo, s1, tile[T_K], zero)
+            p = co + i * s_y
+            y[p] = acc if zero_first else y[p] + acc
+
+
 @njit(cache=True, nogil=True)
 def _pack(src, so, rows, cols, s_r, s_c, dst, do):  # type: ignore[no-untyped-def]
     """Copy a strided rows x cols matrix into column-major ``dst[do:]``."""
@@ -564,6 +652,12 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
                      tile[T_C_N], tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu,
                      nxt)
         return
+    elif tile[T_MODE] == MODE_ROW:
+        _row_tile(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,
+                  last and tile[T_LAST_RELU] != 0, consts[1])
+        return
+    elif tile[T_MODE] == MODE_DOT:
+        _dot_tile(x0, o0, x1, o1, y, o2, tile, zero_first, consts[1])
     elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
         # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
         v = x0[o0] * x1[o1]
@@ -683,11 +777,30 @@ def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def _par_rows(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
+    """Iterations [start, stop) of a scalar-tile program with only parallel loops, in
+    runs along its innermost loop (MODE_ROW with T_ROW_PAR): each iteration is one
+    element, written once (parallel loops carry no K), so each run is one row tile."""
+    n_last = loops[npar - 1, 0]
+    zero_first = tile[T_FIRST_ZERO] != 0
+    relu = tile[T_LAST_RELU] != 0
+    it = start
+    while it < stop:
+        o0, o1, o2 = _collapsed_offsets(loops, npar, tile, it)
+        run = min(n_last - it % n_last, stop - it)
+        _row_tile(x0, o0, x1, o1, y, o2, tile, run, zero_first, relu, consts[1])
+        it += run
+
+
+@njit(cache=True, nogil=True)
 def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
     """Run iterations [start, stop) of a program's first ``npar`` loop rows (collapsed
     into one range), each with all of its sequential loops; with ``npar`` 0 and the
     range [0, 1), the whole program with every loop sequential (parallel rows, if any,
     run in order)."""
+    if tile[T_MODE] == MODE_ROW and tile[T_ROW_PAR] != 0:
+        _par_rows(x0, x1, y, loops, npar, tile, consts, start, stop)
+        return
     scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
     iparams = np.zeros(8, np.int64)
     o0, o1, o2 = _collapsed_offsets(loops, npar, tile, start)
