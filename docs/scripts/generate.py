@@ -42,6 +42,13 @@ BENCHMARKS = [
      "`order='K'`; `tp(out=)`: into a C-order `out`; `tp(C)`: the same C-order result "
      "allocated by tp, `order='C'`) against numpy.einsum(optimize=True), opt_einsum, "
      "PyTorch and etops, all measured in the same run, with each case's roofline."),
+    ("everyday", "Everyday einsums", ".venv/bin/python -m benchmarks.everyday",
+     "Contractions users write outside the TCCG suite, in microseconds against "
+     "numpy.einsum(optimize=True), opt_einsum and PyTorch in the same run: matrix products "
+     "large and small, batched and attention-style products, matrix-vector, dot and "
+     "elementwise products, a permutation and a diagonal (numpy and PyTorch return views "
+     "for these two; tp.einsum copies, through the Copy primitive), and a three-operand "
+     "chain.  Where tp is slower, this table says so."),
     ("prims", "Primitives", ".venv/bin/python -m benchmarks.prims",
      "The executor's building blocks against numpy: one large GEMM tile, a permutation, and "
      "the spec's GEMM (10.3.6) and BRGEMM (10.3.7) schedules."),
@@ -87,7 +94,7 @@ def performance_page() -> str:
         "Every number on this page is read from the results files in `benchmarks/results/`, "
         "written by the benchmark scripts in `benchmarks/`; `make docs` regenerates the page. "
         "Each file names the machine and the library versions it was measured with. "
-        "`make bench` reruns the primitive and TCCG benchmarks.",
+        "`make bench` reruns the primitive, everyday and TCCG benchmarks.",
         "",
     ]
     for stem, title, command, what in BENCHMARKS:
@@ -190,6 +197,24 @@ def _prims_summary(data: dict) -> str:
                               f"({m.get('threads')} threads).")
 
 
+def _everyday_summary(data: dict) -> str:
+    """One line per everyday case: tp's time and the fastest other system's."""
+    rows = ["| everyday einsum | teir_plan us | fastest other | its us |", "|---|---|---|---|"]
+    for case in data["cases"]:
+        secs = case["seconds"]
+        peer = min((n for n in secs if n != "tp"), key=lambda n: secs[n])
+        shapes = " ".join("x".join(map(str, s)) for s in case["shapes"])
+        rows.append(f"| `{case['expr']}` {shapes} {case['dtype']} | {secs['tp'] * 1e6:.0f} | "
+                    f"{peer} | {secs[peer] * 1e6:.0f} |")
+    wins = sum(c["best_peer_over_tp"] >= 1.0 for c in data["cases"])
+    m = data["machine"]
+    return "\n".join(rows) + (
+        f"\n\nOutside TCCG, teir_plan is the fastest on {wins} of {len(data['cases'])} "
+        "everyday cases: small batched and attention-style products are faster in PyTorch, "
+        "a permutation or a diagonal is a view in numpy and PyTorch (a copy in teir_plan). "
+        f"Measured {m.get('date', '')} on {m.get('cpu', '')} ({m.get('threads')} threads).")
+
+
 def readme(example_output: str) -> str:
     path = ROOT / "README.md"
     text = path.read_text()
@@ -203,6 +228,9 @@ def readme(example_output: str) -> str:
     tccg = RESULTS / "tccg-latest.json"
     if tccg.exists():
         parts.append(_tccg_summary(json.loads(tccg.read_text())))
+    everyday = RESULTS / "everyday-latest.json"
+    if everyday.exists():
+        parts.append(_everyday_summary(json.loads(everyday.read_text())))
     prims = RESULTS / "prims-latest.json"
     if prims.exists():
         parts.append(_prims_summary(json.loads(prims.read_text())))

@@ -1,0 +1,107 @@
+"""Everyday einsums: the contractions users write outside the TCCG suite (matrix
+products large and small, batched and attention-style products, matrix-vector and dot
+products, elementwise products, permutations, diagonals, a three-operand chain), timed
+against numpy.einsum(optimize=True), opt_einsum.contract and torch.einsum in the same
+run.  Each system is called as its users call it (no out=); the time is the best of
+``--repeats`` calls after two warm-up calls.  The answer of tp.einsum is checked
+against numpy.einsum in float64 on every case.
+
+Run: .venv/bin/python -m benchmarks.everyday [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import numpy as np
+import opt_einsum as oe
+
+import teir_plan as tp
+from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
+
+CASES: list[tuple[str, list[tuple[int, ...]], str]] = [
+    ("ij,jk->ik", [(64, 64), (64, 64)], "float32"),
+    ("ij,jk->ik", [(256, 256), (256, 256)], "float32"),
+    ("ij,jk->ik", [(1024, 1024), (1024, 1024)], "float32"),
+    ("ij,jk->ik", [(1024, 1024), (1024, 1024)], "float64"),
+    ("bij,bjk->bik", [(64, 128, 128), (64, 128, 128)], "float32"),
+    ("bij,bjk->bik", [(512, 32, 32), (512, 32, 32)], "float32"),
+    ("bhqd,bhkd->bhqk", [(8, 12, 128, 64), (8, 12, 128, 64)], "float32"),
+    ("bhqk,bhkd->bhqd", [(8, 12, 128, 128), (8, 12, 128, 64)], "float32"),
+    ("ij,j->i", [(4096, 4096), (4096,)], "float32"),
+    ("i,i->", [(1_000_000,), (1_000_000,)], "float32"),
+    ("ij,ij->ij", [(2048, 2048), (2048, 2048)], "float32"),
+    ("ijk->kji", [(256, 256, 256)], "float32"),
+    ("ii->i", [(2048, 2048)], "float32"),
+    ("abc,cd,de->abe", [(64, 64, 64), (64, 64), (64, 64)], "float32"),
+    ("pqrs,tuqs->ptru", [(24, 24, 24, 24), (24, 24, 24, 24)], "float64"),
+    ("ijk,jkl->il", [(256, 64, 64), (64, 64, 256)], "float32"),
+]
+
+
+def peers(expr: str, ops: list[np.ndarray]) -> dict[str, Callable[[], object]]:
+    """Each installed system's call on these operands."""
+    out: dict[str, Callable[[], object]] = {
+        "tp": lambda: tp.einsum(expr, *ops),
+        "numpy": lambda: np.einsum(expr, *ops, optimize=True),
+        "opt_einsum": lambda: oe.contract(expr, *ops),
+    }
+    try:
+        import torch
+
+        torch.set_num_threads(tp.get_num_threads())
+        tops = [torch.from_numpy(o) for o in ops]
+        out["torch"] = lambda: torch.einsum(expr, *tops)
+    except ImportError:
+        pass
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args()
+    info = machine()
+    rng = np.random.default_rng(0)
+    names = ["tp", "numpy", "opt_einsum", "torch"]
+    rows = []
+    records = []
+    for i, (expr, shapes, dtype) in enumerate(CASES):
+        progress(i, len(CASES), expr)
+        ops = [rng.standard_normal(s).astype(dtype) for s in shapes]
+        ref = np.einsum(expr, *(o.astype(np.float64) for o in ops))
+        got = np.asarray(tp.einsum(expr, *ops), dtype=np.float64)
+        tol = 1e-3 if dtype == "float32" else 1e-9
+        scale = max(1.0, float(np.max(np.abs(ref))))
+        if not np.allclose(got, ref, rtol=tol, atol=tol * scale):
+            raise SystemExit(f"{expr}: tp.einsum differs from numpy.einsum")
+        times = {name: timeit(fn, args.repeats, warmup=2)[0]
+                 for name, fn in peers(expr, ops).items()}
+        best_peer = min(t for name, t in times.items() if name != "tp")
+        shape_text = " ".join("x".join(map(str, s)) for s in shapes)
+        rows.append([expr, shape_text, dtype,
+                     *[times[n] * 1e6 if n in times else None for n in names],
+                     best_peer / times["tp"]])
+        records.append({"expr": expr, "shapes": shapes, "dtype": dtype,
+                        "seconds": times, "best_peer_over_tp": best_peer / times["tp"]})
+    progress(len(CASES), len(CASES), "done")
+    ratios = [r["best_peer_over_tp"] for r in records]
+    geo = float(np.exp(np.mean(np.log(ratios))))
+    header = ["expression", "shapes", "dtype", "tp us", "numpy us", "opt_einsum us",
+              "torch us", "best peer / tp"]
+    md = "\n\n".join([
+        f"# Everyday einsums (best of {args.repeats}, microseconds)",
+        machine_md(info),
+        md_table(header, rows),
+        f"- geomean best peer / tp (above 1: tp faster): {geo:.2f}\n"
+        f"- cases where tp is the fastest: {sum(r >= 1.0 for r in ratios)} of {len(ratios)}",
+    ]) + "\n"
+    path = write_results("everyday", {"machine": info, "repeats": args.repeats,
+                                      "cases": records, "geomean": geo}, md)
+    print(md)
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
