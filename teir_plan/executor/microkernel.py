@@ -265,14 +265,24 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
                 store(activate(totals[r * lines + lines - 1]), out_ptr(r, lines - 1), True)
             builder.branch(end)
 
+            # Written over (``first``): the output is not read (the lines may not be in
+            # cache, and a load of each would wait for them); else added to.
+            over = builder.append_basic_block("vec.over")
+            add = builder.append_basic_block("vec.add")
             builder.position_at_end(cached)
+            builder.cbranch(first_, over, add)
+            builder.position_at_end(over)
+            for r in range(rows):
+                for j in range(lines):
+                    store(activate(totals[r * lines + j]), out_ptr(r, j), j == lines - 1)
+            builder.branch(end)
+            builder.position_at_end(add)
             for r in range(rows):
                 for j in range(lines):
                     total = totals[r * lines + j]
                     ptr = out_ptr(r, j)
                     old = load(ptr, j == lines - 1)
-                    store(activate(builder.select(first_, total, builder.fadd(total, old))), ptr,
-                          j == lines - 1)
+                    store(activate(builder.fadd(total, old)), ptr, j == lines - 1)
             builder.branch(end)
             builder.position_at_end(end)
             return context.get_dummy_value()
