@@ -203,3 +203,50 @@ def test_a_fused_axis_over_a_gapped_view_is_proven_by_its_parts() -> None:
     ref = np.einsum("bba", x.astype(np.float64))
     for alt in plan.alternatives:
         np.testing.assert_allclose(alt(x), ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("m, n", [(200, 136), (136, 200)], ids=["split along M", "along N"])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+@pytest.mark.parametrize("first, last", [("zero", "none"), ("none", "relu")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_blas_tiles_split_across_workers(m, n, layout, first, last, threads):
+    """A program with no parallel loop and a BLAS tile of millions of flops runs the tile
+    in parts on all workers (executor.kernels.run_split), each part under the program's
+    sequential K loop: every orientation BLAS is called in (plain, transposed, C^T =
+    B^T A^T), operands it must pack and an output it cannot address, Zero first or
+    accumulation, ReLU last."""
+    from teir_plan.executor import kernels as K
+    from teir_plan.executor.lower import lower
+
+    rng = np.random.default_rng(7)
+    kl, k = 3, 144
+    if layout == "strided":  # every other element: BLAS cannot address any operand
+        a = rng.standard_normal((kl, 2 * m, 2 * k))[:, ::2, ::2]
+        b = rng.standard_normal((kl, 2 * k, 2 * n))[:, ::2, ::2]
+        c = rng.standard_normal((2 * m, 2 * n))[::2, ::2]
+    else:
+        a = np.asarray(rng.standard_normal((kl, m, k)), order=layout)
+        b = np.asarray(rng.standard_normal((kl, k, n)), order=layout)
+        c = np.asarray(rng.standard_normal((m, n)), order=layout)
+    c0 = c.copy()
+
+    def st(x: np.ndarray) -> list[int]:
+        return [s // 8 for s in x.strides]
+
+    sa, sb, sc = st(a), st(b), st(c)
+    prog = tp.TEIR.from_fields(
+        data_type="float64", prim_first=first, prim_main="gemm", prim_last=last,
+        dim_types="kmnk", exec_types=["seq", "prim", "prim", "prim"], dim_sizes=[kl, m, n, k],
+        strides=[[sa[0], sa[1], 0, sa[2]], [sb[0], 0, sb[2], sb[1]], [0, sc[0], sc[1], 0]],
+    )
+    assert lower(prog).tile[K.T_MODE] == K.MODE_BLAS
+    want = np.einsum("lik,lkj->ij", a, b) + (c0 if first == "none" else 0)
+    if last == "relu":
+        want = np.maximum(want, 0)
+    saved = tp.get_num_threads()
+    tp.set_num_threads(threads)
+    try:
+        tp.execute(prog, a, b, c)
+    finally:
+        tp.set_num_threads(saved)
+    np.testing.assert_allclose(c, want, rtol=1e-10, atol=1e-10)

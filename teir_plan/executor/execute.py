@@ -16,7 +16,8 @@ from teir_plan.executor.threads import (
 )
 from teir_plan.teir.records import TEIR
 
-# Tiles with at least this many flops let BLAS use all threads (the cost model's threshold).
+# A program without parallel loops whose BLAS tile has at least this many flops runs the
+# tile split across all threads (kernels.run_split; the cost model's threshold).
 BLAS_THREADED_TILE_FLOPS = 4_000_000
 
 _CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
@@ -76,12 +77,18 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         with blas_threads(1), numba_threads(threads), parallel_region():
             K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
     elif low.tile[K.T_MODE] == K.MODE_BLAS:
-        # BLAS threads pay off only on large tiles; on small ones every call would wait
-        # for thread wake-ups.
+        # Splitting a tile across workers pays off only on large tiles; on small ones
+        # the parallel region costs more than it saves.  BLAS itself always runs on one
+        # thread: its own threads would compete with the executor's (see run_split).
         t = low.tile
-        tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
-        with blas_threads(threads if tile_flops >= BLAS_THREADED_TILE_FLOPS else 1):
-            K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+        tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) * int(t[K.T_BR])
+        workers = min(threads, max(int(t[K.T_M]), int(t[K.T_N])))
+        if workers > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
+            with blas_threads(1), numba_threads(threads), parallel_region():
+                K.run_split(x0, x1, y, low.loops, tile, consts, workers)
+        else:
+            with blas_threads(1):
+                K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
         K.run_chunk(x0, x1, y, low.loops, low.npar, tile, consts, 0, low.parallel_iterations)
     else:

@@ -833,6 +833,34 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
             run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def run_split(x0, x1, y, loops, tile, consts, nchunks):  # type: ignore[no-untyped-def]
+    """Run a program without parallel loops whose BLAS tile is large, on ``nchunks``
+    workers: each takes a contiguous share of the tile's longer axis (M or N) and runs
+    every loop of the program on that part of the tile, calling BLAS on one thread.
+    The parts' outputs are disjoint, each sees the K loops in schedule order, and each
+    part reads and writes a subset of the tile's own addresses.  (A BLAS call on its
+    own threads instead left them spinning for milliseconds after it returned, on the
+    cores the next parallel region needed, and the region's spinning workers slowed
+    BLAS in turn: pqrs,tuqs->ptru's pack then GEMM on 24^4 float64 took 5-10 ms, against
+    3 with one pool of threads.)"""
+    along_n = tile[T_N] >= tile[T_M]
+    total = tile[T_N] if along_n else tile[T_M]
+    for c in prange(nchunks):
+        start, stop = _chunk(c, total, nchunks)
+        if start < stop:
+            part = tile.copy()
+            if along_n:
+                part[T_N] = stop - start
+                part[T_ORIGIN1] += start * tile[T_B_N]
+                part[T_ORIGIN2] += start * tile[T_C_N]
+            else:
+                part[T_M] = stop - start
+                part[T_ORIGIN0] += start * tile[T_A_M]
+                part[T_ORIGIN2] += start * tile[T_C_M]
+            run_chunk(x0, x1, y, loops, 0, part, consts, 0, 1)
+
+
 # --- Blocked write-back -------------------------------------------------------------
 # A program whose output tiles cannot be written along the output's own strides runs
 # block by block: the block's loops write a small stage buffer in cache (in a layout

@@ -1,9 +1,11 @@
 """Thread counts for the executor's parallel loops and for BLAS, and when numba's
 parallel regions may run at all.
 
-One setting governs both counts: parallel TEIR axes run on that many numba threads,
-each calling single-threaded BLAS; a program without parallel axes lets BLAS
-use that many threads itself.  The cores are never oversubscribed.
+One setting governs the executor's threads: parallel TEIR axes run on that many numba
+threads, each calling single-threaded BLAS, and so does a large BLAS tile of a program
+without parallel axes, split into parts (kernels.run_split).  BLAS' own threads are not
+used (they spin after each call on the cores the next parallel region needs), and the
+cores are never oversubscribed.
 
 numba runs parallel regions on one of three threading layers, chosen when the
 process first starts one (TBB if installed, else OpenMP, else its own workqueue),

@@ -306,8 +306,9 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         overhead += params.parallel_seconds
     elif (ch.blas is not None and threads > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS
           and not vec):
-        # BLAS threads its own large tiles (the executor's rule; smaller ones stay on one
-        # core); the threads' gain grows with the tile, as their start-up is paid per call.
+        # A large tile is split across the threads (the executor's rule, run_split;
+        # smaller ones stay on one core); the gain grows with the tile, as the parallel
+        # region's start-up and each part's BLAS set-up are paid per call.
         share = tile_flops / (tile_flops + BLAS_THREAD_HALF_FLOPS)
         used = threads
         compute = compute / (1 + (threads - 1) * share)
