@@ -165,3 +165,30 @@ def test_nan_and_infinity_propagate_through_row_and_dot_tiles():
     x[3, 5] = np.nan
     got = tp.einsum("ij,ij->ij", x, x)
     assert np.isnan(got[3, 5]) and np.isnan(got).sum() == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("first", ["zero", "none"])
+@pytest.mark.parametrize("last", ["none", "relu"])
+@pytest.mark.parametrize("k", [(1 << 16) + 3, 1 << 16, 1000], ids=["odd K", "even K", "short K"])
+def test_one_long_dot_product_split_over_threads(threads, dtype, first, last, k):
+    """A program that is one dot product (no loops): at least 2^16 long it is summed in
+    parts on the threads (kernels.run_dot_split), then written as the tile would be."""
+    from teir_plan.executor.execute import dot_split
+
+    prog = _program(dtype, first, last, "k", ["prim"], [k], [[1], [1], [0]])
+    low = lower(prog)
+    assert low.tile[K.T_MODE] == K.MODE_DOT
+    assert dot_split(low) == (k >= 1 << 16)
+    rng = np.random.default_rng(6)
+    dt = np.dtype(dtype)
+    a, b = (rng.standard_normal(k).astype(dt) for _ in range(2))
+    for sign in (1.0, -1.0):  # a positive and a negative sum: ReLU keeps one, zeroes one
+        out = np.array([3.0], dt)
+        tp.execute(prog, a, sign * b, out)
+        want = float(np.dot(a.astype(np.float64), sign * b.astype(np.float64)))
+        want += 3.0 if first == "none" else 0.0
+        if last == "relu":
+            want = max(want, 0.0)
+        tol = 1e-3 * np.sqrt(k) if dtype == "float32" else 1e-9 * np.sqrt(k)
+        assert abs(float(out[0]) - want) <= tol

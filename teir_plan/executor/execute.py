@@ -20,6 +20,11 @@ from teir_plan.teir.records import TEIR
 # tile split across all threads (kernels.run_split; the cost model's threshold).
 BLAS_THREADED_TILE_FLOPS = 4_000_000
 
+# A dot product at least this long is split over the threads: below, the parallel
+# region's start costs more than half the product (on this machine a float32 dot runs
+# at about 10 elements a nanosecond in cache, a region starts in a few microseconds).
+DOT_SPLIT_MIN_K = 1 << 16
+
 _CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
            np.dtype(np.float64): np.array([1, 0], np.float64)}
 
@@ -89,6 +94,9 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         else:
             with blas_threads(1):
                 K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+    elif threads > 1 and dot_split(low):
+        with blas_threads(1), numba_threads(threads), parallel_region():
+            K.run_dot_split(x0, x1, y, tile, consts, threads)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
         K.run_chunk(x0, x1, y, low.loops, low.npar, tile, consts, 0, low.parallel_iterations)
     else:
@@ -118,6 +126,14 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
         with blas_threads(1):
             K.blocked_chunk(x0, x1, y, outer, low.loops, tile, block, stage_elements, consts,
                             0, total)
+
+
+def dot_split(low: Lowered) -> bool:
+    """Whether a program is one dot product long enough to split over the threads
+    (kernels.run_dot_split): a one-row dot tile, no loops, K at least DOT_SPLIT_MIN_K."""
+    t = low.tile
+    return (t[K.T_MODE] == K.MODE_DOT and t[K.T_M] == 1 and t[K.T_N] == 1
+            and len(low.loops) == 0 and t[K.T_K] >= DOT_SPLIT_MIN_K)
 
 
 def _threads() -> int:

@@ -861,6 +861,28 @@ def run_split(x0, x1, y, loops, tile, consts, nchunks):  # type: ignore[no-untyp
             run_chunk(x0, x1, y, loops, 0, part, consts, 0, 1)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def run_dot_split(x0, x1, y, tile, consts, nchunks):  # type: ignore[no-untyped-def]
+    """A program that is one dot product (a MODE_DOT tile of one row, no loops), its K
+    range split over ``nchunks`` workers: each sums its share, then the partial sums
+    are added in order (a reassociation, as the vectorized dot already does) and
+    written as the tile would: over or added to out, then max(., 0) with ReLU last."""
+    k = tile[T_K]
+    sa, sb = tile[T_A_K], tile[T_B_K]
+    ao, bo = tile[T_ORIGIN0], tile[T_ORIGIN1]
+    partial = np.zeros(nchunks, y.dtype)
+    for c in prange(nchunks):
+        start, stop = _chunk(c, k, nchunks)
+        partial[c] = _dot(x0, ao + start * sa, sa, x1, bo + start * sb, sb, stop - start,
+                          consts[1])
+    acc = consts[1]
+    for c in range(nchunks):
+        acc += partial[c]
+    o2 = tile[T_ORIGIN2]
+    v = acc if tile[T_FIRST_ZERO] != 0 else y[o2] + acc
+    y[o2] = _relu(v) if tile[T_LAST_RELU] != 0 else v
+
+
 # --- Blocked write-back -------------------------------------------------------------
 # A program whose output tiles cannot be written along the output's own strides runs
 # block by block: the block's loops write a small stage buffer in cache (in a layout

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS
+from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 from teir_plan.executor.lower import (
     DOT_MIN_K,
     VEC_STREAM_K,
@@ -303,6 +303,12 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         used = min(threads, par_iters)
         efficiency = par_iters / (threads * math.ceil(par_iters / threads))
         compute = compute / (threads * efficiency)
+        overhead += params.parallel_seconds
+    elif (threads > 1 and not ch.loops and dot_tile(c, ch.m, ch.n, ch.k, ch.br)
+          and tile_flops == 2 * ax[ch.k].extent >= 2 * DOT_SPLIT_MIN_K):
+        # One long dot product: its K range is split over the threads (run_dot_split).
+        used = threads
+        compute = compute / threads
         overhead += params.parallel_seconds
     elif (ch.blas is not None and threads > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS
           and not vec):
