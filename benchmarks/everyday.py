@@ -4,9 +4,11 @@ products, elementwise products, permutations, diagonals, a three-operand chain),
 against numpy.einsum(optimize=True), opt_einsum.contract and torch.einsum in the same
 run.  Each system is called as its users call it (no out=); the time is the best of
 ``--repeats`` calls after two warm-up calls.  The answer of tp.einsum is checked
-against numpy.einsum in float64 on every case.
+against numpy.einsum in float64 on every case.  The cost model is calibrated first
+(``tp.calibrate(save=False)``, as the TCCG benchmark does; ``--no-calibrate`` plans with
+whatever parameters are in force).
 
-Run: .venv/bin/python -m benchmarks.everyday [--repeats N]
+Run: .venv/bin/python -m benchmarks.everyday [--repeats N] [--no-calibrate]
 """
 
 from __future__ import annotations
@@ -61,8 +63,12 @@ def peers(expr: str, ops: list[np.ndarray]) -> dict[str, Callable[[], object]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--no-calibrate", action="store_true")
     args = ap.parse_args()
+    if not args.no_calibrate:
+        tp.calibrate(save=False)
     info = machine()
+    info["calibrated"] = not args.no_calibrate
     rng = np.random.default_rng(0)
     names = ["tp", "numpy", "opt_einsum", "torch"]
     rows = []
