@@ -117,6 +117,17 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     return 0
 
 
+def dot_tile(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether a GEMM tile runs as dot products (kernels.MODE_DOT): one output row or
+    column, a plain GEMM, K at least DOT_MIN_K steps with unit stride in A (``a``: its
+    M and K strides) and in B (``b``: its K and N strides).
+
+    >>> dot_tile(4096, 1, 4096, 1, (4096, 1), (1, 0)), dot_tile(8, 8, 64, 1, (64, 1), (1, 8))
+    (True, False)
+    """
+    return br == 1 and k >= DOT_MIN_K and (m == 1 or n == 1) and a[1] == 1 and b[0] == 1
+
+
 def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
     """The vector kernel's fraction of its rate on a tile ``length`` long along the
     vector axis, of ``rows`` rows and ``k`` K steps.  Full micro-tiles have VEC_ROWS
@@ -346,7 +357,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
         tile[K.T_STREAM] = int(streamed)
         tile[K.T_AHEAD] = 1  # see prefetch_ahead for blocked programs
         return
-    if br == 1 and k >= DOT_MIN_K and (m == 1 or n == 1) and a[1] == 1 and b[0] == 1:
+    if dot_tile(m, n, k, br, a, b):
         tile[K.T_MODE] = K.MODE_DOT
         tile[K.T_SWAP] = int(m == 1 and n > 1)
         return

@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 from teir_plan.executor.lower import (
-    DOT_MIN_K,
     VEC_STREAM_K,
     BlasPlan,
     streams_out,
@@ -39,6 +38,7 @@ from teir_plan.executor.lower import (
     vec_efficiency,
     vec_line_bytes,
 )
+from teir_plan.executor.lower import dot_tile as lower_dot_tile
 from teir_plan.executor.microkernel import NEXT_TILE_PREFETCH_BYTES
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
@@ -140,15 +140,19 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
     sm, sn = ax[m_ax].strides, ax[n_ax].strides
     if not ((sm[0] == 1 and sm[2] == 1) or (sn[1] == 1 and sn[2] == 1)):
         return 0
+    return vec_axis(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
+                    (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
+                    (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
 
-    def ext(a: int) -> int:
-        return ax[a].extent if a != NO_AXIS else 1
 
-    def st(a: int, j: int) -> int:
-        return ax[a].strides[j] if a != NO_AXIS else 0
+def _ext(c: Contraction, a: int) -> int:
+    """Axis ``a``'s extent, 1 for no axis."""
+    return c.axes[a].extent if a != NO_AXIS else 1
 
-    return vec_axis(ext(m_ax), ext(n_ax), ext(k_ax), ext(br_ax), (st(m_ax, 0), st(k_ax, 0)),
-                    (st(k_ax, 1), st(n_ax, 1)), (st(m_ax, 2), st(n_ax, 2)), c.dtype.itemsize)
+
+def _st(c: Contraction, a: int, j: int) -> int:
+    """Axis ``a``'s stride in tensor ``j``, 0 for no axis."""
+    return c.axes[a].strides[j] if a != NO_AXIS else 0
 
 
 def streamed(c: Contraction, k_ax: int, br_ax: int) -> bool:
@@ -178,12 +182,13 @@ DOT_FLOPS = 10e9
 
 
 def dot_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> bool:
-    """Whether the executor runs these prim axes as dot products (lower's rule)."""
-    if br_ax != NO_AXIS or k_ax == NO_AXIS or c.axes[k_ax].extent < DOT_MIN_K:
+    """Whether the executor runs these prim axes as dot products (lower.dot_tile)."""
+    # A quick answer for most choices (this runs for every prim choice the search
+    # considers): dot tiles need K with unit stride in both operands.
+    if k_ax == NO_AXIS or c.axes[k_ax].strides[:2] != (1, 1):
         return False
-    m = c.axes[m_ax].extent if m_ax != NO_AXIS else 1
-    n = c.axes[n_ax].extent if n_ax != NO_AXIS else 1
-    return (m == 1 or n == 1) and c.axes[k_ax].strides[:2] == (1, 1)
+    return lower_dot_tile(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
+                          (_st(c, m_ax, 0), 1), (1, _st(c, n_ax, 1)))
 
 
 def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
