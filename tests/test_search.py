@@ -14,12 +14,22 @@ from teir_plan.frontend.contraction import describe, layout_of, with_dtype
 from teir_plan.planner.candidates import choices_for
 from teir_plan.planner.cost import estimate
 from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.search import prim_options, rank, variants
+from teir_plan.planner.search import prim_floors, prim_options, rank, variants
 
 CASES = [
     line.split()
     for line in (Path(__file__).parents[1] / "benchmarks" / "tccg24.txt").read_text().splitlines()
     if line.strip() and not line.startswith("#")
+]
+
+# Beyond TCCG: nothing fuses (eight indices), a missing K, a dot, an elementwise product
+# and a matrix-vector product (row, dot and BLAS tiles' floors).
+FLOOR_CASES = [
+    ["aebfcg,dgeh->abcdfh", "a=8,b=8,c=8,d=8,e=8,f=8,g=8,h=8"],
+    ["ij,jk->ik", "i=1000,j=1,k=1000"],
+    ["i,i->", "i=100000"],
+    ["ij,ij->ij", "i=64,j=64"],
+    ["ik,k->i", "i=4096,k=4096"],
 ]
 
 
@@ -65,6 +75,24 @@ def test_every_schedule_costs_at_least_its_prim_choice_bound(case: list[str],
             for ch in choices_for(v, opt.prim, threads, opt.blas):
                 cost = estimate(v, ch, params, threads, opt.tile, pack_seconds=pack_seconds)
                 assert cost.seconds >= (opt.bound + pack_seconds) * (1 - 1e-12), (opt.prim, ch)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("scale", [1, 8])
+@pytest.mark.parametrize("case", [*CASES, *FLOOR_CASES], ids=[c[0] for c in CASES + FLOOR_CASES])
+def test_every_prim_choice_costs_at_least_its_floor(case: list[str], scale: int,
+                                                    threads: int) -> None:
+    """The floor the search orders prim choices by before costing them (from their
+    extents alone) is at most the bound costing gives, for every prim choice of every
+    variant: otherwise the best-first search could cost and expand in the wrong order,
+    or never cost a prim choice that belonged in the result."""
+    params = MachineParams()
+    for v, _ in variants(_contraction(case[0], case[1], scale), params, threads):
+        floors = {p: f for f, _, p in prim_floors(v, params, threads)}
+        options = prim_options(v, params, threads)
+        assert len(floors) == len(options)
+        for opt in options:
+            assert floors[opt.prim] <= opt.bound * (1 + 1e-12), opt
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -376,14 +377,16 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
         tile[K.T_SCRATCH] = mm * k + k * nn + mm * nn
 
 
-@dataclass(frozen=True)
-class BlasPlan:
+class BlasPlan(NamedTuple):
     """How one GEMM tile maps onto column-major ``?gemm``.
 
     ``swap``: BLAS computes C^T = B^T A^T because out's unit stride is along N.
     ``transa``/``transb``: ord('N'), ord('T'), or 0 when the operand must be packed.
     ``ldc`` 0: out's tile is not addressable, so BLAS writes a scratch tile that is
     then added to out.
+
+    A named tuple, not a frozen dataclass: the search maps a few hundred tiles per plan,
+    and a dataclass' construction was a fifth of that.
     """
 
     swap: bool
@@ -435,7 +438,7 @@ def blas_plan(
     """
     if max(m, n, k) > _INT32_MAX:
         return None
-    options = []
+    best: tuple = ()
     for swap in (False, True):
         if swap:
             mm, nn = n, m
@@ -446,9 +449,10 @@ def blas_plan(
         ldc = _as_output(mm, nn, *sc)
         ta, lda = _as_operand(mm, k, *sa)
         tb, ldb = _as_operand(k, nn, *sb)
-        plan = BlasPlan(swap, ta, lda, tb, ldb, ldc)
-        # Prefer in-place output, then fewer packed operands.
+        # Prefer in-place output, then fewer packed operands; unswapped on a tie.
         score = (ldc == 0, (ta == 0) + (tb == 0))
-        options.append((score, plan))
-    options.sort(key=lambda o: o[0])
-    return options[0][1]
+        if not best or score < best[0]:
+            best = (score, swap, ta, lda, tb, ldb, ldc)
+        if score == (False, 0):
+            break  # nothing beats it
+    return BlasPlan(*best[1:])

@@ -31,6 +31,10 @@ from typing import NamedTuple
 
 from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 from teir_plan.executor.lower import (
+    DOT_MIN_K,
+    SMALL_TILE_FLOPS,
+    VEC_LINES,
+    VEC_MIN_ROWS,
     VEC_STREAM_K,
     BlasPlan,
     streams_out,
@@ -137,8 +141,10 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
     # choice the search considers.
     if m_ax == NO_AXIS or n_ax == NO_AXIS:
         return 0
-    sm, sn = ax[m_ax].strides, ax[n_ax].strides
-    if not ((sm[0] == 1 and sm[2] == 1) or (sn[1] == 1 and sn[2] == 1)):
+    am, an = ax[m_ax], ax[n_ax]
+    micro = VEC_LINES * 64 // c.dtype.itemsize  # the rule's shortest vector axis
+    if not ((am.strides[0] == 1 and am.strides[2] == 1 and am.extent >= micro)
+            or (an.strides[1] == 1 and an.strides[2] == 1 and an.extent >= micro)):
         return 0
     return vec_axis(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
                     (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
@@ -277,6 +283,48 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     memory = c.dtype.itemsize * (e[0] + e[1] + out_moves * e[2]) / params.dram_bytes_per_second
     # estimate's total grows with both parts (_traffic never counts fewer DRAM bytes).
     return total_seconds(compute, memory, params.call_seconds)
+
+
+def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
+                 params: MachineParams, threads: int) -> list[float]:
+    """Lower bounds on :func:`compute_bound` for prim choices whose tiles have these
+    (m, n, k, br) extents, from the extents alone (not the strides, which decide the
+    kernel, the BLAS mapping and the packing): each tile at the fastest rate any kernel
+    reaches on its shape, plus its bookkeeping, every output element written once.  A
+    fraction of a full bound's price, they let the search cost only the prim choices
+    that might make the cut (search.rank)."""
+    dt = c.dtype
+    isz = dt.itemsize
+    e = c._elements
+    memory = isz * (e[0] + e[1] + e[2]) / params.dram_bytes_per_second
+    gemm, vec = params.gemm_flops(dt), params.vec_flops(dt)
+    micro = VEC_LINES * 64 // isz
+    threads = max(1, threads)
+    out = []
+    seen: dict[tuple[int, int, int, int], float] = {}  # many prim choices share extents
+    for tile in tiles:
+        if tile in seen:
+            out.append(seen[tile])
+            continue
+        m, n, k, br = tile
+        flops = 2 * m * n * k * br
+        calls = c.flops // flops
+        if flops == 2:  # folded into a row (compute_bound: no bookkeeping per element)
+            compute = calls * 2 / ROW_FLOPS
+        else:
+            rate = params.loop_flops
+            if m * n * k >= SMALL_TILE_FLOPS:  # BLAS, either way round
+                rate = max(rate, gemm * max(_interpolate(params, m, n, k),
+                                            _interpolate(params, n, m, k)))
+            if max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:  # the vector kernel
+                rate = max(rate, vec * max(vec_efficiency(m, n, k, isz),
+                                           vec_efficiency(n, m, k, isz)))
+            if min(m, n) == 1 and k >= DOT_MIN_K:  # dot products
+                rate = max(rate, DOT_FLOPS)
+            compute = calls * (flops / rate + params.tile_seconds)
+        seen[tile] = total_seconds(compute / threads, memory, params.call_seconds)
+        out.append(seen[tile])
+    return out
 
 
 def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
