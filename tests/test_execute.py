@@ -250,3 +250,50 @@ def test_large_blas_tiles_split_across_workers(m, n, layout, first, last, thread
     finally:
         tp.set_num_threads(saved)
     np.testing.assert_allclose(c, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("exec_types", [("parallel", "seq", "seq"), ("seq", "seq", "seq"),
+                                        ("parallel", "parallel", "seq")])
+@pytest.mark.parametrize("out_unit", ["n", "m"])
+@pytest.mark.parametrize("first", ["zero", "none"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_plain_blas_tiles_match_the_reference(exec_types, out_unit, first, threads):
+    """Programs whose tiles are each one BLAS call on the operands in place, visited once
+    (kernels._blas_tiles): loops of every kind around them, nested sequential loops that
+    wrap, BLAS called as C = A B and as C^T = B^T A^T, the output written over or added
+    to; every element of the output's memory against the reference interpreter."""
+    from teir_plan.executor import kernels as K
+    from teir_plan.executor.lower import lower
+
+    rng = np.random.default_rng(11)
+    nc, mo, no, m, n, k = 3, 2, 3, 16, 12, 8
+    mm, nn = mo * m, no * n
+    # in0 (c, M, k), in1 (c, k, N), out (c, M, N) or (c, N, M): element strides.
+    a_st = {"c": mm * k, "mo": m * k, "m": k, "k": 1}
+    b_st = {"c": k * nn, "no": n, "n": 1, "k": nn}
+    if out_unit == "n":
+        c_st = {"c": mm * nn, "mo": m * nn, "m": nn, "no": n, "n": 1}
+    else:
+        c_st = {"c": mm * nn, "no": n * mm, "n": mm, "mo": m, "m": 1}
+    dims = ["c", "mo", "no", "m", "n", "k"]
+    roles = {"c": "c", "mo": "m", "no": "n", "m": "m", "n": "n", "k": "k"}
+    sizes = {"c": nc, "mo": mo, "no": no, "m": m, "n": n, "k": k}
+    prog = tp.TEIR.from_fields(
+        data_type="float64", prim_first=first, prim_main="gemm", prim_last="none",
+        dim_types=[roles[d] for d in dims], exec_types=[*exec_types, "prim", "prim", "prim"],
+        dim_sizes=[sizes[d] for d in dims],
+        strides=[[st.get(d, 0) for d in dims] for st in (a_st, b_st, c_st)],
+    )
+    low = lower(prog)
+    assert K._plain_blas(low.tile, low.loops)  # the path under test
+    bufs = [rng.standard_normal(nc * mm * k), rng.standard_normal(nc * k * nn),
+            rng.standard_normal(nc * mm * nn)]
+    want = [b.copy() for b in bufs]
+    run_reference(prog, want, [0, 0, 0])
+    saved = tp.get_num_threads()
+    tp.set_num_threads(threads)
+    try:
+        tp.execute(prog, *bufs)
+    finally:
+        tp.set_num_threads(saved)
+    np.testing.assert_allclose(bufs[2], want[2], rtol=1e-12, atol=1e-12)
