@@ -830,9 +830,14 @@ def _blas_tiles(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ign
     w = tile[T_BLAS_INT]
     iparams = np.zeros(8, np.int64)
     ip32 = iparams.view(np.int32)
-    for q, v in enumerate((mm, nn, tile[T_K], tile[T_LDA], tile[T_LDB], tile[T_LDC],
-                           tile[T_TRANSA], tile[T_TRANSB])):
-        _set_int(iparams, ip32, w, q, v)
+    _set_int(iparams, ip32, w, 0, mm)
+    _set_int(iparams, ip32, w, 1, nn)
+    _set_int(iparams, ip32, w, 2, tile[T_K])
+    _set_int(iparams, ip32, w, 3, tile[T_LDA])
+    _set_int(iparams, ip32, w, 4, tile[T_LDB])
+    _set_int(iparams, ip32, w, 5, tile[T_LDC])
+    _set_int(iparams, ip32, w, 6, tile[T_TRANSA])
+    _set_int(iparams, ip32, w, 7, tile[T_TRANSB])
     ip = np.int64(iparams.ctypes.data)
     cp = np.int64(consts.ctypes.data)
     isz = np.int64(consts.itemsize)
