@@ -259,10 +259,9 @@ def test_large_blas_tiles_split_across_workers(m, n, layout, first, last, thread
 @pytest.mark.parametrize("threads", [1, 2])
 def test_plain_blas_tiles_match_the_reference(exec_types, out_unit, first, threads):
     """Programs whose tiles are each one BLAS call on the operands in place, visited once
-    (kernels._blas_tiles): loops of every kind around them, nested sequential loops that
+    (kernels.run_blas_tiles): loops of every kind around them, nested sequential loops that
     wrap, BLAS called as C = A B and as C^T = B^T A^T, the output written over or added
     to; every element of the output's memory against the reference interpreter."""
-    from teir_plan.executor import kernels as K
     from teir_plan.executor.lower import lower
 
     rng = np.random.default_rng(11)
@@ -285,7 +284,7 @@ def test_plain_blas_tiles_match_the_reference(exec_types, out_unit, first, threa
         strides=[[st.get(d, 0) for d in dims] for st in (a_st, b_st, c_st)],
     )
     low = lower(prog)
-    assert K._plain_blas(low.tile, low.loops)  # the path under test
+    assert low.plain_blas  # the path under test (kernels.run_blas_tiles)
     bufs = [rng.standard_normal(nc * mm * k), rng.standard_normal(nc * k * nn),
             rng.standard_normal(nc * mm * nn)]
     want = [b.copy() for b in bufs]

@@ -79,8 +79,9 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             K.copy_runs_chunk(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
                               int(np.prod(low.loops[:low.npar, 0])))
     elif nchunks > 1:
+        run = K.run_blas_tiles if low.plain_blas else K.run_parallel
         with blas_threads(1), numba_threads(threads), parallel_region():
-            K.run_parallel(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
+            run(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
     elif low.tile[K.T_MODE] == K.MODE_BLAS:
         # Splitting a tile across workers pays off only on large tiles; on small ones
         # the parallel region costs more than it saves.  BLAS itself always runs on one
@@ -92,8 +93,9 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             with blas_threads(1), numba_threads(threads), parallel_region():
                 K.run_split(x0, x1, y, low.loops, tile, consts, workers)
         else:
+            chunk = K.blas_tiles_chunk if low.plain_blas else K.run_chunk
             with blas_threads(1):
-                K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+                chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
         with blas_threads(1), numba_threads(threads), parallel_region():
             K.run_dot_split(x0, x1, y, tile, consts, threads)

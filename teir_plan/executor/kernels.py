@@ -798,28 +798,12 @@ def _par_rows(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
         it += run
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _plain_blas(tile, loops):  # type: ignore[no-untyped-def]
-    """Whether every tile of this program is one BLAS call on the operands in place (no
-    packing, no scratch output, no batch-reduce) visited once (no K loop, so no
-    first/last visits to tell apart) with no ReLU after it: _blas_tiles runs those."""
-    if tile[T_KIND] != KIND_GEMM or tile[T_MODE] != MODE_BLAS or tile[T_LAST_RELU] != 0:
-        return False
-    if tile[T_TRANSA] == 0 or tile[T_TRANSB] == 0 or tile[T_LDC] == 0 or tile[T_BR] != 1:
-        return False
-    for r in range(loops.shape[0]):  # noqa: SIM110 - jitted: a loop, not a generator
-        if loops[r, 4] != 0 and loops[r, 0] > 1:
-            return False
-    return True
-
-
 @njit(cache=True, nogil=True)
-def _blas_tiles(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
-    """run_chunk for a program of plain BLAS tiles (_plain_blas): the same tiles, each
-    one ?gemm call, from a loop that computes three addresses per tile.  Through
-    _walk_seq, _run_tile and _gemm_blas a tile cost 0.32 us besides the call itself
-    (0.53 us for 32^3 float32): arrays passed down three calls and BLAS' integer
-    arguments set again for every tile, though they are the program's constants."""
+def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
+    """run_chunk for a program of plain BLAS tiles (lower.plain_blas): the same tiles,
+    each one ?gemm call, from a loop that computes three addresses per tile, where the
+    general walker passes arrays down three calls and sets BLAS' integer arguments again
+    for every tile, though they are the program's constants."""
     nloops = loops.shape[0]
     nseq = nloops - npar
     for r in range(npar, nloops):
@@ -884,9 +868,6 @@ def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
     if tile[T_MODE] == MODE_ROW and tile[T_ROW_PAR] != 0:
         _par_rows(x0, x1, y, loops, npar, tile, consts, start, stop)
         return
-    if _plain_blas(tile, loops):
-        _blas_tiles(x0, x1, y, loops, npar, tile, consts, start, stop)
-        return
     scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
     iparams = np.zeros(8, np.int64)
     idx = np.zeros(max(loops.shape[0], 1), np.int64)
@@ -913,6 +894,16 @@ def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
             run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_blas_tiles(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
+    """run_parallel for a program of plain BLAS tiles (lower.plain_blas)."""
+    total = _iterations(loops, npar)
+    for c in prange(nchunks):
+        start, stop = _chunk(c, total, nchunks)
+        if start < stop:
+            blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop)
 
 
 @njit(cache=True, nogil=True, parallel=True)
