@@ -841,7 +841,10 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
                 a_ptr, b_ptr = b_ptr, a_ptr
             call_gemm(fn, ip + 6 * w, ip + 7 * w, ip, ip + w, ip + 2 * w, cp, a_ptr,
                       ip + 3 * w, b_ptr, ip + 4 * w, beta, c_base + o2 * isz, ip + 5 * w)
-            q = nseq - 1  # the odometer over the sequential loops, innermost fastest
+            # The odometer over the sequential loops, innermost fastest: _walk_seq's step,
+            # written out again on purpose (one inlined helper for both made 4096 batched
+            # 16^3 products 10% slower on one thread: 595-671 us against 532-580).
+            q = nseq - 1
             while q >= 0:
                 row = npar + q
                 idx[q] += 1
