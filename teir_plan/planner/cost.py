@@ -401,13 +401,56 @@ BLAS_K_BLOCK = 384
 
 
 def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
-    """How often one BLAS call reads and writes its C tile when the tile does not fit in
-    L2: once to apply beta (zeroing it when beta = 0), then once per block of K."""
-    kk = 1
-    for a in (ch.k, ch.br):
-        if a != NO_AXIS:
-            kk *= c.axes[a].extent
-    return 1.0 + math.ceil(kk / BLAS_K_BLOCK)
+    """How often one tile's BLAS calls read and write its C tile when the tile does not
+    stay in L2: once to apply beta (zeroing it when beta = 0), then once per block of K
+    in each call (a BRGEMM tile is one call per batch-reduce member)."""
+    k = c.axes[ch.k].extent if ch.k != NO_AXIS else 1
+    br = c.axes[ch.br].extent if ch.br != NO_AXIS else 1
+    return 1.0 + br * math.ceil(k / BLAS_K_BLOCK)
+
+
+def _accumulating_calls(c: Contraction, ch: Choice) -> int:
+    """How many primitive calls add into one output tile: its K loops (stride 0 in out),
+    a BRGEMM's members (one BLAS call each) and BLAS' own blocks of K."""
+    ax = c.axes
+    calls = ax[ch.br].extent if ch.br != NO_AXIS else 1
+    if ch.blas is not None and ch.k != NO_AXIS:
+        calls *= math.ceil(ax[ch.k].extent / BLAS_K_BLOCK)
+    for a in ch.loops:
+        if ax[a].strides[2] == 0:
+            calls *= ax[a].extent
+    return calls
+
+
+# Cache sets repeat every way of a cache (64 KiB to 128 KiB on current x86 L2s): rows
+# whose byte stride shares a large power of two with it land in the same few sets.
+SET_PERIOD_BYTES = 128 * 1024
+
+
+# How much slower than streamed bytes such rows move: each is a line or two in a set
+# already full, fetched on demand (no prefetcher follows hundreds of rows) and evicted
+# before the next call adds to it.  Fitted to bda,dc->abc's BLAS tiles (see below).
+SET_ALIASED_FACTOR = 3.0
+
+
+def set_aliased(c: Contraction, prims: tuple[int, ...], j: int, l2_bytes: int) -> bool:
+    """Whether tensor ``j``'s tile is rows too many for L2 to keep because their stride is
+    a multiple of a large power of two: rows ``s`` bytes apart use the sets of one
+    ``gcd(s, SET_PERIOD_BYTES)``-byte slice of every way, so L2 holds at most
+    ``l2_bytes / gcd`` of them, whatever their length.  A tile of short rows 36 KiB apart
+    (bda,dc->abc into a C-order out: 384 rows of 96 bytes) thus falls out of a 1 MiB L2
+    between the BLAS calls that accumulate into it: 58 ms against 29 with rows 16 bytes
+    further apart, on an AMD EPYC (Zen 4)."""
+    ax = c.axes
+    isz = c.dtype.itemsize
+    for a in prims:
+        s = abs(ax[a].strides[j]) * isz
+        if s == 0 or ax[a].extent <= 1:
+            continue
+        g = math.gcd(s, SET_PERIOD_BYTES)
+        if g >= 4096 and ax[a].extent * g > l2_bytes:
+            return True
+    return False
 
 
 # Bytes a tile row costs beyond its own: the partly used cache line at its end and the
@@ -506,9 +549,16 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
                 tile *= ax[a].extent
         traffic = float(tile)
         working = float(tile)
+        # A BLAS output tile of rows that share their cache sets leaves L2 between the
+        # calls that add into it, however small it is.  One call per tile is not slowed
+        # (a 384 x 24 x 384 tile of bda,dc->abc runs as fast with such rows), nor is the
+        # vector kernel, which streams its rows (bda,dc->abc's 24 rows 576 KiB apart).
+        aliased = (j == 2 and ch.blas is not None and not cost.vec
+                   and _accumulating_calls(c, ch) > 1 and set_aliased(c, prims, j, l2))
+        resident = 0 if aliased else l2
         for a in loops:
             if ax[a].strides[j] == 0:
-                if working > l2:
+                if working > resident:
                     traffic *= ax[a].extent
             else:
                 traffic *= ax[a].extent
@@ -522,8 +572,10 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
         elif j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
-            if ch.blas is not None and tile > l2 and not cost.vec:
+            if ch.blas is not None and tile > resident and not cost.vec:
                 traffic *= _blas_out_round_trips(c, ch)
+            if aliased:
+                traffic *= SET_ALIASED_FACTOR
         if distinct <= params.llc_bytes:
             dram += distinct
             llc += traffic - distinct
