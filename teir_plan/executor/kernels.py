@@ -103,6 +103,15 @@ _ORD_T = 84
 # unblocked, 16 GB/s in blocks of 256; 8x8 micro-block transposes gave 3.3).
 _GATHER_BLOCK = 256
 
+# A transpose tile by tile in registers (_copy_transposed) reads a whole line of each of
+# its rows per tile, so no line needs to stay in cache: its blocks only group rows that
+# are read side by side, each row a stream along the other index.  Sixteen rows (one
+# tile) are streams the prefetchers follow; 256 were too many, and rows a multiple of
+# 4 KiB apart evicted each other's prefetched lines (AMD EPYC, GB/s read + written,
+# 16 against 256 rows: ijk->kji 256^3 18-20 against 12-13, ij->ji 3008 x 5008 37-41
+# against 24-29, 4096^2 25-30 against 23-26, 240^3 19 against 16-20).
+_TRANSPOSE_BLOCK = 16
+
 # A blocked write-back's rows of non-temporal stores at least this long may be written
 # in any order (see _copy_block).
 _STREAM_ROW_BYTES = 256
@@ -301,10 +310,10 @@ def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False):  # 
 def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignore[no-untyped-def]
     """y[yo + i + j*y_n] = x[xo + i*x_m + j] for i < m, j < n (both at least a line's
     worth of elements): a transpose between x's unit stride and y's, a line by a line
-    in registers (:func:`_transpose_line_tile`).  In blocks of _GATHER_BLOCK values of
-    i, as in _copy_tile, so that the block's input lines stay in cache while j sweeps
-    them; an extent that is not a multiple of a line takes an overlapping last tile
-    (it writes the same values again).
+    in registers (:func:`_transpose_line_tile`).  In blocks of _TRANSPOSE_BLOCK values of
+    i, each swept along j: the block's rows are read as a few streams; an extent that is
+    not a multiple of a line takes an overlapping last tile (it writes the same values
+    again).
 
     ``stream``: when every row of y starts at the same offset within a line (and that
     offset is 0, or the rows are contiguous or a multiple of 4 KiB apart), the tiles
@@ -331,8 +340,8 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
         # masked stores after the whole lines; 4.3 into a line-aligned out).
         aliased = h > 0 and y_n != m and (y_n * y.itemsize) % 4096 == 0
         if e > h and (h == 0 or y_n == m or aliased):
-            for ib in range(h, e, _GATHER_BLOCK):
-                ie = min(e, ib + _GATHER_BLOCK)
+            for ib in range(h, e, _TRANSPOSE_BLOCK):
+                ie = min(e, ib + _TRANSPOSE_BLOCK)
                 for jt in range(nj):
                     j0 = min(jt * lanes, n - lanes)
                     for i0 in range(ib, ie, lanes):
@@ -357,8 +366,13 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
                 for j in range(n):
                     y[np.uint64(yo + ii + j * y_n)] = x[np.uint64(xb + j)]
             return
-    for ib in range(0, m, _GATHER_BLOCK):
-        ie = min(m, ib + _GATHER_BLOCK)
+    ib = 0
+    while ib < m:
+        ie = ib + _TRANSPOSE_BLOCK
+        if ie + lanes > m:
+            # Less than a line's worth is left: it joins this block, so that the
+            # overlapping last tile rewrites lines just written, still in cache.
+            ie = m
         for jt in range(nj):
             j0 = min(jt * lanes, n - lanes)
             i = ib
@@ -367,6 +381,7 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False):  # type: ignor
                 _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n, y_n,
                                      False)
                 i += lanes
+        ib = ie
 
 
 @njit(cache=True, nogil=True)
