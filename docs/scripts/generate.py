@@ -207,11 +207,13 @@ def _everyday_summary(data: dict) -> str:
         rows.append(f"| `{case['expr']}` {shapes} {case['dtype']} | {secs['tp'] * 1e6:.0f} | "
                     f"{peer} | {secs[peer] * 1e6:.0f} |")
     wins = sum(c["best_peer_over_tp"] >= 1.0 for c in data["cases"])
+    slower = [f"`{c['expr']}`" for c in data["cases"] if c["best_peer_over_tp"] < 1.0]
     m = data["machine"]
     return "\n".join(rows) + (
         f"\n\nOutside TCCG, teir_plan is the fastest on {wins} of {len(data['cases'])} "
-        "everyday cases: small batched and attention-style products are faster in PyTorch, "
-        "a permutation or a diagonal is a view in numpy and PyTorch (a copy in teir_plan). "
+        f"everyday cases in this run; another system is faster on {', '.join(slower)} "
+        "(a permutation or a diagonal is a view in numpy and PyTorch, a copy in "
+        "teir_plan; a single case moves 10-30 % between runs on this shared machine). "
         f"Measured {m.get('date', '')} on {m.get('cpu', '')} ({m.get('threads')} threads).")
 
 
