@@ -409,16 +409,14 @@ def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
     return 1.0 + br * math.ceil(k / BLAS_K_BLOCK)
 
 
-def _accumulating_calls(c: Contraction, ch: Choice) -> int:
-    """How many primitive calls add into one output tile: its K loops (stride 0 in out),
-    a BRGEMM's members (one BLAS call each) and BLAS' own blocks of K."""
-    ax = c.axes
-    calls = ax[ch.br].extent if ch.br != NO_AXIS else 1
-    if ch.blas is not None and ch.k != NO_AXIS:
-        calls *= math.ceil(ax[ch.k].extent / BLAS_K_BLOCK)
+def _accumulating_calls(c: Contraction, ch: Choice) -> float:
+    """How many passes of a BLAS tile's calls add into one output tile: each call's
+    blocks of K (:func:`_blas_out_round_trips` less the beta pass), in every iteration
+    of its K loops (stride 0 in out)."""
+    calls = _blas_out_round_trips(c, ch) - 1.0
     for a in ch.loops:
-        if ax[a].strides[2] == 0:
-            calls *= ax[a].extent
+        if c.axes[a].strides[2] == 0:
+            calls *= c.axes[a].extent
     return calls
 
 
@@ -439,7 +437,7 @@ def set_aliased(c: Contraction, prims: tuple[int, ...], j: int, l2_bytes: int) -
     ``gcd(s, SET_PERIOD_BYTES)``-byte slice of every way, so L2 holds at most
     ``l2_bytes / gcd`` of them, whatever their length.  A tile of short rows 36 KiB apart
     (bda,dc->abc into a C-order out: 384 rows of 96 bytes) thus falls out of a 1 MiB L2
-    between the BLAS calls that accumulate into it: 58 ms against 29 with rows 16 bytes
+    between the BLAS calls that accumulate into it: 58 ms against 29 with rows 64 bytes
     further apart, on an AMD EPYC (Zen 4)."""
     ax = c.axes
     isz = c.dtype.itemsize
