@@ -9,7 +9,7 @@ with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
 large copy (the faster of numpy's and one with non-temporal stores), both measured in
 this run.
 
-The cost model is calibrated first (``tp.calibrate()``, about six seconds), as the
+The cost model is calibrated first (``tp.calibrate()``, about eight seconds), as the
 documentation asks users to do once per machine; ``--no-calibrate`` plans with the
 parameters in force instead.
 
