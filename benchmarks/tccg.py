@@ -31,7 +31,7 @@ import teir_plan as tp
 from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
 
 # The block copy's non-temporal line store (64-byte aligned destination).
-from teir_plan.executor.kernels import _store_line_nt  # noqa: E402
+from teir_plan.executor.microkernel import store_line_nt  # noqa: E402
 
 CASES_FILE = Path(__file__).with_name("tccg24.txt")
 
@@ -78,7 +78,7 @@ def _line_aligned(size: int) -> np.ndarray:
 @njit(parallel=True, nogil=True, cache=True)
 def _copy_nt(dst, src, lines, lanes):  # type: ignore[no-untyped-def]
     for i in prange(lines):
-        _store_line_nt(dst, i * lanes, src, i * lanes)
+        store_line_nt(dst, i * lanes, src, i * lanes)
 
 
 def etops_runner(expr: str, a: np.ndarray, b: np.ndarray, out: np.ndarray):  # type: ignore[no-untyped-def]

@@ -39,6 +39,8 @@ from teir_plan.executor.microkernel import (
     to_next_line,
 )
 from teir_plan.executor.microkernel import line_lanes as _lanes
+from teir_plan.executor.microkernel import store_line_nt as _store_line_nt
+from teir_plan.executor.transposed_kernel import call_entry
 
 # Primitive kinds.
 KIND_COPY = 0
@@ -49,7 +51,9 @@ KIND_BRGEMM = 3
 # How a GEMM tile runs.
 MODE_LOOPS = 0  # strided loops in the kernel (small or BLAS-illegal tiles)
 MODE_BLAS = 1  # BLAS ?gemm on the operands in place, packing those it cannot address
-MODE_VEC = 2  # the vector kernel (microkernel.py); T_SWAP: its vector axis is N, not M
+# The vector kernel (microkernel.py); T_SWAP: its vector axis is N, not M; T_VEC_T: out
+# has its unit stride along the other axis, the rows (transposed_kernel.py).
+MODE_VEC = 2
 # A scalar tile (m = n = k = 1) with one loop of the program folded in (lower._fold_row):
 # T_M elements along strides T_A_M (in0), T_B_N (in1), T_C_M (out; 0: the loop is a K
 # loop, summed into one element).  With T_ROW_PAR the folded loop is the innermost
@@ -91,7 +95,10 @@ T_SCRATCH = 26  # scratch elements each worker needs
 T_STREAM = 28  # out streams to memory (lower.streams_out): non-temporal stores
 T_AHEAD = 29  # vector-kernel tiles prefetch the next tile's lines (lower.prefetch_ahead)
 T_ROW_PAR = 30  # MODE_ROW: the folded loop is the innermost parallel loop
-TILE_LEN = 31
+# MODE_VEC: out's unit stride is along the rows; the address of the transposed kernel
+# compiled for the program's dtype (transposed_kernel.py), called through it; 0: no.
+T_VEC_T = 31
+TILE_LEN = 32
 
 _ORD_N = 78
 _ORD_T = 84
@@ -658,7 +665,16 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
         # The kernel applies the ReLU as it stores the last visit's sums.
         relu = last and tile[T_LAST_RELU] != 0
         stream = tile[T_STREAM] != 0
-        if tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
+        if tile[T_VEC_T]:  # out has its unit stride along the rows
+            if tile[T_SWAP]:  # along N: B has unit stride along N, C along M
+                call_entry(tile[T_VEC_T], x1, o1, tile[T_B_K], x0, o0, tile[T_A_K],
+                           tile[T_A_M], y, o2, tile[T_C_N], tile[T_N], tile[T_M], tile[T_K],
+                           zero_first, stream, relu, scratch)
+            else:
+                call_entry(tile[T_VEC_T], x0, o0, tile[T_A_K], x1, o1, tile[T_B_K],
+                           tile[T_B_N], y, o2, tile[T_C_M], tile[T_M], tile[T_N], tile[T_K],
+                           zero_first, stream, relu, scratch)
+        elif tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
             nxt = n1 - o1 if n1 >= 0 else 0
             gemm_vec(x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
                      tile[T_C_M], tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu,
@@ -895,6 +911,8 @@ def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
         _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1,
                   idx)
         o0, o1, o2 = n0, n1, n2
+    if tile[T_STREAM] != 0:
+        store_fence()  # the transposed kernel's non-temporal stores, before another thread reads
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1002,28 +1020,6 @@ def _store_nt(typingctx, arr, idx, val):  # type: ignore[no-untyped-def]
         as_int = ir.IntType(v.type.get_abi_size(context.target_data) * 8)
         store_nontemporal(builder, builder.bitcast(v, as_int),
                           builder.bitcast(ptr, as_int.as_pointer()), as_int.width // 8)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
-    """y[yo : yo + L] = b[bo : bo + L] as one non-temporal vector store; the caller
-    guarantees y's address at yo is 64-byte aligned (the store requires it)."""
-    sig = types.void(y, yo, b, bo)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        yty, yoty, bty, boty = signature.args
-        lanes = _lanes(yty.dtype)
-        elem = context.get_data_type(yty.dtype)
-        vptr = ir.VectorType(elem, lanes).as_pointer()
-        size = elem.get_abi_size(context.target_data)
-        ya = context.make_array(yty)(context, builder, args[0]).data
-        ba = context.make_array(bty)(context, builder, args[2]).data
-        src = builder.bitcast(builder.gep(ba, [_as_intp(context, builder, args[3], boty)]), vptr)
-        dst = builder.bitcast(builder.gep(ya, [_as_intp(context, builder, args[1], yoty)]), vptr)
-        store_nontemporal(builder, builder.load(src, align=size), dst, 64)
         return context.get_dummy_value()
 
     return sig, codegen

@@ -79,6 +79,28 @@ def element_address(typingctx, y, yo):  # type: ignore[no-untyped-def]
 
 
 @intrinsic
+def store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
+    """y[yo : yo + L] = b[bo : bo + L] as one non-temporal vector store; the caller
+    guarantees y's address at yo is 64-byte aligned (the store requires it)."""
+    sig = types.void(y, yo, b, bo)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        yty, yoty, bty, boty = signature.args
+        lanes = line_lanes(yty.dtype)
+        elem = context.get_data_type(yty.dtype)
+        vptr = ir.VectorType(elem, lanes).as_pointer()
+        size = elem.get_abi_size(context.target_data)
+        ya = context.make_array(yty)(context, builder, args[0]).data
+        ba = context.make_array(bty)(context, builder, args[2]).data
+        src = builder.bitcast(builder.gep(ba, [as_intp(context, builder, args[3], boty)]), vptr)
+        dst = builder.bitcast(builder.gep(ya, [as_intp(context, builder, args[1], yoty)]), vptr)
+        store_nontemporal(builder, builder.load(src, align=size), dst, 64)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def store_fence(typingctx):  # type: ignore[no-untyped-def]
     """A full fence: non-temporal stores are weakly ordered, and must be visible before
     the worker reports its chunk done."""
