@@ -17,6 +17,7 @@ import numpy as np
 
 from teir_plan.executor import kernels as K
 from teir_plan.executor.blas import gemm_address
+from teir_plan.executor.transposed_kernel import MAX_ROWS, entry_address, scratch_elements
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR
 
@@ -118,6 +119,45 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     return 0
 
 
+# The transposed vector kernel (executor/transposed_kernel.py) takes a GEMM tile whose
+# output has its unit stride along the short axis (the rows) with at most this many rows;
+# beyond, the output's runs are long enough for other tiles.
+VEC_T_MAX_ROWS = 64
+
+
+def vec_t_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int],
+               c: tuple[int, int], itemsize: int) -> int:
+    """Whether a GEMM tile runs on the transposed vector kernel, and along which axis: 1
+    along M (A has unit stride along M, out along N: the rows are N), 2 along N (B along
+    N, out along M), 0 not at all.  Asked when :func:`vec_axis` says no.
+
+    The vector axis must be at least VEC_T_MIN_LINES lines long, the tile a plain GEMM with 2 to
+    VEC_T_MAX_ROWS rows and rows x K at most VEC_MAX_ROWS_TIMES_K, the other operand's
+    block within VEC_MAX_SPAN bytes (as for the vector kernel), and out's stride along the
+    vector axis must not be 0.
+
+    >>> vec_t_axis(9600, 20, 24, 1, (1, 9600), (20, 1), (20, 1), 4)  # degc,gfab->abcdef
+    1
+    >>> vec_t_axis(9600, 20, 24, 1, (1, 9600), (20, 1), (1, 9600), 4)  # out along M
+    0
+    """
+    if br != 1 or itemsize not in (4, 8):
+        return 0
+    lanes = 64 // itemsize
+
+    def fits(length: int, rows: int, s_rows: int, s_k: int, c_vec: int) -> bool:
+        return (length >= VEC_T_MIN_LINES * lanes and 2 <= rows <= VEC_T_MAX_ROWS
+                and rows * k <= VEC_MAX_ROWS_TIMES_K and c_vec != 0
+                and ((rows - 1) * abs(s_rows) + (k - 1) * abs(s_k) + 1) * itemsize
+                <= VEC_MAX_SPAN)
+
+    if a[0] == 1 and c[1] == 1 and fits(m, n, b[1], b[0], c[0]):
+        return 1
+    if b[1] == 1 and c[0] == 1 and fits(n, m, a[0], a[1], c[1]):
+        return 2
+    return 0
+
+
 def dot_tile(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int]) -> bool:
     """Whether a GEMM tile runs as dot products (kernels.MODE_DOT): one output row or
     column, a plain GEMM, K at least DOT_MIN_K steps with unit stride in A (``a``: its
@@ -144,6 +184,46 @@ def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
     lanes = 64 // itemsize
     return (rows / (VEC_ROWS * -(-rows // VEC_ROWS)) * length / (lanes * -(-length // lanes))
             * k / (k + VEC_K_STEPS))
+
+
+# The transposed vector kernel's output loads, transposes and stores, in K steps of its
+# micro-tile (vec_t_efficiency).
+VEC_T_K_STEPS = 8
+# A micro-tile of fewer rows than this leaves the multiply-add units waiting on their
+# own latency (one accumulator per row): measured on one core in L1, float32, K 24, 8
+# rows at 0.8 of the rate of 12 to 24, and 0.6-0.65 on both cores in tiles 480 and 2048
+# long with the output streaming.
+VEC_T_FULL_ROWS = 12
+# The transposed kernel's shortest vector axis, in lines: its per-call costs (set-up,
+# transposes, the call) outweigh shorter tiles (measured on both cores, 20 rows x K 24:
+# 48-49 GFLOP/s 16 and 20 long, 78 at 32, 105-139 at 64, 133-149 at 128 to 480; the
+# 20 x 20 x 24 tiles of dfgb,geac->abcdef into C order ran 65 against BLAS' 118).
+VEC_T_MIN_LINES = 4
+
+
+def vec_t_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
+    """The transposed vector kernel's fraction of the vector kernel's rate on a tile
+    ``length`` long along its vector axis, of ``rows`` rows and ``k`` K steps: its
+    micro-tiles are one line along the vector axis and up to 24 rows (computed in
+    multiples of 4), and each stores its outputs once after the K loop, about
+    VEC_T_K_STEPS K steps' worth.  Measured on one core in L1, float32, against the
+    vector kernel's calibrated rate: 0.70 at K 24 and 20 rows (0.75 here), 0.89 at K 48
+    and 24 rows (0.86), 1.0 at K 96 (0.92).
+
+    >>> round(vec_t_efficiency(9600, 20, 24, 4), 2), round(vec_t_efficiency(100, 8, 24, 4), 2)
+    (0.75, 0.45)
+    """
+    lanes = 64 // itemsize
+    if rows <= 0 or length <= 0:
+        return 0.0
+    # Whole micro-tiles of MAX_ROWS rows, then one of the rest rounded up to 4.
+    full, rest = divmod(rows, MAX_ROWS)
+    padded = -(-rest // 4) * 4
+    computed = full * MAX_ROWS + padded
+    latency = (full * MAX_ROWS * min(1.0, MAX_ROWS / VEC_T_FULL_ROWS)
+               + rest * min(1.0, padded / VEC_T_FULL_ROWS))
+    return (latency / computed * length / (lanes * -(-length // lanes))
+            * k / (k + VEC_T_K_STEPS))
 
 
 _INT32_MAX = 2**31 - 1
@@ -176,7 +256,8 @@ def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
     blocks, 72 KiB of lines beside a 1728 KiB stage, 118 -> 150 GFLOP/s; efbad,cf's,
     121 KiB beside 1944 KiB, 102 -> 80)."""
     t = low.tile
-    if t[K.T_KIND] not in (K.KIND_GEMM, K.KIND_BRGEMM) or t[K.T_MODE] != K.MODE_VEC:
+    if (t[K.T_KIND] not in (K.KIND_GEMM, K.KIND_BRGEMM) or t[K.T_MODE] != K.MODE_VEC
+            or t[K.T_VEC_T]):
         return False
     mv = int(t[K.T_N] if t[K.T_SWAP] else t[K.T_M])
     return 2 * vec_line_bytes(int(t[K.T_K]), mv, low.dtype.itemsize) <= l2_room
@@ -376,6 +457,14 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
         tile[K.T_SWAP] = int(vec == 2)
         tile[K.T_STREAM] = int(streamed)
         tile[K.T_AHEAD] = 1  # see prefetch_ahead for blocked programs
+        return
+    vec = vec_t_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
+    if vec:
+        tile[K.T_MODE] = K.MODE_VEC
+        tile[K.T_VEC_T] = entry_address(dtype)
+        tile[K.T_SWAP] = int(vec == 2)
+        tile[K.T_STREAM] = int(streamed)
+        tile[K.T_SCRATCH] = scratch_elements(n if vec == 1 else m, k, dtype.itemsize)
         return
     if dot_tile(m, n, k, br, a, b):
         tile[K.T_MODE] = K.MODE_DOT

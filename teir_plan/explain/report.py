@@ -442,6 +442,15 @@ def executor_note(teir: Any) -> str:
         along, rows = ("m", n) if vec == 1 else ("n", m)
         streamed = (", written to memory with non-temporal stores (out is written once and "
                     "too large for the cache to keep)") if tile[kernels.T_STREAM] else ""
+        if tile[kernels.T_VEC_T]:
+            contiguous = c_st[0 if vec == 1 else 1] == rows
+            if not contiguous:
+                streamed = ""
+            return (f"executor: each tile runs the transposed vector kernel: "
+                    f"{along}={m if vec == 1 else n} along the unit stride of "
+                    f"{'in0' if vec == 1 else 'in1'}, {rows} rows of outer products along the "
+                    f"unit stride of out, k={k}, accumulated in registers and transposed "
+                    f"there (no packing){streamed}")
         return (f"executor: each tile runs the vector kernel: {along}={m if vec == 1 else n} "
                 f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
                 f"{rows} rows of outer products, k={k}, accumulated in registers "

@@ -36,11 +36,15 @@ from teir_plan.executor.lower import (
     VEC_LINES,
     VEC_MIN_ROWS,
     VEC_STREAM_K,
+    VEC_T_MAX_ROWS,
+    VEC_T_MIN_LINES,
     BlasPlan,
     streams_out,
     vec_axis,
     vec_efficiency,
     vec_line_bytes,
+    vec_t_axis,
+    vec_t_efficiency,
 )
 from teir_plan.executor.lower import dot_tile as lower_dot_tile
 from teir_plan.executor.microkernel import NEXT_TILE_PREFETCH_BYTES
@@ -132,23 +136,42 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
     return _interpolate(params, m, n, k)
 
 
+# vec_tile's codes: the vector kernel along M or N, the transposed vector kernel along
+# M or N (out's unit stride along the other axis, the rows).
+VEC_M, VEC_N, VEC_T_M, VEC_T_N = 1, 2, 3, 4
+
+
+def vector_operand(vec: int) -> int:
+    """The operand (0: in0, 1: in1) a vec_tile code reads along its vector axis."""
+    return 0 if vec in (VEC_M, VEC_T_M) else 1
+
+
 def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int:
-    """The executor's rule (:func:`teir_plan.executor.lower.vec_axis`) for this prim
-    choice's tiles: 1 or 2 when they run on the vector kernel (along M or N), else 0."""
+    """The executor's rules (:func:`teir_plan.executor.lower.vec_axis`, then
+    :func:`~teir_plan.executor.lower.vec_t_axis`) for this prim choice's tiles: VEC_M or
+    VEC_N when they run on the vector kernel, VEC_T_M or VEC_T_N on the transposed one,
+    else 0."""
     ax = c.axes
-    # Quick answers for most choices (the rule needs both axes, and a unit stride along
-    # one of them shared by out and that axis' operand): this runs for every prim
-    # choice the search considers.
+    # Quick answers for most choices (the rules need both axes, and a unit stride along
+    # one of them in that axis' operand, and in out along one of them): this runs for
+    # every prim choice the search considers.
     if m_ax == NO_AXIS or n_ax == NO_AXIS:
         return 0
     am, an = ax[m_ax], ax[n_ax]
-    micro = VEC_LINES * 64 // c.dtype.itemsize  # the rule's shortest vector axis
-    if not ((am.strides[0] == 1 and am.strides[2] == 1 and am.extent >= micro)
-            or (an.strides[1] == 1 and an.strides[2] == 1 and an.extent >= micro)):
+    shortest = min(VEC_LINES, VEC_T_MIN_LINES) * 64 // c.dtype.itemsize  # vector axis
+    if not ((am.strides[0] == 1 and (am.strides[2] == 1 or an.strides[2] == 1)
+             and am.extent >= shortest)
+            or (an.strides[1] == 1 and (an.strides[2] == 1 or am.strides[2] == 1)
+                and an.extent >= shortest)):
         return 0
-    return vec_axis(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
-                    (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
-                    (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
+    args = (_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
+            (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
+            (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
+    vec = vec_axis(*args)
+    if vec:
+        return vec
+    vec = vec_t_axis(*args)
+    return vec + 2 if vec else 0
 
 
 def _ext(c: Contraction, a: int) -> int:
@@ -175,9 +198,13 @@ class TileCost(NamedTuple):
     seconds: float
     flops: int
     packed_bytes: int  # operand bytes BLAS' caller gathers into scratch per call
-    vec: int  # vec_tile: 1 or 2 when the tile runs on the vector kernel, else 0
-    streams: bool  # on the vector kernel, with out streamed to memory (streamed)
+    vec: int  # vec_tile: the vector kernel (VEC_M, VEC_N, VEC_T_M, VEC_T_N), else 0
+    streams: bool  # on a vector kernel, with out streamed to memory (streamed)
 
+
+# A transposed vector-kernel tile's fixed cost besides the loop walker's: the call
+# through its address, and its buffer's bookkeeping.
+VEC_T_CALL_SECONDS = 150e-9
 
 # The executor's row tiles (a scalar tile with the innermost loop folded in) and dot
 # tiles (one output column, unit-stride K) run vectorized loops.  Measured in L1 on
@@ -209,10 +236,26 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     tile_flops = 2 * m * n * k * br
     packed = 0
     vec = vec_tile(c, m_ax, n_ax, k_ax, br_ax)
+    streams = bool(vec) and streamed(c, k_ax, br_ax)
     if vec:
-        length, rows = (m, n) if vec == 1 else (n, m)
-        eff = vec_efficiency(length, rows, k, isz)
+        length, rows = (m, n) if vector_operand(vec) == 0 else (n, m)
+        if vec in (VEC_T_M, VEC_T_N):
+            eff = vec_t_efficiency(length, rows, k, isz)
+            # Its output streams only as one contiguous block (out's stride along the
+            # vector axis is the rows' extent); other blocks go through the cache.
+            vax, rax = (ax[m_ax], ax[n_ax]) if vec == VEC_T_M else (ax[n_ax], ax[m_ax])
+            streams = streams and vax.strides[2] == rows
+            s_op = 1 - vector_operand(vec)
+            rows_stride = rax.strides[s_op]
+            if rows_stride != 1 or rows % 4:
+                # The kernel first copies S's rows x K block, padded, into its buffer.
+                k_stride = ax[k_ax].strides[s_op] if k_ax != NO_AXIS else 0
+                packed = rows * k * _gather_bytes((rows_stride, k_stride), isz)
+        else:
+            eff = vec_efficiency(length, rows, k, isz)
         per_call = tile_flops / (params.vec_flops(c.dtype) * eff)
+        if vec in (VEC_T_M, VEC_T_N):
+            per_call += VEC_T_CALL_SECONDS + packed / params.copy_bytes_per_second
     elif dot_tile(c, m_ax, n_ax, k_ax, br_ax):
         per_call = tile_flops / DOT_FLOPS
     elif blas is not None:
@@ -237,8 +280,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         )
     else:
         per_call = tile_flops / params.loop_flops
-    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec,
-                    bool(vec) and streamed(c, k_ax, br_ax))
+    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec, streams)
 
 
 # The fraction of the smaller of compute and memory time that does not overlap with
@@ -299,6 +341,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
     memory = isz * (e[0] + e[1] + e[2]) / params.dram_bytes_per_second
     gemm, vec = params.gemm_flops(dt), params.vec_flops(dt)
     micro = VEC_LINES * 64 // isz
+    lanes = 64 // isz
     threads = max(1, threads)
     out = []
     seen: dict[tuple[int, int, int, int], float] = {}  # many prim choices share extents
@@ -319,6 +362,10 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
             if max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:  # the vector kernel
                 rate = max(rate, vec * max(vec_efficiency(m, n, k, isz),
                                            vec_efficiency(n, m, k, isz)))
+            if (max(m, n) >= VEC_T_MIN_LINES * lanes
+                    and 2 <= min(m, n) <= VEC_T_MAX_ROWS):  # the transposed kernel
+                rate = max(rate, vec * max(vec_t_efficiency(m, n, k, isz),
+                                           vec_t_efficiency(n, m, k, isz)))
             if min(m, n) == 1 and k >= DOT_MIN_K:  # dot products
                 rate = max(rate, DOT_FLOPS)
             compute = calls * (flops / rate + params.tile_seconds)
@@ -508,7 +555,7 @@ def _stream_factor(c: Contraction, ch: Choice, vec: int) -> float:
     if ch.k == NO_AXIS:
         return 1.0
     k = c.axes[ch.k].extent
-    length = c.axes[ch.m if vec == 1 else ch.n].extent
+    length = c.axes[ch.m if vector_operand(vec) == 0 else ch.n].extent
     if (k <= VEC_STREAM_K
             or vec_line_bytes(k, length, c.dtype.itemsize) <= NEXT_TILE_PREFETCH_BYTES):
         return 1.0
@@ -521,7 +568,7 @@ def read_factors(c: Contraction, ch: Choice) -> tuple[float, float]:
     that count the operands' traffic themselves (the blocked write-back's)."""
     vec = vec_tile(c, ch.m, ch.n, ch.k, ch.br)
     f = _stream_factor(c, ch, vec) if vec else 1.0
-    return (f, 1.0) if vec == 1 else (1.0, f)
+    return (f, 1.0) if vec and vector_operand(vec) == 0 else (1.0, f)
 
 
 def _traffic(c: Contraction, ch: Choice, params: MachineParams,
@@ -563,7 +610,7 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
                 working *= ax[a].extent
         distinct = float(c.tensor_elements(j) * isz)
         traffic = max(traffic, distinct) * _short_run_factor(c, ch, j, runs)
-        if cost.vec and j == cost.vec - 1:
+        if cost.vec and j == vector_operand(cost.vec):
             traffic *= _stream_factor(c, ch, cost.vec)
         if j == 2 and cost.streams:
             pass  # non-temporal stores: written once, never read for ownership
