@@ -12,6 +12,8 @@ the planner on the contraction it was built for, against numpy.einsum in float64
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -19,6 +21,7 @@ from numba import njit
 
 import teir_plan as tp
 from teir_plan.executor import kernels as K
+from teir_plan.executor import transposed_kernel as T
 from teir_plan.executor.lower import lower, vec_axis, vec_t_axis
 from teir_plan.executor.microkernel import store_fence
 from teir_plan.executor.transposed_kernel import gemm_vec_t, scratch_elements
@@ -198,3 +201,17 @@ def test_the_planner_uses_the_kernel_into_a_c_order_out() -> None:
     np.testing.assert_allclose(relu, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
     for alt in plan.alternatives[:4]:
         np.testing.assert_allclose(alt(a, b), ref, rtol=1e-4, atol=1e-4)
+
+
+_EARLIER: list[object] = []
+
+
+def test_concurrent_first_plans_share_one_compiled_kernel() -> None:
+    """Plans hold the kernel's address only: every thread must get the same one, the
+    code kept alive by the module, however many ask at once."""
+    # Plans lowered earlier in this process hold the previous compilation's address:
+    # it stays alive here.
+    _EARLIER.append(T._COMPILED.pop(np.dtype(np.float64), None))
+    with ThreadPoolExecutor(4) as pool:
+        addresses = set(pool.map(lambda _: T.entry_address(np.dtype(np.float64)), range(8)))
+    assert len(addresses) == 1 and addresses.pop() == T.entry_address(np.float64)

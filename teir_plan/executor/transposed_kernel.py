@@ -32,7 +32,8 @@ reach as for any GEMM tile cover it.
 
 from __future__ import annotations
 
-from functools import cache
+import sys
+import threading
 
 import numba
 import numpy as np
@@ -48,6 +49,7 @@ from teir_plan.executor.microkernel import (
     store_line_nt,
     to_next_line,
 )
+from teir_plan.executor.threads import renew_after_fork
 
 # Rows of the largest micro-tile: its accumulators, the line of V and a broadcast take
 # 26 of the 32 vector registers.  Measured on one core in L1, float32, K = 24: 20 rows
@@ -361,14 +363,26 @@ def _entry(vp, vn, vo, vk, sp, sn_, so, sk, sn, cp, cn_, co, cv, mv, n, k, flags
                carray(bp, (bn,)))
 
 
-@cache
+# The compiled entry points, one per dtype: kept here so that their code lives as long
+# as the process (plans hold only the address), made under a lock so that concurrent
+# first plans compile once.
+_COMPILED: dict[np.dtype, object] = {}
+_COMPILE_LOCK = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_COMPILE_LOCK", threading.Lock)
+
+
 def entry_address(dtype: np.dtype) -> int:
     """The address of the compiled :func:`gemm_vec_t` for arrays of ``dtype`` (float32
     or float64), a C function of the arguments :func:`call_entry` passes."""
-    ptr = types.CPointer(numba.from_dtype(np.dtype(dtype)))
-    i = types.int64
-    sig = types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i)
-    address = cfunc(sig, cache=True)(_entry).address
+    dtype = np.dtype(dtype)
+    with _COMPILE_LOCK:
+        compiled = _COMPILED.get(dtype)
+        if compiled is None:
+            ptr = types.CPointer(numba.from_dtype(dtype))
+            i = types.int64
+            sig = types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i)
+            compiled = _COMPILED[dtype] = cfunc(sig, cache=True)(_entry)
+    address = compiled.address  # type: ignore[attr-defined]
     assert address, "a compiled C callback has an address"
     return int(address)
 
