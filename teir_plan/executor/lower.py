@@ -186,9 +186,16 @@ def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
             * k / (k + VEC_K_STEPS))
 
 
-# The transposed vector kernel's output loads, transposes and stores, in K steps of its
-# micro-tile (vec_t_efficiency).
-VEC_T_K_STEPS = 8
+# The transposed vector kernel's extra work per micro-tile, in K steps (vec_t_efficiency):
+# the transposes of its sums and the masked stores of short runs, on top of the output
+# loads and stores the vector kernel also pays (VEC_K_STEPS).  Set so that the two
+# kernels' predicted rates stand as they were measured on the same 9600 x 20 x 24
+# tiles, both streaming their output on both cores: 189-200 GFLOP/s into the result
+# layout the transposed kernel serves (dega/degb/degc,gf..->abcdef into C order) against
+# 291-297 into the one the vector kernel serves, 0.66 (the model's 0.41 against 0.625).
+# The earlier 8 rated it above the vector kernel on those tiles, and the planner chose
+# the C-order layout for these contractions in order='K' (150-200 instead of 290).
+VEC_T_K_STEPS = 20
 # A micro-tile of fewer rows than this leaves the multiply-add units waiting on their
 # own latency (one accumulator per row): measured on one core in L1, float32, K 24, 8
 # rows at 0.8 of the rate of 12 to 24, and 0.6-0.65 on both cores in tiles 480 and 2048
@@ -205,13 +212,12 @@ def vec_t_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
     """The transposed vector kernel's fraction of the vector kernel's rate on a tile
     ``length`` long along its vector axis, of ``rows`` rows and ``k`` K steps: its
     micro-tiles are one line along the vector axis and up to 24 rows (computed in
-    multiples of 4), and each stores its outputs once after the K loop, about
-    VEC_T_K_STEPS K steps' worth.  Measured on one core in L1, float32, against the
-    vector kernel's calibrated rate: 0.70 at K 24 and 20 rows (0.75 here), 0.89 at K 48
-    and 24 rows (0.86), 1.0 at K 96 (0.92).
+    multiples of 4, fewer than VEC_T_FULL_ROWS waiting on the multiply-adds' latency),
+    and each loads and stores its outputs once after the K loop (K / (K + VEC_K_STEPS),
+    as for the vector kernel) and transposes them (K / (K + VEC_T_K_STEPS)).
 
     >>> round(vec_t_efficiency(9600, 20, 24, 4), 2), round(vec_t_efficiency(100, 8, 24, 4), 2)
-    (0.75, 0.45)
+    (0.41, 0.24)
     """
     lanes = 64 // itemsize
     if rows <= 0 or length <= 0:
@@ -223,7 +229,7 @@ def vec_t_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
     latency = (full * MAX_ROWS * min(1.0, MAX_ROWS / VEC_T_FULL_ROWS)
                + rest * min(1.0, padded / VEC_T_FULL_ROWS))
     return (latency / computed * length / (lanes * -(-length // lanes))
-            * k / (k + VEC_T_K_STEPS))
+            * k / (k + VEC_K_STEPS) * k / (k + VEC_T_K_STEPS))
 
 
 _INT32_MAX = 2**31 - 1
