@@ -19,6 +19,7 @@ import teir_plan as tp
 from teir_plan.executor import kernels as K
 from teir_plan.executor.lower import lower, streams_out, vec_axis
 from teir_plan.executor.microkernel import gemm_vec
+from tests.gemm_programs import assert_program_matches, gemm_program, line_aligned
 from tests.strategies import counted, fuzz_settings
 
 
@@ -54,7 +55,7 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     cn = mv + data.draw(st.integers(0, 4), label="C row padding")
     if data.draw(st.booleans(), label="C rows whole lines"):
         cn = -(-cn // lanes) * lanes
-    C = _line_aligned(co + n * cn + 5, dtype)
+    C = line_aligned(co + n * cn + 5, dtype)
     C[:] = rng.standard_normal(C.size)
     before = C.copy()
     gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu, nxt)
@@ -75,14 +76,6 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     np.testing.assert_array_equal(C[~inside], before[~inside])
 
 
-def _line_aligned(size: int, dtype: type) -> np.ndarray:
-    """An array of ``size`` elements whose first element starts a 64-byte line."""
-    isz = np.dtype(dtype).itemsize
-    raw = np.empty(size + 64 // isz, dtype)
-    skip = (-raw.ctypes.data % 64) // isz
-    return raw[skip: skip + size]
-
-
 def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
              first: str = "zero", last: str = "none", parallel: bool = False
              ) -> tuple[tp.TEIR, list[np.ndarray], str]:
@@ -93,34 +86,14 @@ def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
     rng = np.random.default_rng(m + n + k)
     a = rng.standard_normal((k, m) if along == "m" else (m, k)).astype(dtype)   # in0
     b = rng.standard_normal((n, k) if along == "m" else (k, n)).astype(dtype)   # in1
-    kt = k // ksplit
-    if along == "m":
-        # in0[k, m], in1[n, k], out[n, m]
-        a_m, a_k, b_k, b_n = 1, m, 1, k
-        c_m, c_n = 1, m
-        expr = "km,nk->nm"
-    else:
-        # in0[m, k], in1[k, n], out[m, n]
-        a_m, a_k, b_k, b_n = k, 1, n, 1
-        c_m, c_n = n, 1
-        expr = "mk,kn->mn"
-    dims = ["k", "m", "n", "k"]
-    execs = ["seq", "prim", "prim", "prim"]
-    sizes = [ksplit, m, n, kt]
-    strides = [[a_k * kt, a_m, 0, a_k], [b_k * kt, 0, b_n, b_k], [0, c_m, c_n, 0]]
-    if parallel:
-        # The rows (the axis across the vector) split in two halves run in parallel.
-        row_dim = 2 if along == "m" else 1
-        half = sizes[row_dim] // 2
-        sizes[row_dim] = half
-        dims.insert(0, dims[row_dim])
-        execs.insert(0, "parallel")
-        sizes.insert(0, 2)
-        for t in range(3):
-            strides[t].insert(0, strides[t][row_dim] * half)
-    teir = tp.TEIR.from_fields(
-        data_type=dtype, prim_first=first, prim_main="gemm", prim_last=last,
-        dim_types=dims, exec_types=execs, dim_sizes=sizes, strides=strides)
+    if along == "m":  # in0[k, m], in1[n, k], out[n, m]
+        strides, expr = ((1, m), (1, k), (1, m)), "km,nk->nm"
+    else:  # in0[m, k], in1[k, n], out[m, n]
+        strides, expr = ((k, 1), (n, 1), (n, 1)), "mk,kn->mn"
+    # The rows (the axis across the vector) split in two halves run in parallel.
+    row_dim = 2 if along == "m" else 1
+    teir = gemm_program(dtype, m, n, k, ksplit, *strides, first, last,
+                        row_dim if parallel else None)
     return teir, [a, b], expr
 
 
@@ -138,16 +111,8 @@ def test_vector_kernel_programs_match_numpy() -> None:
                 low = lower(teir)
                 assert low.tile[K.T_MODE] == K.MODE_VEC
                 assert low.tile[K.T_SWAP] == int(along == "n")
-                ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
-                out = np.full(ref.shape, 0.5, dtype)
-                if first == "none":
-                    ref = ref + 0.5
-                if last == "relu":
-                    ref = np.maximum(ref, 0)
-                tp.execute(teir, a, b, out)
-                tol = 1e-4 if dtype == "float32" else 1e-12
-                np.testing.assert_allclose(out, ref, rtol=tol, atol=tol,
-                                           err_msg=f"{dtype} {along} {ksplit} {first}")
+                assert_program_matches(teir, a, b, expr, first, last,
+                                       f"{dtype} {along} {ksplit} {first}")
 
 
 def test_the_planner_uses_the_kernel_and_its_alternatives_are_right() -> None:
@@ -210,7 +175,7 @@ def test_a_streamed_output_is_written_with_non_temporal_stores() -> None:
     assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_STREAM] == 1
     assert "non-temporal" in str(plan.explain())
     np.testing.assert_allclose(plan(a, b), ref, rtol=1e-4, atol=1e-4)
-    raw = _line_aligned(ref.size + 4, np.float32)
+    raw = line_aligned(ref.size + 4, np.float32)
     out = raw[4:].reshape(ref.shape)  # 16 bytes past a line boundary
     raw[:4] = 7.0
     np.testing.assert_allclose(tp.einsum(expr, a, b, out=out), ref, rtol=1e-4, atol=1e-4)

@@ -26,6 +26,7 @@ from teir_plan.executor import transposed_kernel as T
 from teir_plan.executor.lower import lower, vec_axis, vec_t_axis
 from teir_plan.executor.microkernel import store_fence
 from teir_plan.executor.transposed_kernel import gemm_vec_t, scratch_elements
+from tests.gemm_programs import assert_program_matches, gemm_program, line_aligned
 from tests.strategies import counted, fuzz_settings
 
 
@@ -36,13 +37,6 @@ def _run_and_fence(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, k, first, stream,
     tile (the chunk's end), before anyone reads the result."""
     gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, k, first, stream, relu, buf)
     store_fence()
-
-
-def _line_aligned(size: int, dtype: type) -> np.ndarray:
-    isz = np.dtype(dtype).itemsize
-    raw = np.empty(size + 64 // isz, dtype)
-    skip = (-raw.ctypes.data % 64) // isz
-    return raw[skip: skip + size]
 
 
 @fuzz_settings(default=150, fuzz=20_000)
@@ -69,7 +63,7 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     V = rng.standard_normal(vo + max(k, 1) * vk + 3).astype(dtype)
     sk, sn = (n + 2, 1) if s_unit else (1, k + 2)
     S = rng.standard_normal(so + max(k, 1) * sk + n * sn + 3).astype(dtype)
-    C = _line_aligned(co + mv * cv + 7, dtype)
+    C = line_aligned(co + mv * cv + 7, dtype)
     C[:] = rng.standard_normal(C.size)
     before = C.copy()
     buf = np.full(scratch_elements(n, k, np.dtype(dtype).itemsize), np.nan, dtype)
@@ -98,32 +92,14 @@ def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
     n, out along m: out[n, m]); K split into an outer loop of ``ksplit``; with
     ``parallel`` the vector axis split into a parallel loop of 2."""
     rng = np.random.default_rng(m + n + k)
-    kt = k // ksplit
+    a = rng.standard_normal((k, m)).astype(dtype)  # in0[k, m]
+    b = rng.standard_normal((k, n)).astype(dtype)  # in1[k, n]
     if along == "m":
-        a = rng.standard_normal((k, m)).astype(dtype)  # in0[k, m]
-        b = rng.standard_normal((k, n)).astype(dtype)  # in1[k, n]
-        a_m, a_k, b_k, b_n, c_m, c_n = 1, m, n, 1, n, 1
-        expr, vec_dim = "km,kn->mn", 1
+        c_mn, expr, vec_dim = (n, 1), "km,kn->mn", 1
     else:
-        a = rng.standard_normal((k, m)).astype(dtype)  # in0[k, m]
-        b = rng.standard_normal((k, n)).astype(dtype)  # in1[k, n]
-        a_m, a_k, b_k, b_n, c_m, c_n = 1, m, n, 1, 1, m
-        expr, vec_dim = "km,kn->nm", 2
-    dims = ["k", "m", "n", "k"]
-    execs = ["seq", "prim", "prim", "prim"]
-    sizes = [ksplit, m, n, kt]
-    strides = [[a_k * kt, a_m, 0, a_k], [b_k * kt, 0, b_n, b_k], [0, c_m, c_n, 0]]
-    if parallel:
-        half = sizes[vec_dim] // 2
-        sizes[vec_dim] = half
-        dims.insert(0, dims[vec_dim])
-        execs.insert(0, "parallel")
-        sizes.insert(0, 2)
-        for t in range(3):
-            strides[t].insert(0, strides[t][vec_dim] * half)
-    teir = tp.TEIR.from_fields(
-        data_type=dtype, prim_first=first, prim_main="gemm", prim_last=last,
-        dim_types=dims, exec_types=execs, dim_sizes=sizes, strides=strides)
+        c_mn, expr, vec_dim = (1, m), "km,kn->nm", 2
+    teir = gemm_program(dtype, m, n, k, ksplit, (1, m), (n, 1), c_mn, first, last,
+                        vec_dim if parallel else None)
     return teir, [a, b], expr
 
 
@@ -141,16 +117,8 @@ def test_programs_on_the_kernel_match_numpy() -> None:
                 low = lower(teir)
                 assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_VEC_T] != 0
                 assert low.tile[K.T_SWAP] == int(along == "n")
-                ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
-                out = np.full(ref.shape, 0.5, dtype)
-                if first == "none":
-                    ref = ref + 0.5
-                if last == "relu":
-                    ref = np.maximum(ref, 0)
-                tp.execute(teir, a, b, out)
-                tol = 1e-4 if dtype == "float32" else 1e-12
-                np.testing.assert_allclose(out, ref, rtol=tol, atol=tol,
-                                           err_msg=f"{dtype} {along} {ksplit} {first}")
+                assert_program_matches(teir, a, b, expr, first, last,
+                                       f"{dtype} {along} {ksplit} {first}")
 
 
 def test_the_rule() -> None:
@@ -192,7 +160,7 @@ def test_the_planner_uses_the_kernel_into_a_c_order_out() -> None:
     np.testing.assert_allclose(plan(a, b), ref, rtol=1e-4, atol=1e-4)
     out = np.empty(ref.shape, np.float32)
     np.testing.assert_allclose(tp.einsum(expr, a, b, out=out), ref, rtol=1e-4, atol=1e-4)
-    raw = _line_aligned(ref.size + 4, np.float32)
+    raw = line_aligned(ref.size + 4, np.float32)
     shifted = raw[4:].reshape(ref.shape)  # 16 bytes past a line boundary
     raw[:4] = 7.0
     np.testing.assert_allclose(tp.einsum(expr, a, b, out=shifted), ref, rtol=1e-4,

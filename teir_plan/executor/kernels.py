@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
@@ -34,9 +33,12 @@ from teir_plan.executor.microkernel import as_intp as _as_intp
 from teir_plan.executor.microkernel import (
     element_address,
     gemm_vec,
+    splat,
     store_fence,
     store_nontemporal,
     to_next_line,
+    transpose_lines,
+    vector_ops,
 )
 from teir_plan.executor.microkernel import line_lanes as _lanes
 from teir_plan.executor.microkernel import store_line_nt as _store_line_nt
@@ -163,20 +165,7 @@ def _load_transposed(context, builder, args, tys):  # type: ignore[no-untyped-de
         off = builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r)))
         ptr = builder.bitcast(builder.gep(xa, [off]), vptr)
         rows.append(builder.load(ptr, align=size))
-    h = lanes // 2
-    i32 = ir.IntType(32)
-    while h >= 1:
-        lo = ir.Constant(ir.VectorType(i32, lanes),
-                         [c if c & h == 0 else lanes + c - h for c in range(lanes)])
-        hi = ir.Constant(ir.VectorType(i32, lanes),
-                         [c + h if c & h == 0 else lanes + c for c in range(lanes)])
-        for i in range(lanes):
-            if i & h == 0:
-                a_, b_ = rows[i], rows[i + h]
-                rows[i] = builder.shuffle_vector(a_, b_, lo)
-                rows[i + h] = builder.shuffle_vector(a_, b_, hi)
-        h //= 2
-    return rows
+    return transpose_lines(builder, rows)
 
 
 def _row_pointer(context, builder, args, tys, c):  # type: ignore[no-untyped-def]
@@ -239,21 +228,16 @@ def _transpose_line_tile_part(typingctx, x, xo, x_ld, b, bo, b_ld, lo, hi):  # t
         size = elem.get_abi_size(context.target_data)
         rows = _load_transposed(context, builder, args, tys)
         i32 = ir.IntType(32)
-        mty = ir.VectorType(ir.IntType(1), lanes)
-        masked_store = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), i32, mty]),
-            f"llvm.masked.store.v{lanes}f{tys[0].dtype.bitwidth}.p0")
+        masked_store = vector_ops(builder, vty, tys[0].dtype.bitwidth).masked_store
         ity = ir.VectorType(i32, lanes)
 
-        def splat(v):  # type: ignore[no-untyped-def]
-            v32 = builder.trunc(_as_intp(context, builder, v[0], v[1]), i32)
-            one = builder.insert_element(ir.Constant(ity, ir.Undefined), v32, ir.Constant(i32, 0))
-            return builder.shuffle_vector(one, ir.Constant(ity, ir.Undefined),
-                                          ir.Constant(ity, [0] * lanes))
+        def lanes_of(i):  # type: ignore[no-untyped-def]
+            return splat(builder, builder.trunc(_as_intp(context, builder, args[i], tys[i]), i32),
+                         ity)
 
         lane_ids = ir.Constant(ity, list(range(lanes)))
-        mask = builder.and_(builder.icmp_signed(">=", lane_ids, splat((args[6], tys[6]))),
-                            builder.icmp_signed("<", lane_ids, splat((args[7], tys[7]))))
+        mask = builder.and_(builder.icmp_signed(">=", lane_ids, lanes_of(6)),
+                            builder.icmp_signed("<", lane_ids, lanes_of(7)))
         for c, row in enumerate(rows):
             ptr = _row_pointer(context, builder, args, tys, c)
             builder.call(masked_store, [row, ptr, ir.Constant(i32, size), mask])
@@ -911,8 +895,10 @@ def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
         _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1,
                   idx)
         o0, o1, o2 = n0, n1, n2
-    if tile[T_STREAM] != 0:
-        store_fence()  # the transposed kernel's non-temporal stores, before another thread reads
+    if tile[T_VEC_T] != 0 and tile[T_STREAM] != 0:
+        # The transposed kernel leaves its non-temporal stores unfenced (one fence per
+        # chunk, not per tile): they must be visible before another thread reads.
+        store_fence()
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -468,9 +468,12 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
         tile[K.T_VEC_T] = entry_address(dtype)
+        rows, c_vec = (n, c[0]) if vec == 1 else (m, c[1])
         tile[K.T_SWAP] = int(vec == 2)
-        tile[K.T_STREAM] = int(streamed)
-        tile[K.T_SCRATCH] = scratch_elements(n if vec == 1 else m, k, dtype.itemsize)
+        # Its output streams only as one contiguous block: out's stride along the
+        # vector axis is the rows' extent (gemm_vec_t; the cost model's rule too).
+        tile[K.T_STREAM] = int(streamed and c_vec == rows)
+        tile[K.T_SCRATCH] = scratch_elements(rows, k, dtype.itemsize)
         return
     if dot_tile(m, n, k, br, a, b):
         tile[K.T_MODE] = K.MODE_DOT

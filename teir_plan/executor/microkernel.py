@@ -28,13 +28,78 @@ of reach as for any GEMM tile cover it.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+# Helpers for intrinsics (executor/kernels.py's and transposed_kernel.py's use them too).
 
-# Helpers for intrinsics (executor/kernels.py's use them too).
+
+class VectorOps(NamedTuple):
+    """The LLVM intrinsics a vector kernel calls on vectors of one 64-byte line."""
+
+    fma: ir.Function  # a * b + c, lane by lane
+    prefetch: ir.Function  # (address, rw, locality, cache type)
+    masked_load: ir.Function  # (pointer, alignment, mask, pass-through)
+    masked_store: ir.Function  # (value, pointer, alignment, mask)
+    mask_type: ir.VectorType  # one i1 per lane
+
+
+def vector_ops(builder, vty: ir.VectorType, bits: int) -> VectorOps:  # type: ignore[no-untyped-def]
+    """Declarations (once per module) of the intrinsics on ``vty``, a line of floats of
+    ``bits`` bits."""
+    lanes = vty.count
+    i32 = ir.IntType(32)
+    i8p = ir.IntType(8).as_pointer()
+    mty = ir.VectorType(ir.IntType(1), lanes)
+    module = builder.module
+    return VectorOps(
+        cgutils.get_or_insert_function(module, ir.FunctionType(vty, [vty, vty, vty]),
+                                       f"llvm.fma.v{lanes}f{bits}"),
+        cgutils.get_or_insert_function(
+            module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0"),
+        cgutils.get_or_insert_function(
+            module, ir.FunctionType(vty, [vty.as_pointer(), i32, mty, vty]),
+            f"llvm.masked.load.v{lanes}f{bits}.p0"),
+        cgutils.get_or_insert_function(
+            module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), i32, mty]),
+            f"llvm.masked.store.v{lanes}f{bits}.p0"),
+        mty,
+    )
+
+
+def splat(builder, value, vty: ir.VectorType):  # type: ignore[no-untyped-def]
+    """``value`` in every lane of a ``vty``."""
+    i32 = ir.IntType(32)
+    one = builder.insert_element(ir.Constant(vty, ir.Undefined), value, ir.Constant(i32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
+                                  ir.Constant(ir.VectorType(i32, vty.count), [0] * vty.count))
+
+
+def transpose_lines(builder, rows: list) -> list:  # type: ignore[type-arg, no-untyped-def]
+    """The L x L block whose row i is ``rows[i]`` (L vectors of L lanes), transposed in
+    registers: log2 L rounds of two-input shuffles, each swapping the off-diagonal
+    blocks of every 2h x 2h block.  Returns the L transposed rows (a new list)."""
+    rows = list(rows)
+    lanes = len(rows)
+    i32 = ir.IntType(32)
+    h = lanes // 2
+    while h >= 1:
+        lo = ir.Constant(ir.VectorType(i32, lanes),
+                         [c if c & h == 0 else lanes + c - h for c in range(lanes)])
+        hi = ir.Constant(ir.VectorType(i32, lanes),
+                         [c + h if c & h == 0 else lanes + c for c in range(lanes)])
+        for i in range(lanes):
+            if i & h == 0:
+                a_, b_ = rows[i], rows[i + h]
+                rows[i] = builder.shuffle_vector(a_, b_, lo)
+                rows[i + h] = builder.shuffle_vector(a_, b_, hi)
+        h //= 2
+    return rows
+
 def as_intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
     """An integer argument of an intrinsic as an intp LLVM value."""
     return context.cast(builder, value, ty, types.intp)
@@ -154,28 +219,12 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
             intp = vo_.type
             i32 = ir.IntType(32)
             i8p = ir.IntType(8).as_pointer()
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
-                f"llvm.fma.v{lanes}f{dt.bitwidth}")
-            prefetch = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                "llvm.prefetch.p0")
-            mty = ir.VectorType(ir.IntType(1), lanes)
-            masked_load = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty.as_pointer(), i32, mty, vty]),
-                f"llvm.masked.load.v{lanes}f{dt.bitwidth}.p0")
-            masked_store = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), i32, mty]),
-                f"llvm.masked.store.v{lanes}f{dt.bitwidth}.p0")
+            fma, prefetch, masked_load, masked_store, mty = vector_ops(builder, vty, dt.bitwidth)
             zero = ir.Constant(vty, [ir.Constant(elem, 0.0)] * lanes)
             # The last line's mask: lanes below ``tail``.
             lane_ids = ir.Constant(ir.VectorType(intp, lanes), list(range(lanes)))
-            tail_v = builder.insert_element(ir.Constant(ir.VectorType(intp, lanes), ir.Undefined),
-                                            tail_, ir.Constant(i32, 0))
-            tail_v = builder.shuffle_vector(tail_v, ir.Constant(ir.VectorType(intp, lanes),
-                                                                ir.Undefined),
-                                            ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
-            mask = builder.icmp_signed("<", lane_ids, tail_v)
+            mask = builder.icmp_signed("<", lane_ids,
+                                       splat(builder, tail_, ir.VectorType(intp, lanes)))
             align = ir.Constant(i32, size)
 
             def load(ptr, last):  # type: ignore[no-untyped-def]
@@ -189,8 +238,6 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
                 else:
                     builder.store(val, ptr, align=size)
 
-            undef = ir.Constant(vty, ir.Undefined)
-            splat = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
 
             def const(v: int) -> ir.Constant:
                 return ir.Constant(intp, v)
@@ -234,8 +281,7 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
             for r in range(rows):
                 s_off = builder.add(srow, builder.mul(sn_, const(r)))
                 s = builder.load(builder.gep(s_data, [s_off]))
-                sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)),
-                                            undef, splat)
+                sv = splat(builder, s, vty)
                 for j in range(lines):
                     new.append(builder.call(fma, [vecs[j], sv, acc[r * lines + j]]))
             p_next = builder.add(p, const(1))

@@ -39,15 +39,17 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import carray, cfunc, njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from teir_plan.executor.microkernel import (
     as_intp,
     element_address,
     line_lanes,
+    splat,
     store_line_nt,
     to_next_line,
+    transpose_lines,
+    vector_ops,
 )
 from teir_plan.executor.threads import renew_after_fork
 
@@ -93,32 +95,17 @@ def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
             intp = vo_.type
             i32 = ir.IntType(32)
             i8p = ir.IntType(8).as_pointer()
-            fma = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty, vty, vty]),
-                f"llvm.fma.v{lanes}f{dt.bitwidth}")
-            prefetch = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                "llvm.prefetch.p0")
-            mty = ir.VectorType(ir.IntType(1), lanes)
-            masked_load = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vty, [vty.as_pointer(), i32, mty, vty]),
-                f"llvm.masked.load.v{lanes}f{dt.bitwidth}.p0")
-            masked_store = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), i32, mty]),
-                f"llvm.masked.store.v{lanes}f{dt.bitwidth}.p0")
+            fma, prefetch, masked_load, masked_store, mty = vector_ops(builder, vty, dt.bitwidth)
             zero = ir.Constant(vty, [ir.Constant(elem, 0.0)] * lanes)
             undef = ir.Constant(vty, ir.Undefined)
             ivty = ir.VectorType(intp, lanes)
             lane_ids = ir.Constant(ivty, list(range(lanes)))
-            splat0 = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
 
             def const(v: int) -> ir.Constant:
                 return ir.Constant(intp, v)
 
             def splat_int(x):  # type: ignore[no-untyped-def]
-                one = builder.insert_element(ir.Constant(ivty, ir.Undefined), x,
-                                             ir.Constant(i32, 0))
-                return builder.shuffle_vector(one, ir.Constant(ivty, ir.Undefined), splat0)
+                return splat(builder, x, ivty)
 
             # V's lanes below ``tail``; each row block's rows below ``nrows``.
             vmask = builder.icmp_signed("<", lane_ids, splat_int(tail_))
@@ -149,8 +136,7 @@ def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
             new = []
             for r in range(rmax):
                 s = builder.load(builder.gep(s_data, [builder.add(srow, const(r))]))
-                sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(i32, 0)),
-                                            undef, splat0)
+                sv = splat(builder, s, vty)
                 new.append(builder.call(fma, [vec, sv, acc[r]]))
             p_next = builder.add(p, const(1))
             tail_block = builder.basic_block
@@ -180,19 +166,8 @@ def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
             for b0 in range(0, rmax, lanes):
                 in_block = builder.icmp_signed(">", nrows_, const(b0))
                 with builder.if_then(in_block):
-                    rows = [totals[b0 + i] if b0 + i < rmax else undef for i in range(lanes)]
-                    h = lanes // 2
-                    while h >= 1:
-                        lo = ir.Constant(ir.VectorType(i32, lanes),
-                                         [c if c & h == 0 else lanes + c - h for c in range(lanes)])
-                        hi = ir.Constant(ir.VectorType(i32, lanes),
-                                         [c + h if c & h == 0 else lanes + c for c in range(lanes)])
-                        for i in range(lanes):
-                            if i & h == 0:
-                                a_, b_ = rows[i], rows[i + h]
-                                rows[i] = builder.shuffle_vector(a_, b_, lo)
-                                rows[i + h] = builder.shuffle_vector(a_, b_, hi)
-                        h //= 2
+                    rows = transpose_lines(builder, [
+                        totals[b0 + i] if b0 + i < rmax else undef for i in range(lanes)])
                     rmask = builder.icmp_signed(
                         "<", builder.add(lane_ids, ir.Constant(ivty, [b0] * lanes)),
                         splat_int(nrows_))

@@ -443,9 +443,6 @@ def executor_note(teir: Any) -> str:
         streamed = (", written to memory with non-temporal stores (out is written once and "
                     "too large for the cache to keep)") if tile[kernels.T_STREAM] else ""
         if tile[kernels.T_VEC_T]:
-            contiguous = c_st[0 if vec == 1 else 1] == rows
-            if not contiguous:
-                streamed = ""
             return (f"executor: each tile runs the transposed vector kernel: "
                     f"{along}={m if vec == 1 else n} along the unit stride of "
                     f"{'in0' if vec == 1 else 'in1'}, {rows} rows of outer products along the "
