@@ -4,6 +4,9 @@ of such a program against numpy.einsum in float64."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 import numpy as np
 
 import teir_plan as tp
@@ -15,6 +18,19 @@ def line_aligned(size: int, dtype: type) -> np.ndarray:
     raw = np.empty(size + 64 // isz, dtype)
     skip = (-raw.ctypes.data % 64) // isz
     return raw[skip: skip + size]
+
+
+# (K steps, prim_first, prim_last, parallel) of the kernel tests' programs: one tile; a K
+# loop with ReLU last; accumulated onto out; a K loop under a parallel loop.
+SCHEDULES = [(1, "zero", "none", False), (3, "zero", "relu", False),
+             (2, "none", "none", True), (3, "zero", "none", True)]
+
+
+def kernel_cases() -> Iterator[tuple[str, str, int, str, str, bool]]:
+    """(dtype, vector axis "m" or "n", K steps, prim_first, prim_last, parallel) of every
+    program a kernel test runs: both float dtypes, both axes, every schedule."""
+    for dtype, along, schedule in itertools.product(("float32", "float64"), "mn", SCHEDULES):
+        yield (dtype, along, *schedule)
 
 
 def gemm_program(dtype: str, m: int, n: int, k: int, ksplit: int,

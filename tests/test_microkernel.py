@@ -19,7 +19,7 @@ import teir_plan as tp
 from teir_plan.executor import kernels as K
 from teir_plan.executor.lower import lower, streams_out, vec_axis
 from teir_plan.executor.microkernel import gemm_vec
-from tests.gemm_programs import assert_program_matches, gemm_program, line_aligned
+from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
 
 
@@ -98,21 +98,16 @@ def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
 
 
 def test_vector_kernel_programs_match_numpy() -> None:
-    for dtype in ("float32", "float64"):
-        for along in "mn":
-            for ksplit, first, last, parallel in [(1, "zero", "none", False),
-                                                  (3, "zero", "relu", False),
-                                                  (2, "none", "none", True),
-                                                  (3, "zero", "none", True)]:
-                m, n, k = (100, 12, 36) if along == "m" else (20, 200, 24)
-                teir, (a, b), expr = _program(dtype, m, n, k, ksplit, along, first, last,
-                                              parallel)
-                teir.validate()
-                low = lower(teir)
-                assert low.tile[K.T_MODE] == K.MODE_VEC
-                assert low.tile[K.T_SWAP] == int(along == "n")
-                assert_program_matches(teir, a, b, expr, first, last,
-                                       f"{dtype} {along} {ksplit} {first}")
+    for dtype, along, ksplit, first, last, parallel in kernel_cases():
+        m, n, k = (100, 12, 36) if along == "m" else (20, 200, 24)
+        teir, (a, b), expr = _program(dtype, m, n, k, ksplit, along, first, last,
+                                      parallel)
+        teir.validate()
+        low = lower(teir)
+        assert low.tile[K.T_MODE] == K.MODE_VEC
+        assert low.tile[K.T_SWAP] == int(along == "n")
+        assert_program_matches(teir, a, b, expr, first, last,
+                               f"{dtype} {along} {ksplit} {first}")
 
 
 def test_the_planner_uses_the_kernel_and_its_alternatives_are_right() -> None:

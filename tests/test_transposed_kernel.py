@@ -26,7 +26,7 @@ from teir_plan.executor import transposed_kernel as T
 from teir_plan.executor.lower import lower, vec_axis, vec_t_axis
 from teir_plan.executor.microkernel import store_fence
 from teir_plan.executor.transposed_kernel import gemm_vec_t, scratch_elements
-from tests.gemm_programs import assert_program_matches, gemm_program, line_aligned
+from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
 
 
@@ -104,21 +104,16 @@ def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
 
 
 def test_programs_on_the_kernel_match_numpy() -> None:
-    for dtype in ("float32", "float64"):
-        for along in "mn":
-            for ksplit, first, last, parallel in [(1, "zero", "none", False),
-                                                  (3, "zero", "relu", False),
-                                                  (2, "none", "none", True),
-                                                  (3, "zero", "none", True)]:
-                m, n, k = (200, 20, 36) if along == "m" else (12, 180, 24)
-                teir, (a, b), expr = _program(dtype, m, n, k, ksplit, along, first, last,
-                                              parallel)
-                teir.validate()
-                low = lower(teir)
-                assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_VEC_T] != 0
-                assert low.tile[K.T_SWAP] == int(along == "n")
-                assert_program_matches(teir, a, b, expr, first, last,
-                                       f"{dtype} {along} {ksplit} {first}")
+    for dtype, along, ksplit, first, last, parallel in kernel_cases():
+        m, n, k = (200, 20, 36) if along == "m" else (12, 180, 24)
+        teir, (a, b), expr = _program(dtype, m, n, k, ksplit, along, first, last,
+                                      parallel)
+        teir.validate()
+        low = lower(teir)
+        assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_VEC_T] != 0
+        assert low.tile[K.T_SWAP] == int(along == "n")
+        assert_program_matches(teir, a, b, expr, first, last,
+                               f"{dtype} {along} {ksplit} {first}")
 
 
 def test_the_rule() -> None:

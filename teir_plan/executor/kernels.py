@@ -29,10 +29,11 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
-from teir_plan.executor.microkernel import as_intp as _as_intp
 from teir_plan.executor.microkernel import (
+    array_data,
     element_address,
     gemm_vec,
+    line_vector,
     splat,
     store_fence,
     store_nontemporal,
@@ -40,7 +41,7 @@ from teir_plan.executor.microkernel import (
     transpose_lines,
     vector_ops,
 )
-from teir_plan.executor.microkernel import line_lanes as _lanes
+from teir_plan.executor.microkernel import as_intp as _as_intp
 from teir_plan.executor.microkernel import store_line_nt as _store_line_nt
 from teir_plan.executor.transposed_kernel import call_entry
 
@@ -153,11 +154,9 @@ def _load_transposed(context, builder, args, tys):  # type: ignore[no-untyped-de
     registers: L vector loads, then log2 L rounds of two-input shuffles, each swapping
     the off-diagonal blocks of every 2h x 2h block.  Returns the L transposed rows."""
     xty, xoty, xldty = tys[:3]
-    lanes = _lanes(xty.dtype)
-    elem = context.get_data_type(xty.dtype)
-    vptr = ir.VectorType(elem, lanes).as_pointer()
-    size = elem.get_abi_size(context.target_data)
-    xa = context.make_array(xty)(context, builder, args[0]).data
+    line = line_vector(context, xty.dtype)
+    lanes, vptr, size = line.lanes, line.vty.as_pointer(), line.size
+    xa = array_data(context, builder, xty, args[0])
     xo_ = _as_intp(context, builder, args[1], xoty)
     xld = _as_intp(context, builder, args[2], xldty)
     rows = []
@@ -171,9 +170,8 @@ def _load_transposed(context, builder, args, tys):  # type: ignore[no-untyped-de
 def _row_pointer(context, builder, args, tys, c):  # type: ignore[no-untyped-def]
     """The vector pointer to b[bo + c*b_ld] (args 3-5 of the transpose intrinsics)."""
     bty = tys[3]
-    elem = context.get_data_type(bty.dtype)
-    vptr = ir.VectorType(elem, _lanes(bty.dtype)).as_pointer()
-    ba = context.make_array(bty)(context, builder, args[3]).data
+    vptr = line_vector(context, bty.dtype).vty.as_pointer()
+    ba = array_data(context, builder, bty, args[3])
     bo_ = _as_intp(context, builder, args[4], tys[4])
     bld = _as_intp(context, builder, args[5], tys[5])
     off = builder.add(bo_, builder.mul(bld, ir.Constant(bld.type, c)))
@@ -191,7 +189,7 @@ def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: igno
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         tys = signature.args
-        size = context.get_data_type(tys[0].dtype).get_abi_size(context.target_data)
+        size = line_vector(context, tys[0].dtype).size
         rows = _load_transposed(context, builder, args, tys)
 
         def store_rows(nontemporal: bool) -> None:
@@ -222,10 +220,7 @@ def _transpose_line_tile_part(typingctx, x, xo, x_ld, b, bo, b_ld, lo, hi):  # t
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         tys = signature.args
-        lanes = _lanes(tys[0].dtype)
-        elem = context.get_data_type(tys[0].dtype)
-        vty = ir.VectorType(elem, lanes)
-        size = elem.get_abi_size(context.target_data)
+        lanes, _, vty, size = line_vector(context, tys[0].dtype)
         rows = _load_transposed(context, builder, args, tys)
         i32 = ir.IntType(32)
         masked_store = vector_ops(builder, vty, tys[0].dtype.bitwidth).masked_store

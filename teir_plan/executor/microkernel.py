@@ -110,9 +110,31 @@ def line_lanes(dtype) -> int:  # type: ignore[no-untyped-def]
     return 512 // dtype.bitwidth
 
 
+class LineVector(NamedTuple):
+    """The LLVM types of one 64-byte line of a numba float type (a zmm register)."""
+
+    lanes: int  # elements in the line
+    elem: ir.Type  # one element
+    vty: ir.VectorType  # the line
+    size: int  # bytes of one element: the alignment of an element-aligned vector access
+
+
+def line_vector(context, dtype) -> LineVector:  # type: ignore[no-untyped-def]
+    """The :class:`LineVector` of numba float type ``dtype``."""
+    elem = context.get_data_type(dtype)
+    lanes = line_lanes(dtype)
+    return LineVector(lanes, elem, ir.VectorType(elem, lanes),
+                      elem.get_abi_size(context.target_data))
+
+
+def array_data(context, builder, ty, ary):  # type: ignore[no-untyped-def]
+    """The LLVM pointer to the first element of array ``ary`` (numba type ``ty``)."""
+    return context.make_array(ty)(context, builder, ary).data
+
+
 def address(context, builder, ary, ty, index, index_ty):  # type: ignore[no-untyped-def]
     """The LLVM pointer to element ``index`` of array ``ary`` (numba type ``ty``)."""
-    data = context.make_array(ty)(context, builder, ary).data
+    data = array_data(context, builder, ty, ary)
     return builder.gep(data, [as_intp(context, builder, index, index_ty)])
 
 
@@ -151,12 +173,10 @@ def store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         yty, yoty, bty, boty = signature.args
-        lanes = line_lanes(yty.dtype)
-        elem = context.get_data_type(yty.dtype)
-        vptr = ir.VectorType(elem, lanes).as_pointer()
-        size = elem.get_abi_size(context.target_data)
-        ya = context.make_array(yty)(context, builder, args[0]).data
-        ba = context.make_array(bty)(context, builder, args[2]).data
+        line = line_vector(context, yty.dtype)
+        vptr, size = line.vty.as_pointer(), line.size
+        ya = array_data(context, builder, yty, args[0])
+        ba = array_data(context, builder, bty, args[2])
         src = builder.bitcast(builder.gep(ba, [as_intp(context, builder, args[3], boty)]), vptr)
         dst = builder.bitcast(builder.gep(ya, [as_intp(context, builder, args[1], yoty)]), vptr)
         store_nontemporal(builder, builder.load(src, align=size), dst, 64)
@@ -202,13 +222,9 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
         def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
             tys = signature.args
             dt = tys[0].dtype
-            lanes = line_lanes(dt)
-            elem = context.get_data_type(dt)
-            vty = ir.VectorType(elem, lanes)
-            size = elem.get_abi_size(context.target_data)
-            v_data = context.make_array(tys[0])(context, builder, args[0]).data
-            s_data = context.make_array(tys[3])(context, builder, args[3]).data
-            c_data = context.make_array(tys[7])(context, builder, args[7]).data
+            lanes, elem, vty, size = line_vector(context, dt)
+            v_data, s_data, c_data = (array_data(context, builder, tys[i], args[i])
+                                      for i in (0, 3, 7))
             vo_, vk_, so_, sk_, sn_, co_, cn_, k_, pf_, tail_ = (
                 as_intp(context, builder, args[i], tys[i])
                 for i in (1, 2, 4, 5, 6, 8, 9, 10, 12, 13))

@@ -42,9 +42,10 @@ from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.microkernel import (
+    array_data,
     as_intp,
     element_address,
-    line_lanes,
+    line_vector,
     splat,
     store_line_nt,
     to_next_line,
@@ -80,13 +81,9 @@ def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
         def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
             tys = signature.args
             dt = tys[0].dtype
-            lanes = line_lanes(dt)
-            elem = context.get_data_type(dt)
-            vty = ir.VectorType(elem, lanes)
-            size = elem.get_abi_size(context.target_data)
-            v_data = context.make_array(tys[0])(context, builder, args[0]).data
-            s_data = context.make_array(tys[3])(context, builder, args[3]).data
-            c_data = context.make_array(tys[6])(context, builder, args[6]).data
+            lanes, elem, vty, size = line_vector(context, dt)
+            v_data, s_data, c_data = (array_data(context, builder, tys[i], args[i])
+                                      for i in (0, 3, 6))
             vo_, vk_, so_, sk_, co_, cv_, k_, pf_, tail_, nrows_ = (
                 as_intp(context, builder, args[i], tys[i])
                 for i in (1, 2, 4, 5, 7, 8, 9, 11, 12, 13))
