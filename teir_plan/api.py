@@ -249,9 +249,7 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             plan_cache.made_with(params)
             p = plan_cache.get_direct(direct)
             if p is not None:
-                result = p._check_out(out, operands)  # type: ignore[arg-type]
-                p.run(operands, result)  # type: ignore[arg-type]
-                return result
+                return p.execute(operands, out)  # type: ignore[arg-type]
     subscripts, ops = _subscripts_and_operands(subscripts, operands)
     arrays = [as_operand(x, i) for i, x in enumerate(ops)]
     specs = [OperandSpec.of(a) for a in arrays]
@@ -260,9 +258,7 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
                   casting)
     if direct is not None:
         plan_cache.put_direct(direct, p, params)
-    result = p._check_out(out, arrays)
-    p.run(arrays, result)
-    return result
+    return p.execute(arrays, out)
 
 
 def _direct_key(subscripts: str, operands: Sequence[object], out: object,

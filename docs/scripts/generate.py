@@ -46,9 +46,8 @@ BENCHMARKS = [
      "Contractions users write outside the TCCG suite, in microseconds against "
      "numpy.einsum(optimize=True), opt_einsum and PyTorch in the same run: matrix products "
      "large and small, batched and attention-style products, matrix-vector, dot and "
-     "elementwise products, a permutation and a diagonal (numpy and PyTorch return views "
-     "for these two; tp.einsum copies, through the Copy primitive), and a three-operand "
-     "chain.  Where tp is slower, this table says so."),
+     "elementwise products, a permutation and a diagonal (views of the operand in all three), "
+     "and a three-operand chain.  Where tp is slower, this table says so."),
     ("prims", "Primitives", ".venv/bin/python -m benchmarks.prims",
      "The executor's building blocks against numpy: one large GEMM tile, a permutation, and "
      "the spec's GEMM (10.3.6) and BRGEMM (10.3.7) schedules."),
@@ -214,9 +213,9 @@ def _everyday_summary(data: dict) -> str:
     return "\n".join(rows) + (
         f"\n\nOutside TCCG, teir_plan is the fastest on {wins} of {len(data['cases'])} "
         f"everyday cases in this run; another system is faster on {', '.join(slower)} "
-        "(a permutation or a diagonal, `ijk->kji` and `ii->i`, is a view in numpy and "
-        "PyTorch and a copy in teir_plan; on the others teir_plan still trails; a single "
-        "case moves 10-30 % between runs on this shared machine). "
+        "(a single case moves 10-30 % between runs on this shared machine; a view, "
+        "`ijk->kji` or `ii->i`, is a few microseconds in every system, so it ranks by "
+        "call overhead). "
         f"Measured {m.get('date', '')} on {m.get('cpu', '')} ({m.get('threads')} threads).")
 
 

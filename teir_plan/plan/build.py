@@ -37,7 +37,9 @@ from teir_plan.plan.steps import (
     NumpyStep,
     Step,
     TEIRStep,
+    ViewStep,
 )
+from teir_plan.plan.view import view_for
 from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.cost import read_factors
@@ -169,6 +171,10 @@ def build_plan(
     if isinstance(opt.path, tuple):
         check_path(opt.path, len(specs))
     result = _result_dtype(specs, dtype, casting)
+    if out_spec is None and epilogue is None:
+        view = _view_plan(expr, subscripts, specs, result, order, opt, casting, threads)
+        if view is not None:
+            return view
     # (result layout, staging layout) pairs to plan; the cheapest predicted wins.
     if out_spec is not None:
         fixed = [out_spec]
@@ -250,6 +256,31 @@ def build_plan(
     return best
 
 
+def _view_plan(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
+               result: np.dtype, order: str, opt: Optimize, casting: Casting,
+               threads: int) -> Plan | None:
+    """The plan returning a view of the operand, when the expression only rearranges it
+    (see :mod:`teir_plan.plan.view`), the result keeps its dtype, and the view has the
+    layout ``order`` asks for (any, for "K")."""
+    view = view_for(expr, [s.shape for s in specs])
+    if view is None or specs[0].dtype != result:
+        return None
+    strides = view.element_strides(specs[0].strides)
+    if order != "K" and result_layouts(expr, specs, order)[0][1] != strides:
+        return None
+    # What the plan writes when called with out= (a copy of the view): a contiguous
+    # layout in the view's memory order, the one empty_out() makes (a diagonal's own
+    # strides are no array's a caller could allocate).
+    perm = sorted(range(len(strides)), key=lambda a: -abs(strides[a]))
+    options = {"dtype": result, "optimize": opt, "casting": casting, "epilogue": None,
+               "threads": threads}
+    return Plan(expression=expr, subscripts=subscripts, operands=specs,
+                out_spec=OperandSpec(view.shape, c_strides(view.shape) if 0 in view.shape
+                                     else _strides_in_order(view.shape, perm), result),
+                steps=(ViewStep(0, len(specs), view),), buffers=(), options=options,
+                main=None, view=view)
+
+
 def result_layouts(expr: Expression, specs: Sequence[OperandSpec],
                    order: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """(shape, element strides) of each result layout worth planning for ``order``."""
@@ -271,15 +302,21 @@ def result_layouts(expr: Expression, specs: Sequence[OperandSpec],
         perms = [c_order, *_operand_orders(expr, specs)]
     out: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     for perm in perms:
-        strides = [0] * len(shape)
-        step = 1
-        for ax in reversed(perm):  # perm: output axes, outermost first
-            strides[ax] = step if shape[ax] > 1 else 0
-            step *= shape[ax]
-        layout = (shape, tuple(strides))
+        layout = (shape, _strides_in_order(shape, perm))
         if layout not in out:
             out.append(layout)
     return out
+
+
+def _strides_in_order(shape: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a contiguous array of ``shape`` whose axes lie in memory in
+    ``perm``'s order, outermost first (0 along extent 1)."""
+    strides = [0] * len(shape)
+    step = 1
+    for ax in reversed(perm):
+        strides[ax] = step if shape[ax] > 1 else 0
+        step *= shape[ax]
+    return tuple(strides)
 
 
 def _operand_orders(expr: Expression, specs: Sequence[OperandSpec]) -> list[list[int]]:

@@ -12,6 +12,7 @@ from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.frontend.expression import Expression
 from teir_plan.plan.steps import BufferSpec, Candidate, Step, TEIRStep
+from teir_plan.plan.view import View
 from teir_plan.plan.workspace import workspace
 from teir_plan.teir.records import TEIR
 
@@ -85,6 +86,7 @@ class Plan:
         buffers: Sequence[BufferSpec],
         options: dict,
         main: int | None,
+        view: View | None = None,
     ) -> None:
         self.expression = expression
         self.subscripts = subscripts
@@ -94,6 +96,9 @@ class Plan:
         self.buffers = tuple(buffers)
         self.options = dict(options)
         self._main = main
+        # The result as a view of an operand (a permutation, a diagonal), returned by a
+        # call without out= instead of running the steps.
+        self.view = view
         self.measured_seconds: float | None = None
         self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
         # Per operand, the (shape, byte strides, dtype) of plain arrays already found to
@@ -158,10 +163,17 @@ class Plan:
 
     # ---- running it -------------------------------------------------------
     def __call__(self, *operands: object, out: np.ndarray | None = None) -> np.ndarray:
-        arrays = self._check_operands(operands)
-        out_arr = self._check_out(out, arrays)
-        self.run(arrays, out_arr)
-        return out_arr
+        return self.execute(self._check_operands(operands), out)
+
+    def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
+        """The result for checked ``arrays``: a view of an operand when the plan's result
+        is one and no ``out`` is given, else ``out`` (checked here) or a new array,
+        written by the steps."""
+        if out is None and self.view is not None:
+            return self.view.of(arrays[self.view.operand])
+        result = self._check_out(out, arrays)
+        self.run(arrays, result)
+        return result
 
     def run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Run on checked arrays (no checks: callers have done them)."""

@@ -16,6 +16,7 @@ import numpy as np
 from teir_plan.executor.execute import run_blocked, run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.plan.view import View
 from teir_plan.plan.workspace import workspace
 from teir_plan.planner.block import Blocking
 from teir_plan.planner.candidates import Choice
@@ -130,6 +131,23 @@ class CopyStep(Step):
 
     def describe(self) -> str:
         return f"copy result into output ({self.reason})"
+
+
+@dataclass(frozen=True)
+class ViewStep(Step):
+    """The result is a view of an operand (see :mod:`teir_plan.plan.view`): a call
+    without ``out`` returns the view and runs nothing; this step runs only for a plan
+    called with ``out=``, copying the view into it."""
+
+    src: int
+    dst: int
+    view: View
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        np.copyto(buffers[self.dst], self.view.of(buffers[self.src]))
+
+    def describe(self) -> str:
+        return f"{self.view.describe()}; with out=, copied into out"
 
 
 @dataclass(frozen=True)
