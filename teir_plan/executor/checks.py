@@ -235,8 +235,10 @@ def _fits(options: list[tuple[int, list[tuple[int, ...]]]], room: list[int]) -> 
 def flat_view(arr: np.ndarray) -> tuple[np.ndarray, int]:
     """A writable-typed 1-D view of the memory ``arr`` spans, and the index of its first
     element in that view.  The kernels never write through views of inputs."""
-    if arr.flags.writeable and (arr.flags.c_contiguous or arr.flags.f_contiguous):
-        return arr.reshape(-1, order="A"), 0
+    flags = arr.flags  # a new object on each access: read once
+    if flags.writeable and (flags.c_contiguous or flags.f_contiguous):
+        # ravel of a contiguous array is a view (and 5x faster to call than reshape).
+        return arr.ravel("A"), 0
     isz = arr.itemsize
     start = arr.ctypes.data
     lo = start + sum(min(0, (n - 1) * st) for n, st in zip(arr.shape, arr.strides))

@@ -59,15 +59,16 @@ def execute(teir: TEIR, *arrays: np.ndarray) -> None:
 
 def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
     """Run an already lowered program on arrays that have passed :func:`check_arrays`."""
-    views = [flat_view(a) for a in arrays]
-    x0, o0 = views[0]
+    x0, o0 = flat_view(arrays[0])
     if low.num_tensors == 3:
-        x1, o1 = views[1]
+        x1, o1 = flat_view(arrays[1])
     else:
         x1, o1 = x0, 0
-    y, o2 = views[-1]
-    tile = low.tile.copy()
-    tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
+    y, o2 = flat_view(arrays[-1])
+    tile = low.tile  # shared by every call of the program: the kernels only read it
+    if o0 or o1 or o2:
+        tile = tile.copy()
+        tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
     consts = _CONSTS[low.dtype]
     threads = _threads()
     nchunks = min(low.parallel_iterations, threads) if low.has_parallel else 1
