@@ -262,6 +262,25 @@ def test_einsum_out_overlapping_an_input():
     assert_error(info, ValueError, "overlaps operand 1")
 
 
+def test_an_out_layout_seen_before_is_still_checked():
+    """A plan remembers out layouts it has checked; a read-only or overlapping out of a
+    remembered layout is refused all the same."""
+    p = tp.plan("ij,jk->ik", A, B)
+    assert p(A, B, out=_fresh_out()) is not None  # the layout is now remembered
+    ro = _fresh_out()
+    ro.flags.writeable = False
+    with pytest.raises(tp.PlanError) as info:
+        p(A, B, out=ro)
+    assert_error(info, ValueError, "read-only")
+    b = np.ones(60)
+    a = b[:12].reshape(3, 4)
+    p(a, B, out=b[40:55].reshape(3, 5))  # a C-order 3 x 5 out, apart from a
+    with pytest.raises(tp.PlanError) as info:
+        p(a, B, out=b[5:20].reshape(3, 5))  # the same layout, over a
+    assert_error(info, ValueError, "overlaps operand 0")
+    np.testing.assert_array_equal(b[:40], 1.0)
+
+
 def test_plan_out_errors():
     p = tp.plan("ij,jk->ik", A, B)
     ro = _fresh_out()

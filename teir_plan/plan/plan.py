@@ -114,6 +114,7 @@ class Plan:
         # Per operand, the (shape, byte strides, dtype) of plain arrays already found to
         # match its spec: a repeated call compares those instead of building a spec.
         self._seen: tuple[set[tuple[object, ...]], ...] = tuple(set() for _ in self.operands)
+        self._seen_out: set[tuple[object, ...]] = set()  # the same for out= arrays
 
     # ---- what the plan is -------------------------------------------------
     @property
@@ -273,6 +274,14 @@ class Plan:
         spec = self.out_spec
         if out is None:
             return self.empty_out()
+        if type(out) is np.ndarray and (out.shape, out.strides, out.dtype) in self._seen_out:
+            # A layout already checked: only what differs between arrays of one layout.
+            if not out.flags.writeable:
+                raise PlanError("out: array is read-only")
+            for i, arr in enumerate(arrays):
+                if _overlap(out, arr):
+                    raise PlanError(f"out: overlaps operand {i} in memory")
+            return out
         if not isinstance(out, np.ndarray):
             raise OperandTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
         if out.shape != spec.shape:
@@ -292,4 +301,6 @@ class Plan:
         for i, arr in enumerate(arrays):
             if _overlap(out, arr):
                 raise PlanError(f"out: overlaps operand {i} in memory")
+        if type(out) is np.ndarray and len(self._seen_out) < _SEEN_LIMIT:
+            self._seen_out.add((out.shape, out.strides, out.dtype))
         return out
