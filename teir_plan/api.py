@@ -158,14 +158,9 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
 
 def _random_like(spec: OperandSpec, rng: np.random.Generator) -> np.ndarray:
     """A random array with exactly ``spec``'s shape and element strides."""
-    span = 1 + sum((n - 1) * abs(st) for n, st in zip(spec.shape, spec.strides) if n > 0)
-    base = rng.random(span).astype(spec.dtype) if spec.dtype.kind == "f" else np.zeros(
-        span, spec.dtype)
-    offset = sum((n - 1) * -st for n, st in zip(spec.shape, spec.strides) if st < 0 and n > 0)
-    isz = spec.dtype.itemsize
-    return np.lib.stride_tricks.as_strided(
-        base[offset:], shape=spec.shape, strides=tuple(s * isz for s in spec.strides)
-    )
+    arr = spec.allocate()
+    arr[...] = rng.random(spec.shape) if spec.dtype.kind == "f" else 0
+    return arr
 
 
 def plan(subscripts: object, *operands: object, dtype: object = None,

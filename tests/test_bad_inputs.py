@@ -262,6 +262,39 @@ def test_einsum_out_overlapping_an_input():
     assert_error(info, ValueError, "overlaps operand 1")
 
 
+def test_autotune_into_an_out_with_gaps():
+    """optimize="autotune" times each candidate on an output of out's own layout: a
+    contiguous stand-in was written past its end by programs planned for out's gaps (a
+    heap corruption).  In a subprocess, so that a corruption fails this test, not the run."""
+    code = textwrap.dedent("""
+        import numpy as np, teir_plan as tp
+        a = np.ones((200, 300), np.float32); b = np.ones((300, 100), np.float32)
+        big = np.zeros((200, 400), np.float32)
+        for out in (big[:, ::4], big[::-1, 1::4]):
+            assert tp.einsum("ij,jk->ik", a, b, out=out, optimize="autotune") is out
+            assert np.all(out == 300)
+        assert np.all(big[:, 2::4] == 0) and np.all(big[:, 3::4] == 0)  # the gaps
+        p = tp.plan("ij,jk->ik", a, b, out=big[:, ::4])
+        assert p.explain(measure=True).measured_seconds > 0
+        print("OK")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=600, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("shape,strides", [((3, 4), (8, 1)), ((3, 4), (-4, 2)),
+                                           ((2, 3, 4), (1, -2, 6)), ((0, 5), (0, 0)),
+                                           ((5, 1), (1, 0))])
+def test_allocate_gives_exactly_the_layout(shape, strides):
+    from teir_plan.plan.plan import OperandSpec
+
+    spec = OperandSpec(shape, strides, np.dtype(np.float32))
+    arr = spec.allocate()
+    assert OperandSpec.of(arr) == spec and arr.flags.writeable
+    arr[...] = 1.0  # every element is inside the allocation
+
+
 def test_an_out_layout_seen_before_is_still_checked():
     """A plan remembers out layouts it has checked; a read-only or overlapping out of a
     remembered layout is refused all the same."""

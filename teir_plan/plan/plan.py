@@ -41,6 +41,19 @@ class OperandSpec:
     def matches(self, arr: np.ndarray) -> bool:
         return OperandSpec.of(arr) == self
 
+    def allocate(self) -> np.ndarray:
+        """A new, uninitialised array of exactly this layout: its strides, its gaps
+        between elements and its negative strides, so that a program planned for the
+        layout stays inside it."""
+        if 0 in self.shape:
+            return np.empty(self.shape, self.dtype)
+        span = 1 + sum((n - 1) * abs(st) for n, st in zip(self.shape, self.strides))
+        offset = sum((n - 1) * -st for n, st in zip(self.shape, self.strides) if st < 0)
+        isz = self.dtype.itemsize
+        return np.lib.stride_tricks.as_strided(
+            np.empty(span, self.dtype)[offset:], shape=self.shape,
+            strides=tuple(st * isz for st in self.strides))
+
 
 def as_operand(x: object, i: int) -> np.ndarray:
     """numpy's conversion for operands: arrays as they are (a subclass such as
