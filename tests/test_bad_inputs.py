@@ -283,6 +283,26 @@ def test_autotune_into_an_out_with_gaps():
     assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
 
 
+def test_a_plan_for_an_out_with_gaps_allocates_that_layout():
+    """A plan made for an out= with gaps or negative strides, called without out (and
+    each alternative), writes a new array of exactly that layout: its programs are
+    proven for those strides alone (a contiguous result was written past its end)."""
+    from teir_plan.plan.plan import OperandSpec
+
+    a = np.arange(12.0).reshape(3, 4)
+    b = np.arange(20.0).reshape(4, 5)
+    big = np.zeros((3, 24))
+    ref = a @ b
+    for out in (big[:, ::4][:, :5], big[::-1, :5], big[:, 10:15][::-1, ::-1],
+                np.zeros((5, 3)).T):
+        p = tp.plan("ij,jk->ik", a, b, out=out)
+        for alt in [p, *p.alternatives]:
+            r = alt(a, b)
+            assert OperandSpec.of(r) == p.out_spec
+            np.testing.assert_array_equal(r, ref)
+        assert np.all(big == 0)  # only new arrays were written
+
+
 @pytest.mark.parametrize("shape,strides", [((3, 4), (8, 1)), ((3, 4), (-4, 2)),
                                            ((2, 3, 4), (1, -2, 6)), ((0, 5), (0, 0)),
                                            ((5, 1), (1, 0))])

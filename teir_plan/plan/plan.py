@@ -223,13 +223,17 @@ class Plan:
 
     def empty_out(self) -> np.ndarray:
         """A new, uninitialised array in the layout this plan writes (``out_spec``): a
-        permuted view of a contiguous buffer when the plan chose its result's layout."""
+        permuted view of a contiguous buffer when the plan chose its result's layout;
+        for a plan made for an ``out=`` with gaps or negative strides, an array with
+        exactly those strides (the plan's programs are proven for them alone)."""
         small = self._small_out
         if small is not None:  # below the pool's size: np.empty, (shape, axes) precomputed
             mem_shape, axes = small
             buf = np.empty(mem_shape, self.out_spec.dtype)
             return buf if axes is None else buf.transpose(axes)
         spec = self.out_spec
+        if not self._out_dense:
+            return spec.allocate()
         # A large result borrows pooled memory that returns to the pool when the caller
         # drops it: repeated calls write into mapped pages (see plan/workspace.py).
         return workspace.lend(spec.shape, spec.dtype, self._out_order)
@@ -239,13 +243,25 @@ class Plan:
         """(memory-order shape, axes of the transpose back to the result's order, None
         for C order) of a result too small for the workspace's pool, else None."""
         spec = self.out_spec
-        if math.prod(spec.shape) * spec.dtype.itemsize >= POOL_MIN_BYTES:
+        if not self._out_dense or math.prod(spec.shape) * spec.dtype.itemsize >= POOL_MIN_BYTES:
             return None
         order = list(self._out_order)
         mem_shape = tuple(spec.shape[a] for a in order)
         if order == sorted(order):
             return mem_shape, None
         return mem_shape, tuple(int(a) for a in np.argsort(order))
+
+    @cached_property
+    def _out_dense(self) -> bool:
+        """Whether ``out_spec`` is a contiguous buffer with its axes in some order (all
+        strides positive, no gaps): the layouts the workspace makes."""
+        spec = self.out_spec
+        step = 1
+        for a in reversed(self._out_order):
+            if spec.shape[a] > 1 and spec.strides[a] != step:
+                return False
+            step *= spec.shape[a]
+        return True
 
     @cached_property
     def _out_order(self) -> tuple[int, ...]:
