@@ -263,7 +263,9 @@ def _view_plan(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
     (see :mod:`teir_plan.plan.view`), the result keeps its dtype, and the view has the
     layout ``order`` asks for (any, for "K")."""
     view = view_for(expr, [s.shape for s in specs])
-    if view is None or specs[0].dtype != result:
+    # numpy's result type of a non-native operand is native: a view keeps the operand's
+    # byte order, as numpy.einsum's does.
+    if view is None or specs[0].dtype.newbyteorder("=") != result:
         return None
     strides = view.element_strides(specs[0].strides)
     if order != "K" and result_layouts(expr, specs, order)[0][1] != strides:
@@ -276,7 +278,8 @@ def _view_plan(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
                "threads": threads}
     return Plan(expression=expr, subscripts=subscripts, operands=specs,
                 out_spec=OperandSpec(view.shape, c_strides(view.shape) if 0 in view.shape
-                                     else _strides_in_order(view.shape, perm), result),
+                                     else _strides_in_order(view.shape, perm),
+                                     specs[0].dtype),
                 steps=(ViewStep(0, len(specs), view),), buffers=(), options=options,
                 main=None, view=view)
 
