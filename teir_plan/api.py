@@ -16,7 +16,7 @@ from teir_plan.errors import EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads, renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.plan.build import build_plan, c_strides
-from teir_plan.plan.plan import OperandSpec, Plan, as_operand
+from teir_plan.plan.plan import OperandSpec, Plan, addressable, as_operand
 from teir_plan.planner.autotune import autotune
 from teir_plan.planner.machine import machine_params
 
@@ -204,6 +204,8 @@ def _out_spec(out: object) -> OperandSpec | None:
         return None
     if not isinstance(out, np.ndarray):
         raise OperandTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
+    if not addressable(out):  # written through a copy: plan for a C-order one
+        return OperandSpec(out.shape, c_strides(out.shape), out.dtype)
     return OperandSpec.of(out)
 
 
@@ -264,13 +266,19 @@ def _direct_key(subscripts: str, operands: Sequence[object], out: object,
     than the OperandSpecs (a cached 4 x 4 call: 17 -> 10 us)."""
     if out is None:
         out_key: object = None
-    elif type(out) is np.ndarray:
+    elif type(out) is np.ndarray and _whole_elements(out):
         out_key = (out.shape, out.strides, out.dtype)
     else:
         return None
     key: list[object] = [subscripts, optimize, get_num_threads(), out_key]
     for x in operands:
-        if type(x) is not np.ndarray:
+        if type(x) is not np.ndarray or not _whole_elements(x):
             return None
         key.append((x.shape, x.strides, x.dtype))
     return tuple(key)
+
+
+def _whole_elements(x: np.ndarray) -> bool:
+    """numpy's aligned flag, where that means whole elements (float32, float64): an
+    array that is not (see plan.addressable) takes the full path, which copies it."""
+    return x.flags.aligned and x.dtype.alignment == x.itemsize

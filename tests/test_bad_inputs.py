@@ -565,3 +565,82 @@ def test_execute_refuses_before_writing(execute_results, name):
     for w in words:
         assert w.lower() in rec["message"].lower(), (w, rec["message"])
     assert rec["unchanged"], f"{name}: an array was written before the error"
+
+
+# ---- layouts the kernels cannot index by whole elements ---------------------------------
+
+_REC = np.dtype([("x", "<f4"), ("y", "u1")])  # packed records: the x field's stride is 5 bytes
+
+
+def _odd_address(shape: tuple[int, ...], fill: np.ndarray | None = None) -> np.ndarray:
+    """A float32 array starting one byte past an element boundary."""
+    n = int(np.prod(shape))
+    arr = np.zeros(4 * n + 1, np.uint8)[1:].view(np.float32).reshape(shape)
+    if fill is not None:
+        arr[...] = fill
+    return arr
+
+
+def test_operands_of_packed_records_and_odd_addresses_are_read_right():
+    """A field of a packed record array (byte strides of 5) and an array at an odd
+    address: numpy.einsum's answer, on the first call and the cached ones, from
+    tp.einsum and from a plan (the kernels read a copy of such operands)."""
+    s = np.zeros((6, 7), _REC)
+    s["x"] = np.arange(42.0).reshape(6, 7)
+    s["y"] = 7
+    b = np.arange(35.0, dtype=np.float32).reshape(7, 5)
+    for a in (s["x"], s["x"][::-1, ::2], _odd_address((6, 7), np.arange(42.0).reshape(6, 7))):
+        sub = "ij,jk->ik" if a.shape[1] == 7 else "ij,j->i"
+        ops = (a, b) if a.shape[1] == 7 else (a, np.arange(4.0, dtype=np.float32))
+        ref = np.einsum(sub, *(o.astype(np.float64) for o in ops))
+        for _ in range(2):  # the first call plans; the second takes the cached path
+            np.testing.assert_allclose(tp.einsum(sub, *ops), ref, rtol=1e-6)
+        np.testing.assert_allclose(tp.plan(sub, *ops)(*ops), ref, rtol=1e-6)
+        np.testing.assert_array_equal(tp.einsum("ij->ji", a), a.T)
+        # a plan made for contiguous operands refuses nothing it cannot run: it reads
+        # such an operand through its copy
+        p = tp.plan(sub, *(np.ascontiguousarray(o) for o in ops))
+        np.testing.assert_allclose(p(*ops), ref, rtol=1e-6)
+    assert np.all(s["y"] == 7)
+
+
+def test_an_out_of_packed_records_or_at_an_odd_address_is_written_through_a_copy():
+    """Such an out gets numpy's answer and nothing between or around its elements is
+    touched (the kernels' writes along rounded-down strides went into the records'
+    other field, and before the array for negative strides)."""
+    a = np.arange(20.0, dtype=np.float32).reshape(4, 5)
+    b = np.arange(30.0, dtype=np.float32).reshape(5, 6)
+    ref = a.astype(np.float64) @ b
+    s = np.zeros((12, 14), _REC)
+    s["y"] = 7
+    keep = s.copy()
+    for out in (s["x"][2:6, 3:9], s["x"][6:10, 3:9][::-1, ::-1], _odd_address((4, 6))):
+        for _ in range(2):
+            assert tp.einsum("ij,jk->ik", a, b, out=out) is out
+            np.testing.assert_allclose(out, ref, rtol=1e-6)
+        p = tp.plan("ij,jk->ik", a, b, out=out)
+        out[...] = 0
+        assert p(a, b, out=out) is out
+        np.testing.assert_allclose(out, ref, rtol=1e-6)
+        q = tp.plan("ij,jk->ik", a, b)  # a plan of its own layout, given this out
+        out[...] = 0
+        np.testing.assert_allclose(q(a, b, out=out), ref, rtol=1e-6)
+    assert np.all(s["y"] == 7)
+    untouched = np.ones((12, 14), bool)
+    untouched[2:10, 3:9] = False
+    assert np.all(s["x"][untouched] == keep["x"][untouched])
+    s.flags.writeable = False
+    with pytest.raises(tp.PlanError, match="read-only"):
+        tp.einsum("ij,jk->ik", a, b, out=s["x"][2:6, 3:9])
+    # An operand of such a layout is read from its copy before out is written: an out
+    # over it gets the answer for the operand's values before the call.
+    t = np.zeros((4, 6), _REC)
+    t["x"] = np.arange(24.0).reshape(4, 6)
+    want = t["x"][:, :5].astype(np.float64) @ b
+    tp.einsum("ij,jk->ik", t["x"][:, :5], b, out=t["x"])
+    np.testing.assert_allclose(t["x"], want, rtol=1e-6)
+    # An out over an operand the kernels read in place is refused, as for any out.
+    c = np.zeros((5, 7), np.float32)
+    over = c.view(np.uint8).ravel()[1:1 + 4 * 24].view(np.float32).reshape(4, 6)
+    with pytest.raises(tp.PlanError, match="overlaps operand 0"):
+        tp.einsum("ij,jk->ik", c[:4, :5], b, out=over)

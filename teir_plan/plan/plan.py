@@ -74,7 +74,24 @@ def as_operand(x: object, i: int) -> np.ndarray:
         raise OperandTypeError(
             f"operand {i}: dtype {arr.dtype} is not numeric; einsum needs numbers"
         )
+    if not addressable(arr):
+        # A field of a packed record array (byte strides of 5), or memory at an odd
+        # address: the kernels index whole elements, so they read a contiguous copy.
+        arr = np.ascontiguousarray(arr)
     return arr
+
+
+def addressable(arr: np.ndarray) -> bool:
+    """Whether the kernels can index ``arr`` by whole elements: its first element's
+    address and every stride (along an axis of extent > 1) are whole multiples of the
+    element size.  Not so for a field of a packed record array (``np.dtype([("x",
+    "f4"), ("y", "u1")])``: byte strides of 5) or a view of a buffer at an odd address;
+    operands of such layouts are read from a copy, and such an ``out`` is written
+    through one (numpy.einsum accepts both)."""
+    if not arr.flags.aligned:
+        return False
+    isz = arr.itemsize
+    return all(st % isz == 0 for n, st in zip(arr.shape, arr.strides) if n > 1)
 
 
 _SEEN_LIMIT = 8  # array layouts remembered per operand (see Plan._seen)
@@ -193,9 +210,17 @@ class Plan:
         """The result for checked ``arrays``: a view of an operand when the plan's result
         is one and no ``out`` is given, else ``out`` (checked here) or a new array,
         written by the steps."""
-        if out is None and self.view is not None:
-            return self.view.of(arrays[self.view.operand])
-        result = self._check_out(out, arrays)
+        if out is None:
+            if self.view is not None:
+                return self.view.of(arrays[self.view.operand])
+            result = self.empty_out()
+        elif self._check_out(out, arrays):
+            result = out
+        else:  # an out the kernels cannot index (see addressable): written through a copy
+            staged = self.empty_out()
+            self.run(arrays, staged)
+            np.copyto(out, staged)
+            return out
         self.run(arrays, result)
         return result
 
@@ -278,12 +303,12 @@ class Plan:
         for i, (x, spec) in enumerate(zip(operands, self.operands)):
             if type(x) is np.ndarray:
                 raw = (x.shape, x.strides, x.dtype)
-                if raw in self._seen[i]:
+                if raw in self._seen[i] and x.flags.aligned:
                     arrays.append(x)
                     continue
             arr = as_operand(x, i)
             got = OperandSpec.of(arr)
-            if got == spec and type(x) is np.ndarray and len(self._seen[i]) < _SEEN_LIMIT:
+            if got == spec and arr is x and len(self._seen[i]) < _SEEN_LIMIT:
                 self._seen[i].add(raw)
             if got != spec:
                 what = (
@@ -299,18 +324,20 @@ class Plan:
             arrays.append(arr)
         return arrays
 
-    def _check_out(self, out: np.ndarray | None, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def _check_out(self, out: np.ndarray, arrays: Sequence[np.ndarray]) -> bool:
+        """Check ``out`` (raising before anything is written); True if the plan's steps
+        write it directly, False if it must be written through a copy of the plan's
+        layout (an ``out`` the kernels cannot index, see :func:`addressable`)."""
         spec = self.out_spec
-        if out is None:
-            return self.empty_out()
-        if type(out) is np.ndarray and (out.shape, out.strides, out.dtype) in self._seen_out:
+        if (type(out) is np.ndarray and (out.shape, out.strides, out.dtype) in self._seen_out
+                and out.flags.aligned):
             # A layout already checked: only what differs between arrays of one layout.
             if not out.flags.writeable:
                 raise PlanError("out: array is read-only")
             for i, arr in enumerate(arrays):
                 if _overlap(out, arr):
                     raise PlanError(f"out: overlaps operand {i} in memory")
-            return out
+            return True
         if not isinstance(out, np.ndarray):
             raise OperandTypeError(f"out: expected a numpy.ndarray, got {type(out).__name__}")
         if out.shape != spec.shape:
@@ -321,7 +348,8 @@ class Plan:
             )
         if not out.flags.writeable:
             raise PlanError("out: array is read-only")
-        if OperandSpec.of(out) != spec:
+        direct = addressable(out)
+        if direct and OperandSpec.of(out) != spec:
             raise PlanError(
                 f"out: this plan writes element strides {spec.strides}, out has "
                 f"{OperandSpec.of(out).strides}; use plan.empty_out() for a matching array, "
@@ -330,6 +358,6 @@ class Plan:
         for i, arr in enumerate(arrays):
             if _overlap(out, arr):
                 raise PlanError(f"out: overlaps operand {i} in memory")
-        if type(out) is np.ndarray and len(self._seen_out) < _SEEN_LIMIT:
+        if direct and type(out) is np.ndarray and len(self._seen_out) < _SEEN_LIMIT:
             self._seen_out.add((out.shape, out.strides, out.dtype))
-        return out
+        return direct
