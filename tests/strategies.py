@@ -139,6 +139,9 @@ class OperandRecipe:
     flips: tuple[bool, ...]  # reversed axes (negative strides)
     broadcast: tuple[int, ...]  # axes made by np.broadcast_to (stride 0)
     as_list: bool = False  # passed as nested Python lists
+    # "record": a field of a packed record array (byte strides not a whole number of
+    # elements); "odd": memory starting one byte past an element boundary
+    unaligned: str = ""
 
     @property
     def kind(self) -> str:
@@ -151,6 +154,8 @@ class OperandRecipe:
             tags.append("strided")
         if any(self.flips):
             tags.append("reversed")
+        if self.unaligned:
+            tags.append(self.unaligned)
         n = len(self.perm)
         if self.perm == tuple(range(n)):
             tags.append("C")
@@ -168,6 +173,15 @@ class OperandRecipe:
         mem_shape = [alloc[a] for a in self.perm]
         values = rng.standard_normal(mem_shape) if fill is None else fill(rng, mem_shape)
         base = np.asarray(values).astype(self.dtype)
+        if self.unaligned == "record":
+            rec = np.zeros(base.shape, [("x", base.dtype), ("pad", "u1")])
+            rec["x"] = base
+            base = rec["x"]
+        elif self.unaligned == "odd":
+            raw = np.zeros(base.nbytes + 1, np.uint8)[1:]
+            base = raw.view(base.dtype).reshape(base.shape) if base.ndim else raw.view(
+                base.dtype)[0:1].reshape(())
+            base[...] = np.asarray(values).astype(self.dtype)
         inv = np.argsort(self.perm) if self.perm else ()
         x = base.transpose(tuple(int(i) for i in inv))
         sl = tuple(
@@ -227,7 +241,9 @@ def operand_recipes(
     if allow_broadcast and nd > 0 and draw(st.integers(0, 5)) == 0:
         broadcast = tuple(a for a in range(nd) if shape[a] != 1 and draw(st.booleans()))
     as_list = allow_list and draw(st.integers(0, 15)) == 0
-    return OperandRecipe(tuple(shape), dtype, perm, steps, flips, broadcast, as_list)
+    unaligned = draw(st.sampled_from(["record", "odd"])) if draw(st.integers(0, 9)) == 0 else ""
+    return OperandRecipe(tuple(shape), dtype, perm, steps, flips, broadcast, as_list,
+                         unaligned)
 
 
 def _spaced(draw: st.DrawFn, text: str) -> str:
@@ -399,17 +415,18 @@ def operand_layout_changed(x: np.ndarray) -> np.ndarray | None:
     """A copy of ``x`` with the same shape and dtype but other element strides (None if
     every layout of this shape is the same, e.g. at most one dim of extent > 1 that is
     not reversible)."""
-    from teir_plan.plan.plan import OperandSpec
+    from teir_plan.plan.plan import OperandSpec, as_operand
 
     if x.ndim == 0:
         return None
-    want = OperandSpec.of(x)
-    c = np.ascontiguousarray(x)
-    tries = [c, np.asfortranarray(x)]
+    want = OperandSpec.of(as_operand(x, 0))  # the layout a plan sees (a copy, if unaligned)
+    # Copies (an unaligned x's own C order would be read through a copy of that layout).
+    c, f = np.array(x, order="C"), np.array(x, order="F")
+    tries = [c, f]
     for axis, n in enumerate(x.shape):
         if n > 1:
             tries.append(np.flip(c, axis))
-            tries.append(np.flip(np.asfortranarray(x), axis))
+            tries.append(np.flip(f, axis))
     for y in tries:
         if OperandSpec.of(y) != want:
             return y

@@ -77,7 +77,7 @@ def as_operand(x: object, i: int) -> np.ndarray:
     if not addressable(arr):
         # A field of a packed record array (byte strides of 5), or memory at an odd
         # address: the kernels index whole elements, so they read a contiguous copy.
-        arr = np.ascontiguousarray(arr)
+        arr = arr.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
     return arr
 
 
