@@ -97,6 +97,28 @@ def test_every_alternative_validates_and_agrees(problem: EinsumProblem) -> None:
         assert_einsum_close(alt(*problem.operands), problem.subscripts, problem.operands, rdt)
 
 
+@fuzz_settings(default=40, fuzz=10_000)
+@given(problem=einsum_problems(), data=st.data())
+@counted
+def test_plans_made_for_an_out_run_with_and_without_it(problem: EinsumProblem,
+                                                       data: st.DataObject) -> None:
+    """A plan made for an out of any layout (gaps, reversed, transposed, a record field,
+    an odd address) gives numpy's answer into that out and, called without one, into a
+    new array; so do its alternatives (their programs are proven for out's layout only,
+    so the new array must have exactly that layout)."""
+    assume(_numpy_refuses(problem) is None)
+    rdt = _result_dtype(problem)
+    shape = einsum_reference(problem.subscripts, problem.operands).shape
+    recipe = data.draw(operand_recipes(shape, str(rdt), allow_broadcast=False), label="out")
+    out = recipe.build(np.random.default_rng(1))
+    p = tp.plan(problem.subscripts, *problem.operands, out=out)
+    for alt in [p, *p.alternatives[:3]]:
+        assert_einsum_close(alt(*problem.operands), problem.subscripts, problem.operands, rdt)
+        out[...] = SENTINEL
+        assert alt(*problem.operands, out=out) is out
+        assert_einsum_close(out, problem.subscripts, problem.operands, rdt)
+
+
 @fuzz_settings(default=50, fuzz=20_000)
 @given(problem=einsum_problems(), data=st.data())
 @counted
