@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -42,10 +43,10 @@ def _sizes(expr: str, text: str) -> list[tuple[int, ...]]:
             raise _Usage(f"--sizes: {k!r} is not a single-letter index")
         if k in ext:
             raise _Usage(f"--sizes: index {k} given twice")
-        try:
-            ext[k] = int(v)
-        except ValueError:
-            raise _Usage(f"--sizes: extent of {k!r} is not an integer: {v!r}") from None
+        digits = v[1:] if v.startswith("-") else v
+        if not (digits.isascii() and digits.isdigit()):  # (int() takes "1_0", "+3", "٣")
+            raise _Usage(f"--sizes: extent of {k!r} is not an integer: {v!r}")
+        ext[k] = int(v)
         if ext[k] < 0:
             raise _Usage(f"--sizes: extent of {k!r} is negative: {ext[k]}")
     terms = expr.replace(" ", "").split("->")[0].split(",")
@@ -106,9 +107,17 @@ def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
+# The random operands the run and execute commands allocate, at most (each).
+_MAX_RANDOM_BYTES = 4 << 30
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     shapes = _sizes(args.expr, args.sizes)
     dt = _dtype(args.dtype)
+    for i, s in enumerate(shapes):
+        if math.prod(s) * dt.itemsize > _MAX_RANDOM_BYTES:
+            raise _Usage(f"--sizes: operand {i} would have shape {s}, more than this command "
+                         f"allocates for random data ({_MAX_RANDOM_BYTES >> 30} GiB)")
     rng = np.random.default_rng(0)
     ops = [rng.standard_normal(s).astype(dt) for s in shapes]
     ext: dict[str, int] = {}
@@ -149,8 +158,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _load(path: str) -> tp.TEIR:
     try:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            text = f.read()  # bytes: from_json reports a file that is not UTF-8 JSON
     except OSError as exc:
         raise _Usage(f"cannot read {path}: {exc.strerror}") from None
     return tp.TEIR.from_json(text)
@@ -183,7 +192,10 @@ def reference_execute(prog: tp.TEIR, arrays: list[np.ndarray]) -> None:
     keep = [i for i in range(s.num_dims) if s.dim_types[i] is not tp.DimType.K]
     sub = "".join(letters) + "," + "".join(letters) + "->" + "".join(letters[i] for i in keep)
     acc = np.einsum(sub, views[0].astype(np.float64), views[1].astype(np.float64))
-    out = views[2][tuple(slice(None) if i in keep else 0 for i in range(s.num_dims))]
+    # (Ellipsis: with no free axis the index is all integers, and a view, not a scalar,
+    # is what the result is written into.)
+    index = tuple(slice(None) if i in keep else 0 for i in range(s.num_dims))
+    out = views[2][index + (Ellipsis,)]
     if prog.primitives.prim_first is not tp.Prim.ZERO:
         acc = acc + out
     if prog.primitives.prim_last is tp.Prim.RELU:
@@ -195,6 +207,9 @@ def _cmd_execute(args: argparse.Namespace) -> int:
     prog = _load(args.program)
     prog.validate()
     s = prog.schedule
+    if s.num_dims > 52:
+        raise _Usage(f"execute: the numpy reference names axes a-z, A-Z: at most 52, the "
+                     f"program has {s.num_dims}")
     rng = np.random.default_rng(0)
     dt = prog.primitives.data_type.numpy
     arrays = []
@@ -203,6 +218,10 @@ def _cmd_execute(args: argparse.Namespace) -> int:
         hi = sum(max(0, (n - 1) * st) for n, st in zip(s.dim_sizes, s.strides[j]))
         if lo < 0:
             raise _Usage(f"strides[{j}]: negative offsets need arrays; use tp.execute from Python")
+        if (hi + 1) * dt.itemsize > _MAX_RANDOM_BYTES:
+            raise _Usage(f"strides[{j}]: the program spans {hi + 1} elements of tensor {j}, "
+                         f"more than this command allocates for random data "
+                         f"({_MAX_RANDOM_BYTES >> 30} GiB); use tp.execute from Python")
         arrays.append(rng.standard_normal(hi + 1).astype(dt))
     ref = [a.copy() for a in arrays]
     t = _best(lambda: tp.execute(prog, *[a.copy() for a in arrays]), 3)

@@ -206,3 +206,28 @@ def test_demo_runs(tmp_path):
     assert r.stdout.count("(ok)") == 1 and ": ok)" in r.stdout and "WRONG" not in r.stdout
     for name in ("demo-tiles.png", "demo-tiles-10.3.6.png", "demo-tiles-10.3.7.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_execute_a_program_whose_output_has_no_free_axis(tmp_path):
+    """A dot product (only a K axis): the reference writes a 0-d view of out."""
+    prog = tp.TEIR.from_fields(data_type="float32", prim_first="zero", prim_main="gemm",
+                               prim_last="none", dim_types=["k"], exec_types=["prim"],
+                               dim_sizes=[8], strides=[[1], [1], [0]])
+    f = tmp_path / "dot.json"
+    f.write_text(prog.to_json())
+    r = _cli("execute", str(f))
+    assert r.returncode == 0 and "(ok)" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (["validate", "BADFILE"], ["not valid JSON"]),
+    (["run", "ij,jk->ik", "--sizes", "i=100000000000,j=100000,k=4"], ["--sizes", "GiB"]),
+    (["run", "ij,jk->ik", "--sizes", "i=1_0,j=2,k=2"], ["--sizes", "not an integer"]),
+])
+def test_bad_files_and_sizes_are_one_line_errors(tmp_path, args, words):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe{")
+    r = _cli(*[str(bad) if a == "BADFILE" else a for a in args])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr

@@ -263,3 +263,72 @@ def test_random_invalid_programs_raise_teir_error(case, rule, i):
             tp.execute(tp.TEIR.from_fields(**fields), *case.views)
         for v, b in zip(case.views, before):
             np.testing.assert_array_equal(v, b)
+
+
+# ---- malformed input: a TEIRError naming the field, never a raw exception ---------------
+
+_GOOD = {"data_type": "float32", "prim_first": "none", "prim_main": "copy", "prim_last": "none",
+         "dim_types": ["c"], "exec_types": ["prim"], "dim_sizes": [4], "strides": [[1], [1]]}
+_ETOPS_LAYOUT = [[1, 0, 2], [0, 1, 0], [3, 1, 0]]
+
+
+def _nested(**top):
+    keys_p = ("data_type", "prim_first", "prim_main", "prim_last")
+    return json.dumps({**top, "primitives": {k: _GOOD[k] for k in keys_p},
+                       "schedule": {k: v for k, v in _GOOD.items() if k not in keys_p}})
+
+
+@pytest.mark.parametrize("text,words", [
+    ('{"primitives": [1], "schedule": {}}', ["primitives", "object"]),
+    (_nested(format="other"), ["format", "other"]),
+    (_nested(version=99), ["version", "99"]),
+    (json.dumps({**_GOOD, "version": True}), ["version", "True"]),
+    (json.dumps({**_GOOD, "version": 1.0}), ["version", "1.0"]),
+    (b"\xff\xfe{", ["not valid JSON"]),
+    ("[" * 100_000 + "]" * 100_000, ["not valid JSON"]),
+    ('{"dim_sizes": [' + "9" * 5000 + "]}", ["not valid JSON"]),
+    (None, ["str or bytes", "NoneType"]),
+    (json.dumps({**_GOOD, "dim_types": {"c": 1}}), ["dim_types", "list", "dict"]),
+    (json.dumps({**_GOOD, "exec_types": ["\u017fprim"]}), ["exec_types[0]"]),
+    (json.dumps({**_GOOD, "dim_sizes": [10**20]}), ["dim_sizes[0]", "overflow"]),
+    (json.dumps({**_GOOD, "strides": [[10**24], [1]]}), ["strides[0][0]", "overflow"]),
+    (json.dumps({**_GOOD, "strides": [5, [1]]}), ["strides[0]", "sequence"]),
+    (json.dumps({**_GOOD, "strides": [_ETOPS_LAYOUT, [[0, 0, 0], 5, [0, 0, 0]]]}),
+     ["strides[1]", "rows"]),
+    (json.dumps({**_GOOD, "strides": [_ETOPS_LAYOUT, [5]]}), ["strides", "one form"]),
+])
+def test_malformed_json_is_a_teir_error(text, words):
+    with pytest.raises(tp.TEIRError) as info:
+        tp.TEIR.from_json(text)
+    assert isinstance(info.value, ValueError)
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+    assert tp.TEIR.from_json(_nested()) == tp.TEIR.from_json(json.dumps(_GOOD))
+
+
+def test_a_set_of_sizes_is_refused_not_reordered():
+    with pytest.raises(tp.TEIRError, match="dim_sizes: expected a list, got set"):
+        tp.Schedule(["m", "n"], ["seq", "seq"], {3, 1000}, [[1, 1], [1, 1], [1, 1]])
+    # numpy arrays and tuples are sequences of values
+    s = tp.Schedule(("c",), np.array(["prim"]), np.array([4]), [np.array([1]), (1,)])
+    assert s.dim_sizes == (4,)
+
+
+@pytest.mark.parametrize("names,words", [([1, 2], ["names", "strings", "1"]),
+                                         (["i"], ["1 names for 2 axes"]),
+                                         ("ijk", ["3 names for 2 axes"]),
+                                         (b"ij", ["a list of 2 strings"])])
+def test_axis_names_are_checked(names, words):
+    from teir_plan.explain.pseudocode import pseudocode
+
+    prog = tp.TEIR(tp.Primitives("float32", "none", "copy", "none"),
+                   tp.Schedule(["c", "c"], ["seq", "prim"], [2, 3], [[3, 1], [1, 2]]))
+    for show in (prog.format, lambda n: pseudocode(prog, n)):
+        with pytest.raises(tp.TEIRError) as info:
+            show(names)
+        for w in words:
+            assert w in str(info.value)
+    bad = tp.TEIR(tp.Primitives("float32", "none", "copy", "none"),
+                  tp.Schedule(["c", "c"], ["seq"], [2, 3, 4], [[3, 1], [1, 2]]))
+    with pytest.raises(tp.TEIRError, match="exec_types"):
+        pseudocode(bad)

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR
+from teir_plan.teir.text import axis_names
 
 _COMMENT_COL = 28  # trailing "# ..." comments start at this column when the line allows
 
@@ -180,10 +181,10 @@ def pseudocode(teir: TEIR, names: Sequence[str] | None = None) -> str:
     primitive where it fires, the main primitive call with its m, n, k, ld*, brSize,
     brStr* arguments (or, with no prim axes, the scalar statement the spec writes), and
     the last-access primitive."""
+    teir.validate()  # (the loops and calls below assume a program of the spec's shape)
     s, p = teir.schedule, teir.primitives
-    names = list(names) if names is not None else default_names(teir)
-    if len(names) != s.num_dims:
-        raise ValueError(f"pseudocode: {len(names)} names for {s.num_dims} axes")
+    names = (axis_names(names, s.num_dims, "pseudocode") if names is not None
+             else default_names(teir))
     order = loop_order(teir)
     par = [i for i in order if s.exec_types[i] is ExecType.PARALLEL]
     lines: list[str] = []

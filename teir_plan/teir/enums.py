@@ -26,7 +26,7 @@ class _NamedEnum(enum.Enum):
     def coerce(cls, value: object, field: str = "") -> _NamedEnum:
         if isinstance(value, cls):
             return value
-        if isinstance(value, str):
+        if isinstance(value, str) and value.isascii():  # ("ſeq".upper() is "SEQ")
             key = value.strip().upper()
             aliases = getattr(cls, "_aliases", {})
             key = aliases.get(key, key)

@@ -30,17 +30,29 @@ BINARY_MAIN = (Prim.GEMM, Prim.BRGEMM)
 TENSOR_NAMES = {2: ("in0", "out"), 3: ("in0", "in1", "out")}
 
 
+# Sizes and strides are 64-bit in the executor: a value outside int64 is refused here
+# rather than overflowing when the program is lowered.
+INT64_MAX = 2**63 - 1
+
+
 def _as_int(value: Any, field: str) -> int:
     if isinstance(value, bool):
         raise TEIRError(f"{field}: expected an integer, got {value!r}")
     try:
-        return operator.index(value)
+        v = operator.index(value)
     except TypeError:
         raise TEIRError(f"{field}: expected an integer, got {value!r}") from None
+    if not -INT64_MAX <= v <= INT64_MAX:
+        raise TEIRError(f"{field}: {v} would overflow the executor's 64-bit offsets")
+    return v
 
 
 def _as_seq(value: Any, field: str) -> Sequence[Any]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+    # Bytes, a mapping or a set is not a list of values (list() of them would give
+    # integers, keys, or an arbitrary order).  A string is one letter per axis ("mnk").
+    if isinstance(value, (bytes, bytearray, dict, set, frozenset)):
+        raise TEIRError(f"{field}: expected a list, got {type(value).__name__} {value!r}"[:200])
+    if isinstance(value, str) or not isinstance(value, Sequence):
         try:
             return list(value)  # numpy arrays, generators
         except TypeError:
@@ -108,7 +120,8 @@ class Schedule:
             _as_int(v, f"dim_sizes[{i}]") for i, v in enumerate(_as_seq(dim_sizes, "dim_sizes"))
         )
         rows = tuple(
-            tuple(_as_int(v, f"strides[{j}][{i}]") for i, v in enumerate(_as_seq(row, "strides")))
+            tuple(_as_int(v, f"strides[{j}][{i}]")
+                  for i, v in enumerate(_as_seq(row, f"strides[{j}]")))
             for j, row in enumerate(_as_seq(strides, "strides"))
         )
         object.__setattr__(self, "dim_types", dts)
@@ -196,7 +209,7 @@ class TEIR:
         return to_etops_json(self, indent=indent)
 
     @classmethod
-    def from_json(cls, text: str) -> TEIR:
+    def from_json(cls, text: str | bytes) -> TEIR:
         from teir_plan.teir.serialize import from_json
 
         return from_json(text)

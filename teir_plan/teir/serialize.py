@@ -81,12 +81,16 @@ def from_dict(data: Any) -> TEIR:
     if not isinstance(data, dict):
         raise TEIRError(f"TEIR JSON: expected an object, got {type(data).__name__}")
     if "primitives" in data and "schedule" in data:  # nested form: the two records
-        data = {**data["primitives"], **data["schedule"]}
+        for part in ("primitives", "schedule"):
+            if not isinstance(data[part], dict):
+                raise TEIRError(f"{part}: expected an object, got {type(data[part]).__name__}")
+        data = {**{k: v for k, v in data.items() if k in ("format", "version")},
+                **data["primitives"], **data["schedule"]}
     fmt = data.get("format", FORMAT_NAME)
     if fmt != FORMAT_NAME:
         raise TEIRError(f"format: expected {FORMAT_NAME!r}, got {fmt!r}")
     version = data.get("version", FORMAT_VERSION)
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:
         raise TEIRError(f"version: this library reads version {FORMAT_VERSION}, got {version!r}")
     missing = [f for f in _FIELDS if f not in data]
     if missing:
@@ -102,11 +106,16 @@ def _layout_strides(strides: Any) -> Any:
     """Strides as T x D; etops' [level][tensor][dim] form is reduced to its layout level."""
     if not isinstance(strides, list) or not strides:
         raise TEIRError("strides: expected a non-empty list of per-tensor rows")
-    depth3 = all(isinstance(r, list) and r and isinstance(r[0], list) for r in strides)
-    if not depth3:
+    nested = [isinstance(r, list) and bool(r) and isinstance(r[0], list) for r in strides]
+    if any(nested) and not all(nested):
+        raise TEIRError("strides: mixes [tensor][dim] rows with etops' [level][tensor][dim] "
+                        "levels; use one form")
+    if not all(nested):
         return strides
     layout, *extra = strides
     for level, rows in enumerate(extra, start=1):
+        if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+            raise TEIRError(f"strides[{level}]: expected a list of per-tensor rows")
         if any(any(v != 0 for v in row) for row in rows):
             raise TEIRError(
                 f"strides[{level}]: this etops program packs operands (stride level {level}); "
@@ -118,8 +127,12 @@ def _layout_strides(strides: Any) -> Any:
 
 def from_json(text: str | bytes) -> TEIR:
     """Read a program from our JSON or from etops' ``TensorOperationConfig.to_json``."""
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise TEIRError(f"TEIR JSON: expected a str or bytes, got {type(text).__name__}")
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TEIRError(f"TEIR JSON: not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError,
+        # an integer of too many digits; nesting too deep for the parser
+        raise TEIRError(f"TEIR JSON: not valid JSON ({type(exc).__name__}: "
+                        f"{str(exc)[:200]})") from None
     return from_dict(data)

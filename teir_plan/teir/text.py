@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from teir_plan.errors import TEIRError
 from teir_plan.teir.records import TEIR
 
 
@@ -24,7 +25,7 @@ def format_teir(teir: TEIR, names: Sequence[str] | None = None) -> str:
     """
     s, p = teir.schedule, teir.primitives
     d = s.num_dims
-    ids = list(names) if names is not None else [str(i) for i in range(d)]
+    ids = axis_names(names, d, "format") if names is not None else [str(i) for i in range(d)]
     rows: list[list[str]] = [["Dimension ID", *ids]]
     rows.append(["dim_sizes", *(str(n) for n in s.dim_sizes)])
     rows.append(["dim_types", *(str(t) for t in s.dim_types)])
@@ -44,3 +45,18 @@ def format_teir(teir: TEIR, names: Sequence[str] | None = None) -> str:
         f"prim_main={p.prim_main} prim_last={p.prim_last}"
     )
     return "\n".join(lines)
+
+
+def axis_names(names: Sequence[object], num_dims: int, where: str) -> list[str]:
+    """``names`` as a list of one string per axis (a string: one letter per axis), or a
+    TEIRError saying what is wrong."""
+    if isinstance(names, bytes) or not isinstance(names, Sequence):
+        raise TEIRError(f"{where}: names: expected a list of {num_dims} strings, got {names!r}")
+    out = list(names)
+    if len(out) != num_dims:
+        raise TEIRError(f"{where}: names: {len(out)} names for {num_dims} axes")
+    strs = [n for n in out if isinstance(n, str)]
+    if len(strs) != len(out):
+        bad = next(n for n in out if not isinstance(n, str))
+        raise TEIRError(f"{where}: names: expected strings, got {bad!r}")
+    return strs
