@@ -216,6 +216,15 @@ def test_bad_thread_counts(n):
     assert tp.get_num_threads() == before
 
 
+def test_a_numpy_integer_thread_count_is_an_integer():
+    before = tp.get_num_threads()
+    try:
+        tp.set_num_threads(np.int64(1))
+        assert tp.get_num_threads() == 1 and type(tp.get_num_threads()) is int
+    finally:
+        tp.set_num_threads(before)
+
+
 # ---- out ---------------------------------------------------------------------------------
 
 

@@ -30,12 +30,14 @@ fork would stay held, and the child's first call would wait for ever.
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numba
+import numpy as np
 
 from teir_plan.errors import PlanError
 
@@ -48,9 +50,13 @@ def set_num_threads(n: int) -> None:
     """Use ``n`` threads (1 <= n <= the number numba was started with)."""
     global _num_threads
     limit: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= limit:
+    try:  # a Python or numpy integer (not a bool, a float or a string)
+        k = operator.index(n) if not isinstance(n, (bool, np.bool_)) else None
+    except TypeError:
+        k = None
+    if k is None or not 1 <= k <= limit:
         raise PlanError(f"set_num_threads: n must be an integer in 1..{limit}, got {n!r}")
-    _num_threads = n
+    _num_threads = int(k)
 
 
 def get_num_threads() -> int:
