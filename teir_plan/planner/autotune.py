@@ -18,9 +18,9 @@ AUTOTUNE_CANDIDATES = 5
 
 def time_plan(plan: Plan, arrays: Sequence[np.ndarray], repeats: int = 3) -> float:
     """Best-of-``repeats`` seconds of ``plan`` on ``arrays`` (after one warm-up run),
-    writing an output of exactly the layout the plan writes: a program planned for an
-    ``out=`` with gaps between its elements reaches beyond a contiguous array."""
-    out = plan.out_spec.allocate()
+    writing the plan's own :meth:`Plan.empty_out` (exactly the layout its programs are
+    proven for: a contiguous stand-in is too small for an ``out=`` with gaps)."""
+    out = plan.empty_out()
     plan.run(arrays, out)
     best = float("inf")
     for _ in range(repeats):
