@@ -50,7 +50,7 @@ from teir_plan.executor.lower import dot_tile as lower_dot_tile
 from teir_plan.executor.microkernel import NEXT_TILE_PREFETCH_BYTES
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
-from teir_plan.planner.machine import GEMM_GRID, MachineParams
+from teir_plan.planner.machine import GEMM_FORMS, GEMM_GRID, MachineParams
 from teir_plan.teir.enums import DimType
 
 
@@ -109,9 +109,10 @@ def _grid_position(x: int) -> tuple[int, float, float]:
 # Bounded: one plan looks up at most a few hundred tiles, and a memo of 65536 entries
 # grew a process by 32 MB over 9,000 distinct problems (tests/test_memory.py).
 @lru_cache(maxsize=4096)
-def _interpolate(params: MachineParams, m: int, n: int, k: int) -> float:
+def _interpolate(params: MachineParams, m: int, n: int, k: int, form: int = 0) -> float:
     table = params.gemm_efficiency
     size = len(GEMM_GRID)
+    base = form * size
     (im, wm, sm), (in_, wn, sn), (ik, wk, sk) = map(_grid_position, (m, n, k))
     log_eff = 0.0
     for dm, fm in ((0, 1 - wm), (1, wm)):
@@ -119,21 +120,31 @@ def _interpolate(params: MachineParams, m: int, n: int, k: int) -> float:
             for dk, fk in ((0, 1 - wk), (1, wk)):
                 w = fm * fn * fk
                 if w > 0:
-                    v = table[((im + dm) * size + in_ + dn) * size + ik + dk]
+                    v = table[((base + im + dm) * size + in_ + dn) * size + ik + dk]
                     log_eff += w * math.log(max(v, 1e-4))
     return math.exp(log_eff) * sm * sn * sk
 
 
-def gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
-    """BLAS' fraction of its peak on one m x n x k call (BLAS' own m and n), from the
-    calibrated table: interpolated linearly in log extent and log efficiency.
+_ORD_T = ord("T")
+
+
+def blas_form(blas: BlasPlan) -> int:
+    """The index in GEMM_FORMS of this call's (transA, transB); a packed operand is
+    packed into the N form."""
+    return (blas.transa == _ORD_T) + 2 * (blas.transb == _ORD_T)
+
+
+def gemm_efficiency(params: MachineParams, m: int, n: int, k: int, form: int = 0) -> float:
+    """BLAS' fraction of its peak on one m x n x k call (BLAS' own m and n) with its
+    operands in ``form`` (an index in GEMM_FORMS: 0 is N,N), from the calibrated
+    table: interpolated linearly in log extent and log efficiency.
 
     >>> from teir_plan.planner.machine import MachineParams
     >>> p = MachineParams()
     >>> gemm_efficiency(p, 512, 512, 512) > gemm_efficiency(p, 512, 24, 512)
     True
     """
-    return _interpolate(params, m, n, k)
+    return _interpolate(params, m, n, k, form)
 
 
 # vec_tile's codes: the vector kernel along M or N, the transposed vector kernel along
@@ -260,7 +271,8 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         per_call = tile_flops / DOT_FLOPS
     elif blas is not None:
         mm, nn = (n, m) if blas.swap else (m, n)
-        rate = params.gemm_flops(c.dtype) * gemm_efficiency(params, mm, nn, k)
+        rate = params.gemm_flops(c.dtype) * gemm_efficiency(params, mm, nn, k,
+                                                            blas_form(blas))
         a_str = (ax[m_ax].strides[0] if m_ax != NO_AXIS else 0,
                  ax[k_ax].strides[0] if k_ax != NO_AXIS else 0)
         b_str = (ax[k_ax].strides[1] if k_ax != NO_AXIS else 0,
@@ -373,9 +385,10 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
             compute = calls * 2 / ROW_FLOPS
         else:
             rate = params.loop_flops
-            if m * n * k >= SMALL_TILE_FLOPS:  # BLAS, either way round
-                rate = max(rate, gemm * max(_interpolate(params, m, n, k),
-                                            _interpolate(params, n, m, k)))
+            if m * n * k >= SMALL_TILE_FLOPS:  # BLAS, either way round, in any form
+                rate = max(rate, gemm * max(
+                    _interpolate(params, a, b, k, f)
+                    for a, b in ((m, n), (n, m)) for f in range(len(GEMM_FORMS))))
             if max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:  # the vector kernel
                 rate = max(rate, vec * max(vec_efficiency(m, n, k, isz),
                                            vec_efficiency(n, m, k, isz)))

@@ -3,7 +3,7 @@
 Before calibration the documented defaults below are used (measured by
 ``tp.calibrate()`` on a 2-core Intel Xeon, AVX-512; other CPUs, such as the 2-core AMD
 EPYC the project also runs on, should calibrate once).  ``tp.calibrate()`` measures them
-in about eight seconds and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
+in 15-20 seconds and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
 ``~/.cache/teir_plan``), keyed by the
 CPU model and the thread count; later processes load it.  Set
 ``TEIR_PLAN_AUTOCALIBRATE=1`` to calibrate automatically on first use.
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from teir_plan.executor.threads import renew_after_fork
+from teir_plan.teir import TEIR
 
 # Tile extents (per axis) at which calibration measures BLAS on one core.  A product
 # of per-axis saturation curves missed by 1.6x on tiles with one short axis
@@ -32,46 +33,162 @@ GEMM_GRID = (8, 24, 64, 192, 512, 4096)
 # Tiles of more flops than this are not measured (seconds each); they take the value
 # of the same tile with its 4096s cut to 512, where BLAS is near its peak anyway.
 GRID_MAX_FLOPS = 4e9
+# BLAS' operand forms (transA, transB), each a table of its own: OpenBLAS runs the same
+# tile at very different rates by form.  Measured on one core, 9 interleaved rounds:
+# 64 x 128 x 64 at 190 GFLOP/s N,N, 0.57 of that T,N, 0.89 N,T, 0.72 T,T; 512 x 24 x 24
+# T,N at 0.51; but 192^3 and 512 x 512 x 64 at 0.91-1.01 in every form.  One table (N,N)
+# rated bhqd,bhkd->bhqk's T,N tiles 1.7x too fast, and the plan ran 1.4x slower than
+# packing an operand for the vector kernel would have.
+GEMM_FORMS = ("NN", "TN", "NT", "TT")  # index = (transA == 'T') + 2 * (transB == 'T')
 
-# This machine's table (2-core Xeon, AVX-512, OpenBLAS 0.3.30 through scipy): one
-# row per (m, n), the six k of GEMM_GRID across.
+# This machine's tables (2-core Xeon, AVX-512, numpy's OpenBLAS 0.3.31): one row per
+# form and (m, n), the six k of GEMM_GRID across; each entry the median of three
+# calibrations, as are MachineParams' other measured defaults.
 DEFAULT_GEMM_EFFICIENCY: tuple[float, ...] = (
-    0.032, 0.079, 0.132, 0.217, 0.277, 0.266,  # m=8, n=8
-    0.082, 0.171, 0.255, 0.342, 0.374, 0.365,  # m=8, n=24
-    0.150, 0.249, 0.356, 0.394, 0.399, 0.336,  # m=8, n=64
-    0.206, 0.283, 0.353, 0.427, 0.454, 0.339,  # m=8, n=192
-    0.245, 0.300, 0.361, 0.432, 0.327, 0.320,  # m=8, n=512
-    0.270, 0.352, 0.301, 0.337, 0.305, 0.240,  # m=8, n=4096
-    0.086, 0.202, 0.298, 0.478, 0.443, 0.459,  # m=24, n=8
-    0.209, 0.372, 0.512, 0.634, 0.622, 0.538,  # m=24, n=24
-    0.284, 0.463, 0.611, 0.676, 0.678, 0.579,  # m=24, n=64
-    0.309, 0.537, 0.661, 0.743, 0.631, 0.624,  # m=24, n=192
-    0.319, 0.551, 0.672, 0.624, 0.638, 0.626,  # m=24, n=512
-    0.340, 0.504, 0.646, 0.634, 0.602, 0.468,  # m=24, n=4096
-    0.210, 0.472, 0.698, 0.761, 0.845, 0.411,  # m=64, n=8
-    0.372, 0.697, 0.922, 0.865, 0.853, 0.678,  # m=64, n=24
-    0.556, 0.870, 1.000, 0.901, 0.812, 0.756,  # m=64, n=64
-    0.625, 0.930, 1.000, 0.870, 0.883, 0.852,  # m=64, n=192
-    0.671, 0.970, 0.789, 0.876, 0.926, 0.888,  # m=64, n=512
-    0.340, 0.623, 0.804, 0.919, 0.898, 0.712,  # m=64, n=4096
-    0.311, 0.663, 0.786, 0.804, 0.833, 0.302,  # m=192, n=8
-    0.381, 0.811, 0.930, 0.840, 0.773, 0.628,  # m=192, n=24
-    0.424, 0.852, 0.992, 0.872, 0.911, 0.830,  # m=192, n=64
-    0.420, 0.890, 0.861, 1.000, 1.000, 1.000,  # m=192, n=192
-    0.433, 0.653, 0.881, 1.000, 1.000, 1.000,  # m=192, n=512
-    0.329, 0.636, 0.873, 1.000, 1.000, 1.000,  # m=192, n=4096
-    0.388, 0.643, 0.734, 0.787, 0.454, 0.256,  # m=512, n=8
-    0.453, 0.740, 0.770, 0.790, 0.797, 0.535,  # m=512, n=24
-    0.489, 0.774, 0.824, 0.971, 0.958, 0.836,  # m=512, n=64
-    0.464, 0.638, 0.895, 1.000, 1.000, 0.975,  # m=512, n=192
-    0.311, 0.641, 0.916, 1.000, 1.000, 1.000,  # m=512, n=512
-    0.286, 0.631, 0.954, 1.000, 1.000, 1.000,  # m=512, n=4096
-    0.542, 0.673, 0.420, 0.274, 0.252, 0.145,  # m=4096, n=8
-    0.468, 0.493, 0.648, 0.564, 0.475, 0.344,  # m=4096, n=24
-    0.217, 0.551, 0.713, 0.764, 0.770, 0.544,  # m=4096, n=64
-    0.213, 0.521, 0.817, 0.948, 1.000, 1.000,  # m=4096, n=192
-    0.210, 0.539, 0.911, 1.000, 1.000, 1.000,  # m=4096, n=512
-    0.146, 0.471, 0.730, 1.000, 1.000, 1.000,  # m=4096, n=4096
+    0.214, 0.171, 0.195, 0.229, 0.244, 0.174,  # NN m=8, n=8
+    0.202, 0.284, 0.266, 0.314, 0.295, 0.257,  # NN m=8, n=24
+    0.259, 0.296, 0.307, 0.310, 0.344, 0.268,  # NN m=8, n=64
+    0.276, 0.318, 0.298, 0.337, 0.366, 0.275,  # NN m=8, n=192
+    0.273, 0.302, 0.318, 0.352, 0.261, 0.272,  # NN m=8, n=512
+    0.271, 0.300, 0.245, 0.257, 0.245, 0.259,  # NN m=8, n=4096
+    0.321, 0.378, 0.359, 0.401, 0.304, 0.315,  # NN m=24, n=8
+    0.378, 0.483, 0.465, 0.527, 0.485, 0.465,  # NN m=24, n=24
+    0.322, 0.464, 0.483, 0.502, 0.451, 0.481,  # NN m=24, n=64
+    0.253, 0.454, 0.484, 0.524, 0.517, 0.512,  # NN m=24, n=192
+    0.255, 0.438, 0.486, 0.508, 0.518, 0.483,  # NN m=24, n=512
+    0.254, 0.381, 0.476, 0.508, 0.472, 0.471,  # NN m=24, n=4096
+    0.468, 0.826, 0.968, 0.713, 0.688, 0.292,  # NN m=64, n=8
+    0.450, 0.891, 0.978, 0.734, 0.685, 0.601,  # NN m=64, n=24
+    0.466, 0.831, 0.989, 0.736, 0.694, 0.586,  # NN m=64, n=64
+    0.471, 0.927, 0.980, 0.735, 0.784, 0.754,  # NN m=64, n=192
+    0.473, 0.881, 0.668, 0.749, 0.790, 0.803,  # NN m=64, n=512
+    0.286, 0.517, 0.675, 0.778, 0.778, 0.731,  # NN m=64, n=4096
+    0.376, 0.887, 0.839, 0.702, 0.695, 0.217,  # NN m=192, n=8
+    0.344, 0.824, 0.906, 0.709, 0.665, 0.515,  # NN m=192, n=24
+    0.333, 0.789, 0.947, 0.766, 0.799, 0.685,  # NN m=192, n=64
+    0.326, 0.794, 0.748, 0.888, 0.914, 0.880,  # NN m=192, n=192
+    0.326, 0.565, 0.758, 0.903, 0.934, 0.922,  # NN m=192, n=512
+    0.256, 0.561, 0.762, 0.921, 0.932, 0.934,  # NN m=192, n=4096
+    0.355, 0.667, 0.625, 0.656, 0.345, 0.209,  # NN m=512, n=8
+    0.348, 0.699, 0.619, 0.693, 0.685, 0.491,  # NN m=512, n=24
+    0.367, 0.728, 0.715, 0.835, 0.814, 0.717,  # NN m=512, n=64
+    0.300, 0.558, 0.770, 0.914, 0.899, 0.917,  # NN m=512, n=192
+    0.265, 0.557, 0.785, 0.941, 0.953, 0.968,  # NN m=512, n=512
+    0.223, 0.536, 0.786, 0.948, 1.000, 0.953,  # NN m=512, n=4096
+    0.426, 0.540, 0.349, 0.230, 0.219, 0.191,  # NN m=4096, n=8
+    0.347, 0.396, 0.565, 0.480, 0.477, 0.449,  # NN m=4096, n=24
+    0.167, 0.424, 0.644, 0.696, 0.718, 0.680,  # NN m=4096, n=64
+    0.161, 0.427, 0.692, 0.842, 0.889, 0.899,  # NN m=4096, n=192
+    0.161, 0.414, 0.691, 0.890, 0.932, 0.953,  # NN m=4096, n=512
+    0.154, 0.430, 0.716, 0.941, 0.953, 0.953,  # NN m=4096, n=4096
+    0.049, 0.088, 0.300, 0.366, 0.397, 0.345,  # TN m=8, n=8
+    0.110, 0.167, 0.313, 0.376, 0.344, 0.335,  # TN m=8, n=24
+    0.121, 0.187, 0.327, 0.351, 0.356, 0.238,  # TN m=8, n=64
+    0.107, 0.197, 0.246, 0.250, 0.251, 0.266,  # TN m=8, n=192
+    0.141, 0.208, 0.252, 0.258, 0.261, 0.265,  # TN m=8, n=512
+    0.142, 0.190, 0.250, 0.258, 0.243, 0.231,  # TN m=8, n=4096
+    0.102, 0.166, 0.395, 0.543, 0.532, 0.396,  # TN m=24, n=8
+    0.181, 0.292, 0.401, 0.543, 0.476, 0.305,  # TN m=24, n=24
+    0.171, 0.334, 0.385, 0.385, 0.400, 0.407,  # TN m=24, n=64
+    0.220, 0.373, 0.455, 0.471, 0.482, 0.503,  # TN m=24, n=192
+    0.231, 0.385, 0.475, 0.497, 0.512, 0.514,  # TN m=24, n=512
+    0.243, 0.385, 0.491, 0.516, 0.478, 0.418,  # TN m=24, n=4096
+    0.155, 0.227, 0.429, 0.571, 0.537, 0.139,  # TN m=64, n=8
+    0.217, 0.389, 0.343, 0.341, 0.354, 0.342,  # TN m=64, n=24
+    0.257, 0.461, 0.487, 0.523, 0.541, 0.488,  # TN m=64, n=64
+    0.281, 0.502, 0.612, 0.683, 0.694, 0.680,  # TN m=64, n=192
+    0.296, 0.507, 0.649, 0.707, 0.758, 0.724,  # TN m=64, n=512
+    0.284, 0.503, 0.661, 0.777, 0.772, 0.739,  # TN m=64, n=4096
+    0.186, 0.219, 0.146, 0.152, 0.154, 0.135,  # TN m=192, n=8
+    0.241, 0.396, 0.354, 0.387, 0.382, 0.280,  # TN m=192, n=24
+    0.272, 0.493, 0.526, 0.585, 0.608, 0.557,  # TN m=192, n=64
+    0.294, 0.546, 0.603, 0.786, 0.798, 0.636,  # TN m=192, n=192
+    0.257, 0.439, 0.674, 0.751, 0.886, 0.876,  # TN m=192, n=512
+    0.219, 0.483, 0.619, 0.827, 0.801, 0.886,  # TN m=192, n=4096
+    0.177, 0.220, 0.156, 0.163, 0.157, 0.139,  # TN m=512, n=8
+    0.205, 0.395, 0.361, 0.391, 0.384, 0.341,  # TN m=512, n=24
+    0.249, 0.474, 0.550, 0.606, 0.598, 0.575,  # TN m=512, n=64
+    0.253, 0.538, 0.700, 0.787, 0.805, 0.838,  # TN m=512, n=192
+    0.260, 0.547, 0.758, 0.895, 0.920, 0.911,  # TN m=512, n=512
+    0.221, 0.522, 0.777, 0.958, 0.928, 0.920,  # TN m=512, n=4096
+    0.150, 0.204, 0.159, 0.142, 0.139, 0.123,  # TN m=4096, n=8
+    0.144, 0.338, 0.327, 0.329, 0.323, 0.319,  # TN m=4096, n=24
+    0.161, 0.405, 0.496, 0.574, 0.567, 0.551,  # TN m=4096, n=64
+    0.153, 0.401, 0.614, 0.748, 0.812, 0.805,  # TN m=4096, n=192
+    0.156, 0.426, 0.683, 0.873, 0.901, 0.920,  # TN m=4096, n=512
+    0.151, 0.433, 0.722, 0.895, 0.920, 0.920,  # TN m=4096, n=4096
+    0.089, 0.158, 0.193, 0.212, 0.218, 0.225,  # NT m=8, n=8
+    0.142, 0.190, 0.243, 0.264, 0.239, 0.263,  # NT m=8, n=24
+    0.182, 0.309, 0.375, 0.405, 0.423, 0.212,  # NT m=8, n=64
+    0.159, 0.269, 0.323, 0.352, 0.361, 0.234,  # NT m=8, n=192
+    0.167, 0.258, 0.333, 0.364, 0.239, 0.235,  # NT m=8, n=512
+    0.162, 0.271, 0.227, 0.182, 0.176, 0.146,  # NT m=8, n=4096
+    0.216, 0.334, 0.406, 0.439, 0.381, 0.393,  # NT m=24, n=8
+    0.265, 0.409, 0.475, 0.492, 0.416, 0.426,  # NT m=24, n=24
+    0.206, 0.504, 0.601, 0.511, 0.503, 0.432,  # NT m=24, n=64
+    0.211, 0.474, 0.541, 0.520, 0.506, 0.482,  # NT m=24, n=192
+    0.197, 0.412, 0.487, 0.485, 0.480, 0.481,  # NT m=24, n=512
+    0.178, 0.390, 0.469, 0.433, 0.416, 0.303,  # NT m=24, n=4096
+    0.441, 0.794, 0.808, 0.708, 0.709, 0.287,  # NT m=64, n=8
+    0.452, 0.654, 0.907, 0.822, 0.880, 0.559,  # NT m=64, n=24
+    0.447, 0.783, 0.837, 0.788, 0.659, 0.575,  # NT m=64, n=64
+    0.441, 0.791, 0.854, 0.672, 0.748, 0.710,  # NT m=64, n=192
+    0.437, 0.769, 0.655, 0.729, 0.756, 0.735,  # NT m=64, n=512
+    0.282, 0.524, 0.665, 0.699, 0.688, 0.545,  # NT m=64, n=4096
+    0.344, 0.811, 0.855, 0.659, 0.674, 0.216,  # NT m=192, n=8
+    0.328, 0.784, 0.917, 0.863, 0.665, 0.468,  # NT m=192, n=24
+    0.307, 0.759, 0.907, 0.757, 0.783, 0.655,  # NT m=192, n=64
+    0.302, 0.746, 0.688, 0.874, 0.913, 0.839,  # NT m=192, n=192
+    0.306, 0.400, 0.529, 0.605, 0.635, 0.639,  # NT m=192, n=512
+    0.203, 0.394, 0.525, 0.599, 0.638, 0.635,  # NT m=192, n=4096
+    0.300, 0.462, 0.473, 0.471, 0.264, 0.180,  # NT m=512, n=8
+    0.312, 0.514, 0.579, 0.522, 0.462, 0.381,  # NT m=512, n=24
+    0.359, 0.731, 0.494, 0.600, 0.529, 0.695,  # NT m=512, n=64
+    0.289, 0.550, 0.760, 0.918, 0.883, 0.774,  # NT m=512, n=192
+    0.249, 0.508, 0.750, 0.922, 0.881, 0.853,  # NT m=512, n=512
+    0.196, 0.458, 0.703, 0.849, 0.952, 0.881,  # NT m=512, n=4096
+    0.394, 0.512, 0.324, 0.221, 0.212, 0.177,  # NT m=4096, n=8
+    0.367, 0.399, 0.525, 0.445, 0.470, 0.360,  # NT m=4096, n=24
+    0.159, 0.369, 0.587, 0.659, 0.607, 0.544,  # NT m=4096, n=64
+    0.156, 0.372, 0.537, 0.831, 0.847, 0.883,  # NT m=4096, n=192
+    0.154, 0.390, 0.664, 0.814, 0.927, 0.881,  # NT m=4096, n=512
+    0.140, 0.409, 0.682, 0.922, 0.881, 0.881,  # NT m=4096, n=4096
+    0.185, 0.163, 0.302, 0.279, 0.309, 0.230,  # TT m=8, n=8
+    0.170, 0.213, 0.228, 0.250, 0.225, 0.234,  # TT m=8, n=24
+    0.222, 0.291, 0.331, 0.319, 0.363, 0.169,  # TT m=8, n=64
+    0.200, 0.304, 0.341, 0.383, 0.382, 0.190,  # TT m=8, n=192
+    0.223, 0.287, 0.303, 0.214, 0.191, 0.187,  # TT m=8, n=512
+    0.246, 0.363, 0.174, 0.165, 0.146, 0.090,  # TT m=8, n=4096
+    0.139, 0.186, 0.213, 0.226, 0.251, 0.219,  # TT m=24, n=8
+    0.209, 0.329, 0.289, 0.303, 0.278, 0.237,  # TT m=24, n=24
+    0.196, 0.401, 0.451, 0.453, 0.614, 0.284,  # TT m=24, n=64
+    0.176, 0.350, 0.382, 0.417, 0.359, 0.365,  # TT m=24, n=192
+    0.185, 0.366, 0.422, 0.379, 0.376, 0.456,  # TT m=24, n=512
+    0.167, 0.296, 0.375, 0.357, 0.351, 0.308,  # TT m=24, n=4096
+    0.222, 0.301, 0.321, 0.339, 0.340, 0.139,  # TT m=64, n=8
+    0.233, 0.365, 0.463, 0.487, 0.464, 0.322,  # TT m=64, n=24
+    0.198, 0.432, 0.681, 0.735, 0.510, 0.488,  # TT m=64, n=64
+    0.172, 0.472, 0.660, 0.618, 0.684, 0.648,  # TT m=64, n=192
+    0.183, 0.451, 0.608, 0.678, 0.687, 0.713,  # TT m=64, n=512
+    0.275, 0.481, 0.629, 0.670, 0.671, 0.550,  # TT m=64, n=4096
+    0.232, 0.294, 0.338, 0.362, 0.369, 0.138,  # TT m=192, n=8
+    0.247, 0.403, 0.488, 0.529, 0.378, 0.352,  # TT m=192, n=24
+    0.211, 0.492, 0.793, 0.557, 0.598, 0.536,  # TT m=192, n=64
+    0.166, 0.463, 0.686, 0.806, 0.773, 0.777,  # TT m=192, n=192
+    0.164, 0.527, 0.728, 0.849, 0.803, 0.839,  # TT m=192, n=512
+    0.262, 0.552, 0.752, 0.844, 0.888, 0.803,  # TT m=192, n=4096
+    0.236, 0.291, 0.320, 0.359, 0.148, 0.131,  # TT m=512, n=8
+    0.194, 0.411, 0.488, 0.342, 0.362, 0.342,  # TT m=512, n=24
+    0.154, 0.450, 0.544, 0.615, 0.601, 0.575,  # TT m=512, n=64
+    0.136, 0.539, 0.699, 0.799, 0.810, 0.824,  # TT m=512, n=192
+    0.259, 0.546, 0.721, 0.900, 0.899, 0.880,  # TT m=512, n=512
+    0.218, 0.526, 0.758, 0.940, 0.954, 0.899,  # TT m=512, n=4096
+    0.241, 0.297, 0.156, 0.145, 0.142, 0.125,  # TT m=4096, n=8
+    0.148, 0.344, 0.332, 0.339, 0.328, 0.322,  # TT m=4096, n=24
+    0.161, 0.412, 0.491, 0.575, 0.563, 0.552,  # TT m=4096, n=64
+    0.159, 0.421, 0.575, 0.760, 0.825, 0.810,  # TT m=4096, n=192
+    0.161, 0.442, 0.696, 0.864, 0.897, 0.899,  # TT m=4096, n=512
+    0.153, 0.427, 0.732, 0.900, 0.899, 0.899,  # TT m=4096, n=4096
 )
 
 
@@ -79,25 +196,27 @@ DEFAULT_GEMM_EFFICIENCY: tuple[float, ...] = (
 class MachineParams:
     """Parameters of the cost model (all per core unless stated)."""
 
-    gemm_flops_f32: float = 145e9  # BLAS sgemm peak on large tiles, one core
-    gemm_flops_f64: float = 75e9
-    # BLAS' measured fraction of peak on tiles of GEMM_GRID extents, call included
-    # (index ((i_m * G) + i_n) * G + i_k for G = len(GEMM_GRID)); see gemm_efficiency.
+    # Measured defaults (calibrate's, on the machine DEFAULT_GEMM_EFFICIENCY names).
+    gemm_flops_f32: float = 188e9  # BLAS sgemm peak on large tiles, one core
+    gemm_flops_f64: float = 89e9
+    # BLAS' measured fraction of peak on tiles of GEMM_GRID extents in each of the
+    # GEMM_FORMS, call included (index ((form * G + i_m) * G + i_n) * G + i_k for
+    # G = len(GEMM_GRID)); see cost.gemm_efficiency.
     gemm_efficiency: tuple[float, ...] = DEFAULT_GEMM_EFFICIENCY
     loop_flops: float = 1.5e9  # strided jitted loops (BLAS-illegal or tiny tiles)
     # The vector kernel (executor/microkernel.py) on full micro-tiles and a long K, one
     # core (calibration: a 432 x 24 x 36 tile's rate over its modelled efficiency,
     # executor.lower.vec_efficiency; float64 at half the float32 rate, not measured).
-    vec_flops_f32: float = 165e9
-    vec_flops_f64: float = 82e9
+    vec_flops_f32: float = 185e9
+    vec_flops_f64: float = 92e9
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
-    copy_bytes_per_second: float = 8e9  # Copy/ReLU tiles, one core
-    dram_bytes_per_second: float = 25e9  # aggregate, both cores
+    copy_bytes_per_second: float = 24e9  # Copy/ReLU tiles and packs in cache, one core
+    dram_bytes_per_second: float = 20e9  # aggregate, both cores
     llc_bytes_per_second: float = 60e9  # aggregate
     l2_bytes: int = 2 * 1024 * 1024  # per core
     llc_bytes: int = 32 * 1024 * 1024
-    call_seconds: float = 8e-6  # Python-side cost of one executor call
+    call_seconds: float = 1.9e-6  # Python-side cost of one executor call
     parallel_seconds: float = 6e-6  # starting a parallel region
     calibrated: bool = False
 
@@ -172,7 +291,7 @@ def _load() -> MachineParams | None:
         known = {k: v for k, v in entry.items() if k in fields}
         table = known.get("gemm_efficiency")
         if table is not None:
-            if len(table) != len(GEMM_GRID) ** 3:
+            if len(table) != len(GEMM_FORMS) * len(GEMM_GRID) ** 3:
                 return None  # a calibration on another grid: not usable
             known["gemm_efficiency"] = tuple(float(v) for v in table)
         return MachineParams(**known)
@@ -205,8 +324,24 @@ def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
     return best
 
 
+def calibration_program(m: int, n: int, k: int, dtype: str, reps: int = 1, form: int = 0
+                        ) -> TEIR:
+    """The TEIR program calibration times: ``reps`` m x n x k tiles along a sequential
+    N loop (in0's tile stays in cache while in1 and out stream, as in the loop nests the
+    planner builds), in0 of m * k, in1 of k * n * reps and out of m * n * reps elements.
+    out is column-major, so BLAS runs each tile unswapped with its operands in ``form``
+    (an index in GEMM_FORMS)."""
+    a = [0, k, 0, 1] if form & 1 else [0, 1, 0, m]  # A: m x k, T or N
+    b = [k * n, 0, 1, n] if form & 2 else [k * n, 0, k, 1]  # B: k x n, T or N
+    return TEIR.from_fields(
+        data_type=dtype, prim_first="zero", prim_main="gemm", prim_last="none",
+        dim_types=["n", "m", "n", "k"], exec_types=["seq", "prim", "prim", "prim"],
+        dim_sizes=[reps, m, n, k], strides=[a, b, [m * n, 1, m, 0]],
+    )
+
+
 def calibrate(save: bool = True) -> MachineParams:
-    """Measure the cost model's parameters on this machine (about eight seconds) and use them.
+    """Measure the cost model's parameters on this machine (15-20 seconds) and use them.
 
     >>> import teir_plan as tp
     >>> params = tp.calibrate(save=False)  # doctest: +SKIP
@@ -219,27 +354,21 @@ def calibrate(save: bool = True) -> MachineParams:
     p = MachineParams()
     rng = np.random.default_rng(0)
 
-    def gemm_tiles(m: int, n: int, k: int, dtype: str, reps: int = 1
+    def gemm_tiles(m: int, n: int, k: int, dtype: str, reps: int = 1, form: int = 0
                    ) -> tuple[tp.TEIR, list[np.ndarray]]:
-        # ``reps`` tiles along a sequential N loop: in0's tile stays in cache while in1
-        # and out stream, as in the loop nests the planner builds.
-        prog = tp.TEIR.from_fields(
-            data_type=dtype, prim_first="zero", prim_main="gemm", prim_last="none",
-            dim_types=["n", "m", "n", "k"], exec_types=["seq", "prim", "prim", "prim"],
-            dim_sizes=[reps, m, n, k],
-            strides=[[0, 1, 0, m], [k * n, 0, k, 1], [m * n, 1, m, 0]],
-        )
+        prog = calibration_program(m, n, k, dtype, reps, form)
         arrs = [rng.random(m * k).astype(dtype), rng.random(k * n * reps).astype(dtype),
                 np.zeros(m * n * reps, dtype)]
         return prog, arrs
 
-    def tile_seconds(m: int, n: int, k: int, vector_kernel: bool = False) -> float:
+    def tile_seconds(m: int, n: int, k: int, vector_kernel: bool = False, form: int = 0,
+                     repeats: int = 5) -> float:
         reps = max(1, min(4000, int(8e7 / (2 * m * n * k))))
-        prog, arrs = gemm_tiles(m, n, k, "float32", reps)
+        prog, arrs = gemm_tiles(m, n, k, "float32", reps, form)
         # The grid is BLAS' table: tiles the vector kernel would take run on BLAS here.
         lowered = lower(prog, vector_kernel)
         run_lowered(lowered, arrs)
-        return _best(lambda: run_lowered(lowered, arrs), 5) / reps  # noqa: B023
+        return _best(lambda: run_lowered(lowered, arrs), repeats) / reps  # noqa: B023
 
     saved_threads = tp.get_num_threads()
     try:
@@ -254,13 +383,16 @@ def calibrate(save: bool = True) -> MachineParams:
         # BLAS on every tile shape of the grid, as a fraction of the large-tile peak
         # with the call's fixed cost included (the loop nest's own cost per tile,
         # ``tile_seconds``, is the model's separate term).
-        rates: dict[tuple[int, int, int], float] = {}
-        for m, n, k in itertools.product(GEMM_GRID, repeat=3):  # the table's order
-            if 2 * m * n * k > GRID_MAX_FLOPS:
-                rates[m, n, k] = rates[min(m, 512), min(n, 512), min(k, 512)]
+        rates: dict[tuple[int, int, int, int], float] = {}
+        forms = range(len(GEMM_FORMS))
+        for f, m, n, k in itertools.product(forms, GEMM_GRID, GEMM_GRID, GEMM_GRID):
+            if 2 * m * n * k > GRID_MAX_FLOPS:  # (the table's order)
+                rates[f, m, n, k] = rates[f, min(m, 512), min(n, 512), min(k, 512)]
             else:
-                spent = max(tile_seconds(m, n, k) - p.tile_seconds, 1e-9)
-                rates[m, n, k] = 2 * m * n * k / spent
+                # The transposed forms at best of 3, not 5: calibration stays under 20 s.
+                spent = max(tile_seconds(m, n, k, form=f, repeats=3 if f else 5)
+                            - p.tile_seconds, 1e-9)
+                rates[f, m, n, k] = 2 * m * n * k / spent
         # The peak is measured again after the grid and the higher kept, and no grid tile
         # may beat it: on a shared machine one measurement can catch a neighbour's load
         # (a 768^3 float32 tile measured at 88 GFLOP/s, 175-186 in the calibrations

@@ -1,0 +1,86 @@
+"""BLAS tiles are priced by their operand form (transA, transB), which calibration
+measures apart: OpenBLAS runs one tile shape at up to twice the rate in one form as
+in another."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from teir_plan.executor import kernels as K
+from teir_plan.executor.lower import lower
+from teir_plan.planner.cost import blas_form, dot_tile, gemm_efficiency, tile_seconds
+from teir_plan.planner.machine import (
+    DEFAULT_GEMM_EFFICIENCY,
+    GEMM_FORMS,
+    GEMM_GRID,
+    MachineParams,
+    calibration_program,
+)
+from teir_plan.planner.search import prim_options, variants
+from tests.test_search import _contraction
+
+
+@pytest.mark.parametrize("form", range(len(GEMM_FORMS)))
+def test_calibration_times_each_form(form: int) -> None:
+    """The program calibration times for a form runs BLAS in that form, unswapped."""
+    low = lower(calibration_program(64, 24, 192, "float32", 3, form), vector_kernel=False)
+    t = low.tile
+    assert t[K.T_SWAP] == 0
+    assert (t[K.T_TRANSA], t[K.T_TRANSB]) == tuple(
+        ord(GEMM_FORMS[form][i]) for i in (0, 1))
+
+
+def test_default_tables_cover_every_form() -> None:
+    g = len(GEMM_GRID)
+    assert len(DEFAULT_GEMM_EFFICIENCY) == len(GEMM_FORMS) * g**3
+    assert all(0 < v <= 1 for v in DEFAULT_GEMM_EFFICIENCY)
+
+
+def _scaled(form: int, factor: float) -> MachineParams:
+    """Default parameters with one form's table scaled by ``factor``."""
+    size = len(GEMM_GRID) ** 3
+    table = list(DEFAULT_GEMM_EFFICIENCY)
+    for i in range(form * size, (form + 1) * size):
+        table[i] *= factor
+    return MachineParams(gemm_efficiency=tuple(table))
+
+
+def test_efficiency_reads_the_forms_table() -> None:
+    for form, (m, n, k) in itertools.product(range(len(GEMM_FORMS)),
+                                             [(64, 128, 64), (24, 24, 24), (700, 30, 5000)]):
+        base = gemm_efficiency(MachineParams(), m, n, k, form)
+        assert gemm_efficiency(_scaled(form, 0.5), m, n, k, form) == pytest.approx(base / 2)
+        other = (form + 1) % len(GEMM_FORMS)
+        assert gemm_efficiency(_scaled(other, 0.5), m, n, k, form) == base
+
+
+# Operands whose BLAS tiles come in each form: transposed in0 (bhqd,bhkd->bhqk, out
+# unit-stride along k: BLAS computes out^T), and plain matrix products.
+FORM_CASES = [
+    ("bhqd,bhkd->bhqk", "b=2,h=3,q=128,k=128,d=64"),
+    ("ij,jk->ik", "i=96,j=64,k=200"),
+    ("ji,jk->ik", "i=96,j=64,k=200"),
+    ("ij,kj->ik", "i=96,j=64,k=200"),
+    ("ji,kj->ik", "i=96,j=64,k=200"),
+]
+
+
+@pytest.mark.parametrize("case", FORM_CASES, ids=[c[0] for c in FORM_CASES])
+def test_blas_tiles_are_priced_in_their_form(case: tuple[str, str]) -> None:
+    """A BLAS tile's cost changes with its own form's table and with no other."""
+    base = MachineParams()
+    seen = set()
+    for v, _ in variants(_contraction(case[0], case[1], 1), base, 1):
+        for opt in prim_options(v, base, 1):
+            if opt.blas is None or opt.tile.vec or dot_tile(v, *opt.prim):
+                continue  # not a BLAS tile
+            form = blas_form(opt.blas)
+            seen.add(form)
+            args = (v, *opt.prim, opt.blas)
+            cost = tile_seconds(*args, base).seconds
+            assert tile_seconds(*args, _scaled(form, 0.5)).seconds > cost * 1.2
+            other = (form + 1) % len(GEMM_FORMS)
+            assert tile_seconds(*args, _scaled(other, 0.5)).seconds == cost
+    assert seen, "no BLAS tile among the candidates"
