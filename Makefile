@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 || echo "torch not installable here: benchmarking without it"
 	$(PY) -m benchmarks.prims
 	$(PY) -m benchmarks.everyday
+	$(PY) -m benchmarks.mixed --rounds 2
 	$(PY) -m benchmarks.tccg --quick
 
 clean:

@@ -249,3 +249,42 @@ if __name__ == "__main__":
         _fork_while_locked()
     else:
         _child(sys.argv[1])
+
+
+_SPIN_PROBE = """
+import os, numpy as np, teir_plan as tp
+def gomp_loaded():
+    with open("/proc/self/maps") as f:
+        return "libgomp" in f.read()
+assert not gomp_loaded(), "OpenMP loaded at import: the setting would come too late"
+a = np.ones((256, 256), np.float32)
+tp.einsum("ij,jk->ik", a, a)  # a parallel region: numba loads its OpenMP runtime now
+print(os.environ.get("GOMP_SPINCOUNT"))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+@pytest.mark.parametrize("preset, expected", [
+    ({}, "10000"),
+    ({"GOMP_SPINCOUNT": "500"}, "500"),
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, "None"),
+])
+def test_import_limits_openmp_spinning_unless_the_user_chose(preset: dict, expected: str
+                                                              ) -> None:
+    """The spin limit is in the environment before numba's OpenMP runtime loads, and a
+    user's own GOMP_SPINCOUNT or OMP_WAIT_POLICY is kept."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    r = subprocess.run([sys.executable, "-c", _SPIN_PROBE], env={**env, **preset},
+                       capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == expected
+
+
+def test_limit_openmp_spinning_in_a_given_environment() -> None:
+    from teir_plan.executor.threads import OMP_SPIN_COUNT, limit_openmp_spinning
+
+    env: dict[str, str] = {}
+    assert limit_openmp_spinning(env) and env == {"GOMP_SPINCOUNT": str(OMP_SPIN_COUNT)}
+    assert not limit_openmp_spinning(env)
+    assert not limit_openmp_spinning({"OMP_WAIT_POLICY": "PASSIVE"})

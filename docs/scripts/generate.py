@@ -48,6 +48,12 @@ BENCHMARKS = [
      "large and small, batched and attention-style products, matrix-vector, dot and "
      "elementwise products, a permutation and a diagonal (views of the operand in all three), "
      "and a three-operand chain.  Where tp is slower, this table says so."),
+    ("mixed-numpy", "Alternating with numpy.matmul", ".venv/bin/python -m benchmarks.mixed",
+     "tp.einsum in a loop that also calls numpy.matmul, each call timed alone and "
+     "alternated, under three thread settings, each in its own process: as shipped (tp "
+     "limits GNU OpenMP's spinning), GNU OpenMP's default spin, and as shipped with "
+     "OpenBLAS' idle threads sleeping at once (`OPENBLAS_THREAD_TIMEOUT=4`, set before numpy "
+     "is imported).  See [Troubleshooting](troubleshooting.md#performance-questions)."),
     ("prims", "Primitives", ".venv/bin/python -m benchmarks.prims",
      "The executor's building blocks against numpy: one large GEMM tile, a permutation, and "
      "the spec's GEMM (10.3.6) and BRGEMM (10.3.7) schedules."),
@@ -93,7 +99,7 @@ def performance_page() -> str:
         "Every number on this page is read from the results files in `benchmarks/results/`, "
         "written by the benchmark scripts in `benchmarks/`; `make docs` regenerates the page. "
         "Each file names the machine and the library versions it was measured with. "
-        "`make bench` reruns the primitive, everyday and TCCG benchmarks.",
+        "`make bench` reruns the primitive, everyday, alternating and TCCG benchmarks.",
         "",
     ]
     for stem, title, command, what in BENCHMARKS:

@@ -1,0 +1,163 @@
+"""tp.einsum in a loop that also calls numpy.matmul (or torch.matmul): each call's time
+alone and alternated with the other library's, as in a user's code that mixes them.
+
+Two libraries' thread pools on the same cores each busy-wait after a call; alternating
+calls can then wait out the other pool's spin (see teir_plan.executor.threads).  Each
+configuration runs in a fresh process (the OpenMP runtime reads its spin setting once,
+when it loads), and the configurations take turns over ``--rounds`` rounds; the table
+gives the median over rounds of each process' median call.
+
+Configurations: ``tp`` as shipped (it sets GOMP_SPINCOUNT unless the user did);
+``spin=300000``, GNU OpenMP's own default, set explicitly (as before teir_plan set it);
+and ``tp, blas timeout=4``: as shipped, with OpenBLAS' idle threads sleeping at once
+(``OPENBLAS_THREAD_TIMEOUT=4``, which must be set before numpy is imported: the remedy
+for the remaining cost, OpenBLAS' threads spinning for about 0.1 s after each of numpy's
+multi-threaded calls).
+
+Run: .venv/bin/python -m benchmarks.mixed [--rounds N] [--peer numpy|torch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from benchmarks.common import machine, machine_md, md_table, progress, write_results
+
+CASES = [
+    ("ij,jk->ik", [(256, 256), (256, 256)]),
+    ("bij,bjk->bik", [(512, 32, 32), (512, 32, 32)]),
+    ("bhqd,bhkd->bhqk", [(8, 12, 128, 64), (8, 12, 128, 64)]),
+    ("abc,cd->abd", [(32, 32, 64), (64, 64)]),
+    ("ij,jk->ik", [(1024, 1024), (1024, 1024)]),
+]
+PEER_SIDE = 384  # the other library's call: a PEER_SIDE^3 float32 matrix product
+CONFIGS = {"tp": {}, "spin=300000": {"GOMP_SPINCOUNT": "300000"},
+           "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"}}
+
+
+def _median_us(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def worker(peer: str, repeats: int) -> dict:
+    """One process' measurements: every case alone, then alternated with the peer."""
+    import teir_plan as tp
+
+    rng = np.random.default_rng(0)
+    x = rng.random((PEER_SIDE, PEER_SIDE), dtype=np.float32)
+    if peer == "torch":
+        import torch
+
+        tx = torch.from_numpy(x)
+
+        def other() -> None:
+            torch.matmul(tx, tx)
+    else:
+        def other() -> None:
+            np.matmul(x, x)
+
+    plans = []
+    for expr, shapes in CASES:
+        ops = [rng.random(s, dtype=np.float32) for s in shapes]
+        plan = tp.plan(expr, *ops)
+        for _ in range(3):
+            plan(*ops)
+        plans.append((plan, ops))
+    out: dict = {"alone": [], "mixed": [], "peer_mixed": []}
+    # Alone first: before the peer's first multi-threaded call its pool is idle.
+    for plan, ops in plans:
+        out["alone"].append(_median_us(lambda: plan(*ops), repeats))  # noqa: B023
+    for plan, ops in plans:
+        mixed, peer_mixed = [], []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            other()
+            peer_mixed.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            plan(*ops)
+            mixed.append(time.perf_counter() - t)
+        out["mixed"].append(statistics.median(mixed) * 1e6)
+        out["peer_mixed"].append(statistics.median(peer_mixed) * 1e6)
+    out["peer_alone"] = _median_us(other, repeats)
+    out["spincount"] = os.environ.get("GOMP_SPINCOUNT")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--peer", choices=["numpy", "torch"], default="numpy")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.peer, args.repeats)))
+        return
+    runs: dict[str, list[dict]] = {name: [] for name in CONFIGS}
+    total = args.rounds * len(CONFIGS)
+    for r in range(args.rounds):
+        for j, (name, env) in enumerate(CONFIGS.items()):
+            progress(r * len(CONFIGS) + j, total, name)
+            cmd = [sys.executable, "-m", "benchmarks.mixed", "--worker", "--peer", args.peer,
+                   "--repeats", str(args.repeats)]
+            done = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True,
+                                  text=True, check=True)
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    progress(total, total, "done")
+
+    def med(name: str, key: str, i: int | None = None) -> float:
+        return statistics.median(run[key] if i is None else run[key][i] for run in runs[name])
+
+    peer_call = f"{args.peer}.matmul {PEER_SIDE}^3"
+    rows = []
+    records = []
+    for i, (expr, shapes) in enumerate(CASES):
+        shape_text = " ".join("x".join(map(str, s)) for s in shapes)
+        cells: list[object] = [expr, shape_text]
+        rec: dict = {"expression": expr, "shapes": shapes}
+        for name in CONFIGS:
+            alone, mixed, peer = med(name, "alone", i), med(name, "mixed", i), med(
+                name, "peer_mixed", i)
+            cells += [f"{alone:.0f}", f"{mixed:.0f}", f"{peer:.0f}"]
+            rec[name] = {"tp_alone_us": alone, "tp_mixed_us": mixed, "peer_mixed_us": peer}
+        rows.append(cells)
+        records.append(rec)
+    header = ["expression", "shapes"]
+    for name in CONFIGS:
+        header += [f"{name}: tp alone", f"{name}: tp alternated", f"{name}: {args.peer} alternated"]
+    info = machine()
+    peer_alone = {name: med(name, "peer_alone") for name in CONFIGS}
+    md = "\n".join([
+        f"# tp.einsum alternated with {peer_call} (median microseconds)",
+        "",
+        machine_md(info),
+        "",
+        f"Each configuration in its own process, {args.rounds} rounds taking turns; per "
+        f"process the median of {args.repeats} calls. `{args.peer}` alone: "
+        + ", ".join(f"{peer_alone[n]:.0f} us ({n})" for n in CONFIGS) + ".",
+        "",
+        md_table(header, rows),
+        "",
+    ])
+    path = write_results(f"mixed-{args.peer}", {"machine": info, "rounds": args.rounds,
+                                                "repeats": args.repeats, "cases": records,
+                                                "peer_alone_us": peer_alone}, md)
+    print(md)
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
