@@ -84,3 +84,27 @@ def test_blas_tiles_are_priced_in_their_form(case: tuple[str, str]) -> None:
             other = (form + 1) % len(GEMM_FORMS)
             assert tile_seconds(*args, _scaled(other, 0.5)).seconds == cost
     assert seen, "no BLAS tile among the candidates"
+
+
+def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeypatch) -> None:
+    """A cache entry of 216 N,N entries (written before forms were measured) loads: its
+    N,N table as measured, the other forms scaled by the defaults' ratios."""
+    import json
+
+    from teir_plan.planner import machine
+
+    size = len(GEMM_GRID) ** 3
+    nn = [0.5] * size
+    monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path))
+    (tmp_path / "machine.json").write_text(json.dumps(
+        {machine._machine_key(): {"gemm_efficiency": nn, "calibrated": True}}))
+    loaded = machine._load()
+    assert loaded is not None and loaded.calibrated
+    table = loaded.gemm_efficiency
+    assert len(table) == len(GEMM_FORMS) * size and list(table[:size]) == nn
+    d = DEFAULT_GEMM_EFFICIENCY
+    for i in (0, 77, size - 1):
+        assert table[size + i] == pytest.approx(min(1.0, 0.5 * d[size + i] / d[i]))
+    (tmp_path / "machine.json").write_text(json.dumps(
+        {machine._machine_key(): {"gemm_efficiency": [0.5] * 100}}))
+    assert machine._load() is None  # another grid: not usable

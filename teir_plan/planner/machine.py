@@ -291,12 +291,27 @@ def _load() -> MachineParams | None:
         known = {k: v for k, v in entry.items() if k in fields}
         table = known.get("gemm_efficiency")
         if table is not None:
+            table = [float(v) for v in table]
+            if len(table) == len(GEMM_GRID) ** 3:
+                table = with_default_forms(table)  # calibrated before forms were measured
             if len(table) != len(GEMM_FORMS) * len(GEMM_GRID) ** 3:
                 return None  # a calibration on another grid: not usable
-            known["gemm_efficiency"] = tuple(float(v) for v in table)
+            known["gemm_efficiency"] = tuple(table)
         return MachineParams(**known)
     except (OSError, ValueError, TypeError):
         return None
+
+
+def with_default_forms(nn: list[float]) -> list[float]:
+    """A full table from an N,N table alone (a calibration cached by a version that
+    measured no other form): each other form is N,N times the defaults' ratio of that form
+    to N,N, capped at 1, so the machine's own N,N measurements still count."""
+    size = len(GEMM_GRID) ** 3
+    d = DEFAULT_GEMM_EFFICIENCY
+    table = list(nn)
+    for form in range(1, len(GEMM_FORMS)):
+        table += [min(1.0, v * d[form * size + i] / d[i]) for i, v in enumerate(nn)]
+    return table
 
 
 def _save(params: MachineParams) -> None:
