@@ -7,7 +7,7 @@ configuration runs in a fresh process (the OpenMP runtime reads its spin setting
 when it loads), and the configurations take turns over ``--rounds`` rounds; the table
 gives the median over rounds of each process' median call.
 
-Configurations: ``tp`` as shipped (it sets GOMP_SPINCOUNT unless the user did);
+Configurations: ``tp`` as shipped (it limits GNU OpenMP's spin unless the user set it);
 ``spin=300000``, GNU OpenMP's own default, set explicitly (as before teir_plan set it);
 and ``tp, blas timeout=4``: as shipped, with OpenBLAS' idle threads sleeping at once
 (``OPENBLAS_THREAD_TIMEOUT=4``, which must be set before numpy is imported: the remedy
@@ -39,6 +39,8 @@ CASES = [
     ("ij,jk->ik", [(1024, 1024), (1024, 1024)]),
 ]
 PEER_SIDE = 384  # the other library's call: a PEER_SIDE^3 float32 matrix product
+# The environment variables that decide how idle threads wait.
+SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")
 CONFIGS = {"tp": {}, "spin=300000": {"GOMP_SPINCOUNT": "300000"},
            "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"}}
 
@@ -54,6 +56,7 @@ def _median_us(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
 
 def worker(peer: str, repeats: int) -> dict:
     """One process' measurements: every case alone, then alternated with the peer."""
+    settings = {k: os.environ.get(k) for k in SETTINGS}  # as the process started
     import teir_plan as tp
 
     rng = np.random.default_rng(0)
@@ -92,7 +95,7 @@ def worker(peer: str, repeats: int) -> dict:
         out["mixed"].append(statistics.median(mixed) * 1e6)
         out["peer_mixed"].append(statistics.median(peer_mixed) * 1e6)
     out["peer_alone"] = _median_us(other, repeats)
-    out["spincount"] = os.environ.get("GOMP_SPINCOUNT")
+    out["settings"] = settings
     return out
 
 
@@ -113,9 +116,13 @@ def main() -> None:
             progress(r * len(CONFIGS) + j, total, name)
             cmd = [sys.executable, "-m", "benchmarks.mixed", "--worker", "--peer", args.peer,
                    "--repeats", str(args.repeats)]
-            done = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True,
+            # The caller's own thread settings would relabel the configurations.
+            base = {k: v for k, v in os.environ.items() if k not in SETTINGS}
+            done = subprocess.run(cmd, env={**base, **env}, capture_output=True,
                                   text=True, check=True)
-            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            run = json.loads(done.stdout.strip().splitlines()[-1])
+            assert run["settings"] == {k: env.get(k) for k in SETTINGS}, (name, run)
+            runs[name].append(run)
     progress(total, total, "done")
 
     def med(name: str, key: str, i: int | None = None) -> float:

@@ -8,8 +8,9 @@ import itertools
 
 import pytest
 
+from teir_plan.errors import PlanError
 from teir_plan.executor import kernels as K
-from teir_plan.executor.lower import lower
+from teir_plan.executor.lower import BlasPlan, blas_plan, lower
 from teir_plan.planner.cost import blas_form, dot_tile, gemm_efficiency, tile_seconds
 from teir_plan.planner.machine import (
     DEFAULT_GEMM_EFFICIENCY,
@@ -24,12 +25,38 @@ from tests.test_search import _contraction
 
 @pytest.mark.parametrize("form", range(len(GEMM_FORMS)))
 def test_calibration_times_each_form(form: int) -> None:
-    """The program calibration times for a form runs BLAS in that form, unswapped."""
+    """The program calibration times for a form runs BLAS in that form, unswapped, and
+    the cost model names the executor's call by the same form."""
     low = lower(calibration_program(64, 24, 192, "float32", 3, form), vector_kernel=False)
     t = low.tile
     assert t[K.T_SWAP] == 0
     assert (t[K.T_TRANSA], t[K.T_TRANSB]) == tuple(
         ord(GEMM_FORMS[form][i]) for i in (0, 1))
+    called = BlasPlan(swap=False, transa=int(t[K.T_TRANSA]), lda=int(t[K.T_LDA]),
+                      transb=int(t[K.T_TRANSB]), ldb=int(t[K.T_LDB]), ldc=64)
+    assert blas_form(called) == form
+
+
+def test_forms_of_swapped_and_packed_calls() -> None:
+    """A swapped call's form is that of BLAS' own operands (B^T, A^T); an operand BLAS
+    cannot address is packed into the N form."""
+    m, n, k = 96, 200, 64
+    # ji,jk->ik into a row-major out: BLAS computes out^T = B^T A^T, its A = in1 (k x n,
+    # unit stride along n: N) and its B = in0^T (unit stride along m: T).
+    swapped = blas_plan(m, n, k, (1, m), (n, 1), (n, 1))
+    assert swapped is not None and swapped.swap
+    assert (chr(swapped.transa), chr(swapped.transb)) == ("N", "T")
+    assert blas_form(swapped) == GEMM_FORMS.index("NT")
+    packed = blas_plan(m, n, k, (2 * k, 2), (1, k), (1, m))  # A strided both ways
+    assert packed is not None and packed.transa == 0 and chr(packed.transb) == "N"
+    assert blas_form(packed) == GEMM_FORMS.index("NN")
+
+
+def test_machine_params_complete_or_refuse_a_table() -> None:
+    size = len(GEMM_GRID) ** 3
+    assert len(MachineParams(gemm_efficiency=(0.5,) * size).gemm_efficiency) == 4 * size
+    with pytest.raises(PlanError, match="gemm_efficiency"):
+        MachineParams(gemm_efficiency=(0.5,) * 100)
 
 
 def test_default_tables_cover_every_form() -> None:
@@ -52,8 +79,8 @@ def test_efficiency_reads_the_forms_table() -> None:
                                              [(64, 128, 64), (24, 24, 24), (700, 30, 5000)]):
         base = gemm_efficiency(MachineParams(), m, n, k, form)
         assert gemm_efficiency(_scaled(form, 0.5), m, n, k, form) == pytest.approx(base / 2)
-        other = (form + 1) % len(GEMM_FORMS)
-        assert gemm_efficiency(_scaled(other, 0.5), m, n, k, form) == base
+        for other in set(range(len(GEMM_FORMS))) - {form}:
+            assert gemm_efficiency(_scaled(other, 0.5), m, n, k, form) == base
 
 
 # Operands whose BLAS tiles come in each form: transposed in0 (bhqd,bhkd->bhqk, out
@@ -67,23 +94,32 @@ FORM_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", FORM_CASES, ids=[c[0] for c in FORM_CASES])
-def test_blas_tiles_are_priced_in_their_form(case: tuple[str, str]) -> None:
-    """A BLAS tile's cost changes with its own form's table and with no other."""
+def _blas_tiles(case: tuple[str, str]):  # type: ignore[no-untyped-def]
+    """(contraction, prim option, form) of every BLAS-priced tile among the candidates."""
     base = MachineParams()
-    seen = set()
     for v, _ in variants(_contraction(case[0], case[1], 1), base, 1):
         for opt in prim_options(v, base, 1):
             if opt.blas is None or opt.tile.vec or dot_tile(v, *opt.prim):
                 continue  # not a BLAS tile
-            form = blas_form(opt.blas)
-            seen.add(form)
-            args = (v, *opt.prim, opt.blas)
-            cost = tile_seconds(*args, base).seconds
-            assert tile_seconds(*args, _scaled(form, 0.5)).seconds > cost * 1.2
-            other = (form + 1) % len(GEMM_FORMS)
+            yield v, opt, blas_form(opt.blas)
+
+
+@pytest.mark.parametrize("case", FORM_CASES, ids=[c[0] for c in FORM_CASES])
+def test_blas_tiles_are_priced_in_their_form(case: tuple[str, str]) -> None:
+    """A BLAS tile's cost changes with its own form's table and with no other."""
+    tiles = list(_blas_tiles(case))
+    assert tiles, "no BLAS tile among the candidates"
+    for v, opt, form in tiles:
+        args = (v, *opt.prim, opt.blas)
+        cost = tile_seconds(*args, MachineParams()).seconds
+        assert tile_seconds(*args, _scaled(form, 0.5)).seconds > cost * 1.2
+        for other in set(range(len(GEMM_FORMS))) - {form}:
             assert tile_seconds(*args, _scaled(other, 0.5)).seconds == cost
-    assert seen, "no BLAS tile among the candidates"
+
+
+def test_the_cases_cover_every_form() -> None:
+    seen = {form for case in FORM_CASES for _, _, form in _blas_tiles(case)}
+    assert seen == set(range(len(GEMM_FORMS)))
 
 
 def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeypatch) -> None:
@@ -103,8 +139,10 @@ def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeyp
     table = loaded.gemm_efficiency
     assert len(table) == len(GEMM_FORMS) * size and list(table[:size]) == nn
     d = DEFAULT_GEMM_EFFICIENCY
-    for i in (0, 77, size - 1):
-        assert table[size + i] == pytest.approx(min(1.0, 0.5 * d[size + i] / d[i]))
+    for form in range(1, len(GEMM_FORMS)):
+        for i in (0, 77, size - 1):
+            j = form * size + i
+            assert table[j] == pytest.approx(min(1.0, 0.5 * d[j] / d[i]))
     (tmp_path / "machine.json").write_text(json.dumps(
         {machine._machine_key(): {"gemm_efficiency": [0.5] * 100}}))
     assert machine._load() is None  # another grid: not usable

@@ -252,33 +252,43 @@ if __name__ == "__main__":
 
 
 _SPIN_PROBE = """
-import os, numpy as np, teir_plan as tp
-def gomp_loaded():
-    with open("/proc/self/maps") as f:
-        return "libgomp" in f.read()
-assert not gomp_loaded(), "OpenMP loaded at import: the setting would come too late"
+import os, numba, numpy as np, teir_plan as tp
+from teir_plan.executor import threads
+seen = []
+real = threads.limit_openmp_spinning
+def spy(environ=os.environ):
+    done = real(environ)
+    seen.append(("gomp loaded" if threads.openmp_loaded() else "gomp not loaded",
+                 environ.get("GOMP_SPINCOUNT")))
+    return done
+threads.limit_openmp_spinning = spy
+assert not threads.openmp_loaded(), "OpenMP loaded at import: the limit would come too late"
 a = np.ones((256, 256), np.float32)
-tp.einsum("ij,jk->ik", a, a)  # a parallel region: numba loads its OpenMP runtime now
-print(os.environ.get("GOMP_SPINCOUNT"))
+tp.einsum("ij,jk->ik", a, a)  # the first parallel region: numba loads its OpenMP runtime
+tp.einsum("ij,jk->ik", a, a)
+assert numba.threading_layer() != "omp" or threads.openmp_loaded()
+print(seen, os.environ.get("GOMP_SPINCOUNT"))
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
-@pytest.mark.parametrize("preset, expected", [
-    ({}, "10000"),
-    ({"GOMP_SPINCOUNT": "500"}, "500"),
-    ({"OMP_WAIT_POLICY": "ACTIVE"}, "None"),
+@pytest.mark.parametrize("preset, during, after", [
+    ({}, "'10000'", "None"),
+    ({"GOMP_SPINCOUNT": "500"}, "'500'", "500"),
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, "None", "None"),
 ])
-def test_import_limits_openmp_spinning_unless_the_user_chose(preset: dict, expected: str
-                                                              ) -> None:
-    """The spin limit is in the environment before numba's OpenMP runtime loads, and a
-    user's own GOMP_SPINCOUNT or OMP_WAIT_POLICY is kept."""
+def test_openmp_loads_with_the_spin_limit_unless_the_user_chose(
+        preset: dict, during: str, after: str) -> None:
+    """The limit is in the environment when the first parallel region loads numba's
+    OpenMP runtime (checked once, before it is loaded), and gone after it; a user's own
+    GOMP_SPINCOUNT or OMP_WAIT_POLICY is kept."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
     r = subprocess.run([sys.executable, "-c", _SPIN_PROBE], env={**env, **preset},
                        capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split()[-1] == expected
+    line = r.stdout.strip().splitlines()[-1]
+    assert line == f"[('gomp not loaded', {during})] {after}"
 
 
 def test_limit_openmp_spinning_in_a_given_environment() -> None:

@@ -28,14 +28,15 @@ cache, the workspace and the machine parameters): one held by another thread at 
 fork would stay held, and the child's first call would wait for ever.
 
 GNU OpenMP's idle threads busy-wait before they sleep, by default 300,000 spins (about
-15 ms here), and so do OpenBLAS' after each multi-threaded call.  A user's loop that
-alternates tp.einsum with numpy.matmul then runs two pools of spinning threads on the
-same cores, each call waiting out the other pool's spin in 4 ms scheduler slices: on 2
-cores a 256 x 256 product took 3.7 ms in such a loop against 0.14 ms alone, and
-numpy's 384 x 384 matmul 4.2 ms against 0.55.  So at import, before numba loads the
-OpenMP runtime (at the first parallel region), the process environment gets
-``GOMP_SPINCOUNT=10000`` unless the user set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``
-(benchmarks/mixed.py measures it).
+5 ms after each of the executor's calls here), and OpenBLAS' about 0.1 s after each of
+numpy's multi-threaded calls.  A user's loop that alternates tp.einsum with numpy.matmul
+then runs two pools of spinning threads on the same cores, each call waiting out the
+other pool's spin in 4 ms scheduler slices: on 2 cores a 256 x 256 product took 3.7-5.5
+ms in such a loop against 0.16 ms alone, and numpy's 384 x 384 matmul 2.6-4.3 ms
+against 0.6-0.7.  So numba's threading layer is started (before the first parallel
+region) with ``GOMP_SPINCOUNT=10000`` in the environment, which is restored right after,
+unless the user set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` or an OpenMP runtime is
+already loaded (benchmarks/mixed.py measures it).
 """
 
 from __future__ import annotations
@@ -68,7 +69,34 @@ def limit_openmp_spinning(environ: MutableMapping[str, str] = os.environ) -> boo
     return True
 
 
-limit_openmp_spinning()
+def openmp_loaded() -> bool:
+    """Whether GNU OpenMP's runtime is mapped into this process (False where unknown)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return "libgomp" in f.read()
+    except OSError:
+        return False
+
+
+_launched = False  # numba's threading layer has been started by the executor
+_launch_lock = threading.Lock()
+
+
+def _launch_numba_threads() -> None:
+    """Start numba's threading layer (its first thread-count query does) with the spin
+    limit in the environment while an OpenMP runtime loads and reads it, and only then:
+    child processes and libraries loaded later see the user's own environment."""
+    global _launched
+    with _launch_lock:
+        if _launched:
+            return
+        set_here = not openmp_loaded() and limit_openmp_spinning()
+        try:
+            numba.get_num_threads()
+        finally:
+            _launched = True
+            if set_here and os.environ.get("GOMP_SPINCOUNT") == str(OMP_SPIN_COUNT):
+                del os.environ["GOMP_SPINCOUNT"]
 
 _lock = threading.Lock()
 _num_threads: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
@@ -134,6 +162,8 @@ def blas_threads(n: int) -> Iterator[None]:
 @contextmanager
 def numba_threads(n: int) -> Iterator[None]:
     """numba's thread count is per calling thread: set it for this call."""
+    if not _launched:
+        _launch_numba_threads()
     old = numba.get_num_threads()
     if old != n:
         numba.set_num_threads(n)
@@ -182,9 +212,10 @@ def parallel_usable() -> bool:
 def _after_fork_in_child() -> None:
     """A forked child has only the thread that forked: locks another thread held stay
     held for ever there, and its executor calls in progress never end."""
-    global _usable, _region_lock, _lock, _active
+    global _usable, _region_lock, _lock, _active, _launch_lock
     _region_lock = threading.Lock()
     _lock = threading.Lock()
+    _launch_lock = threading.Lock()
     _active = 0
     if _started_layer() == "omp":
         import importlib

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from teir_plan.errors import PlanError
 from teir_plan.executor.threads import renew_after_fork
 from teir_plan.teir import TEIR
 
@@ -220,9 +221,21 @@ class MachineParams:
     parallel_seconds: float = 6e-6  # starting a parallel region
     calibrated: bool = False
 
+    def __post_init__(self) -> None:
+        table = tuple(float(v) for v in self.gemm_efficiency)
+        size = len(GEMM_GRID) ** 3
+        if len(table) == size:  # an N,N table alone (a calibration from before the forms)
+            table = tuple(with_default_forms(list(table)))
+        if len(table) != len(GEMM_FORMS) * size:
+            raise PlanError(
+                f"MachineParams: gemm_efficiency must have {len(GEMM_FORMS) * size} entries "
+                f"({len(GEMM_FORMS)} forms x {size} tile shapes), or {size} (N,N alone), "
+                f"got {len(table)}")
+        object.__setattr__(self, "gemm_efficiency", table)
+
     def __hash__(self) -> int:
         # The planner's memos are keyed by the parameters; hashing every field (the
-        # efficiency table is 216 floats) on each lookup cost more than some lookups save.
+        # efficiency table is 864 floats) on each lookup cost more than some lookups save.
         h = self.__dict__.get("_hash")
         if h is None:
             h = hash(tuple(getattr(self, f.name) for f in fields(self)))
@@ -289,14 +302,8 @@ def _load() -> MachineParams | None:
             return None
         fields = MachineParams.__dataclass_fields__
         known = {k: v for k, v in entry.items() if k in fields}
-        table = known.get("gemm_efficiency")
-        if table is not None:
-            table = [float(v) for v in table]
-            if len(table) == len(GEMM_GRID) ** 3:
-                table = with_default_forms(table)  # calibrated before forms were measured
-            if len(table) != len(GEMM_FORMS) * len(GEMM_GRID) ** 3:
-                return None  # a calibration on another grid: not usable
-            known["gemm_efficiency"] = tuple(table)
+        # An N,N table alone (calibrated before forms were measured) is completed by
+        # MachineParams; a table of another grid raises PlanError: not usable.
         return MachineParams(**known)
     except (OSError, ValueError, TypeError):
         return None
