@@ -146,3 +146,14 @@ def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeyp
     (tmp_path / "machine.json").write_text(json.dumps(
         {machine._machine_key(): {"gemm_efficiency": [0.5] * 100}}))
     assert machine._load() is None  # another grid: not usable
+
+
+def test_the_floors_efficiency_bounds_every_form_and_orientation() -> None:
+    from teir_plan.planner.cost import best_gemm_efficiency
+
+    p = MachineParams()
+    for m, n, k in itertools.product([1, 8, 30, 64, 100, 700, 5000], repeat=3):
+        best = best_gemm_efficiency(p, m, n, k)
+        for form in range(len(GEMM_FORMS)):
+            assert best >= gemm_efficiency(p, m, n, k, form) * (1 - 1e-12)
+            assert best >= gemm_efficiency(p, n, m, k, form) * (1 - 1e-12)

@@ -32,7 +32,7 @@ GNU OpenMP's idle threads busy-wait before they sleep, by default 300,000 spins 
 numpy's multi-threaded calls.  A user's loop that alternates tp.einsum with numpy.matmul
 then runs two pools of spinning threads on the same cores, each call waiting out the
 other pool's spin in 4 ms scheduler slices: on 2 cores a 256 x 256 product took 3.7-5.5
-ms in such a loop against 0.16 ms alone, and numpy's 384 x 384 matmul 2.6-4.3 ms
+ms in such a loop against 0.16-0.19 ms alone, and numpy's 384 x 384 matmul 2.5-4.3 ms
 against 0.6-0.7.  So numba's threading layer is started (before the first parallel
 region) with ``GOMP_SPINCOUNT=10000`` in the environment, which is restored right after,
 unless the user set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` or an OpenMP runtime is
@@ -52,11 +52,12 @@ import numpy as np
 
 from teir_plan.errors import PlanError
 
-# Spins before an idle GNU OpenMP thread sleeps (see above).  Measured on 2 cores, median
-# of four processes each: 10,000 keeps numpy's matmul in such a loop at its speed alone
-# (746 against 744 us) and tp's calls within 1.4-3.5x of theirs (default: 18-54x), for
-# 5-15% on small back-to-back calls alone, where the workers wake from sleep more often
-# (3,000: 15-20%; no spinning at all, OMP_WAIT_POLICY=PASSIVE, 30-100%).
+# Spins before an idle GNU OpenMP thread sleeps (see above).  benchmarks/mixed.py on 2
+# cores, medians over four processes: with 10,000, numpy's matmul alternated with tp's
+# calls stays within 1.3x of its time alone (default: up to 4.5x) and tp's calls take
+# 1.3-9x theirs (default: 2.3-136x); small parallel calls alone that follow other work
+# pay 30-60 us to wake the sleeping worker (3,000 spins: worse; no spinning at all,
+# OMP_WAIT_POLICY=PASSIVE, 30-100% on small calls).
 OMP_SPIN_COUNT = 10_000
 
 

@@ -110,7 +110,31 @@ def _grid_position(x: int) -> tuple[int, float, float]:
 # grew a process by 32 MB over 9,000 distinct problems (tests/test_memory.py).
 @lru_cache(maxsize=4096)
 def _interpolate(params: MachineParams, m: int, n: int, k: int, form: int = 0) -> float:
-    table = params.gemm_efficiency
+    return _interpolate_table(params.gemm_efficiency, m, n, k, form)
+
+
+@lru_cache(maxsize=16)
+def _best_table(params: MachineParams) -> tuple[float, ...]:
+    """Per grid point, the best efficiency of any form in either orientation (m and n
+    swapped): interpolated, an upper bound on every form's and orientation's own."""
+    g = len(GEMM_GRID)
+    t = params.gemm_efficiency
+    return tuple(
+        max(t[((f * g + a) * g + b) * g + c] for f in range(len(GEMM_FORMS))
+            for a, b in ((i, j), (j, i)))
+        for i in range(g) for j in range(g) for c in range(g))
+
+
+@lru_cache(maxsize=4096)
+def best_gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
+    """At least :func:`gemm_efficiency` of an m x n x k tile in any form and of an
+    n x m x k one (the search's floors: a weighted geometric mean of table entries
+    grows with each entry)."""
+    return _interpolate_table(_best_table(params), m, n, k, 0)
+
+
+def _interpolate_table(table: tuple[float, ...], m: int, n: int, k: int, form: int
+                       ) -> float:
     size = len(GEMM_GRID)
     base = form * size
     (im, wm, sm), (in_, wn, sn), (ik, wk, sk) = map(_grid_position, (m, n, k))
@@ -386,9 +410,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
         else:
             rate = params.loop_flops
             if m * n * k >= SMALL_TILE_FLOPS:  # BLAS, either way round, in any form
-                rate = max(rate, gemm * max(
-                    _interpolate(params, a, b, k, f)
-                    for a, b in ((m, n), (n, m)) for f in range(len(GEMM_FORMS))))
+                rate = max(rate, gemm * best_gemm_efficiency(params, m, n, k))
             if max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:  # the vector kernel
                 rate = max(rate, vec * max(vec_efficiency(m, n, k, isz),
                                            vec_efficiency(n, m, k, isz)))
