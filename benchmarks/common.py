@@ -19,7 +19,8 @@ def timeit(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> tuple
     """(best, median) seconds over ``repeats`` runs after ``warmup`` runs.
 
     The benchmarks time each system's calls back to back, not in turns with the other
-    systems': a runtime's threads keep spinning for a while after its call returns, so
+    systems' (only tp's own variants, one thread pool, take turns: tccg.timeit_in_turns):
+    a runtime's threads keep spinning for a while after its call returns, so
     in turns each system pays for the one before (tried: numpy's ij,jk->ik at 256 went
     from 167 to 2736 us, and tp's bij,bjk->bik 64x128x128 from 1.1 to 6.8 ms)."""
     for _ in range(warmup):

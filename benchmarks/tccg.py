@@ -7,9 +7,11 @@ Per case: GFLOP/s of tp.einsum (without and with out=), numpy.einsum(optimize=Tr
 installed.  Roofline = min(GEMM rate, arithmetic intensity x memory bandwidth),
 with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
 large copy (the faster of numpy's and one with non-temporal stores), both measured in
-this run.
+this run.  Each system is timed in a block of calls, except tp's three variants, which
+share one thread pool and are timed in turns (one call of each per round), so that their
+ratios (out= against C order) do not depend on when the machine was busy.
 
-The cost model is calibrated first (``tp.calibrate()``, about eight seconds), as the
+The cost model is calibrated first (``tp.calibrate()``, 15-20 seconds), as the
 documentation asks users to do once per machine; ``--no-calibrate`` plans with the
 parameters in force instead.
 
@@ -22,6 +24,7 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +105,24 @@ def etops_runner(expr: str, a: np.ndarray, b: np.ndarray, out: np.ndarray):  # t
     )
     op = etops.TensorOperation(etops.optimize(cfg))
     return lambda: op.execute(a, b, out)
+
+
+def timeit_in_turns(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Best seconds of each function over ``repeats`` rounds, one call of each per round
+    (after one warm-up call each)."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: min(ts) for name, ts in times.items()}
+
+
+# The columns' order (a slow tp variant, timed on its own, is filled in before the others).
+SYSTEMS_ORDER = ["tp", "tp(out=)", "tp(C)", "numpy", "opt_einsum", "torch", "etops"]
 
 
 def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
@@ -198,7 +219,19 @@ def main() -> None:
         # take minutes on the 7248^3 case.
         ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
         rates = {}
-        for name, fn in systems(expr, a, b, wanted).items():
+        in_turns: dict[str, Callable[[], object]] = {}  # tp's variants, timed in turns
+        for name, fn in [*systems(expr, a, b, wanted).items(), ("", None)]:
+            if not name.startswith("tp") and in_turns:
+                # tp's variants (one thread pool, so no runtime spins on another's
+                # cores) are timed in turns, before any peer's runtime has run: a slow
+                # spell of this shared machine then falls on all of them, not on one
+                # (case 3's out= read 79 GFLOP/s in a run whose C-order column read 140;
+                # in the run before, 135 and 138).
+                for turn_name, best in timeit_in_turns(in_turns, repeats).items():
+                    rates[turn_name] = flops / best / 1e9
+                in_turns = {}
+            if fn is None:
+                break
             t_first = time.perf_counter()
             res = fn()
             t_first = time.perf_counter() - t_first
@@ -219,9 +252,13 @@ def main() -> None:
                 once.append(f"{name} on {expr} ({t_next:.0f} s)")
             elif t_next >= 2.0:
                 best = min(t_next, timeit(fn, 1, warmup=0)[0])
+            elif name.startswith("tp"):
+                in_turns[name] = fn
+                continue
             else:
                 best, _ = timeit(fn, repeats, warmup=0 if t_first >= 2.0 else 1)
             rates[name] = flops / best / 1e9
+        rates = {k: rates[k] for k in [*SYSTEMS_ORDER, *rates] if k in rates}
         names = sorted(set(names) | set(rates), key=lambda s: list(rates).index(s)
                        if s in rates else 99)
         peers = {k: v for k, v in rates.items() if not k.startswith("tp")}
