@@ -56,8 +56,9 @@ from teir_plan.errors import PlanError
 # cores, medians over four processes: with 10,000, numpy's matmul alternated with tp's
 # calls stays within 1.3x of its time alone (default: up to 4.5x) and tp's calls take
 # 1.3-9x theirs (default: 2.3-136x); small parallel calls alone that follow other work
-# pay 30-60 us to wake the sleeping worker (3,000 spins: worse; no spinning at all,
-# OMP_WAIT_POLICY=PASSIVE, 30-100% on small calls).
+# pay 30-60 us to wake the sleeping worker (3,000 spins: 15-20% on small calls alone;
+# no spinning at all, OMP_WAIT_POLICY=PASSIVE: 30-100%; 30,000: alternated calls 2-3x
+# slower than with 10,000).
 OMP_SPIN_COUNT = 10_000
 
 
@@ -98,6 +99,7 @@ def _launch_numba_threads() -> None:
             _launched = True
             if set_here and os.environ.get("GOMP_SPINCOUNT") == str(OMP_SPIN_COUNT):
                 del os.environ["GOMP_SPINCOUNT"]
+
 
 _lock = threading.Lock()
 _num_threads: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
