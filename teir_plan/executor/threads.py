@@ -57,7 +57,7 @@ from teir_plan.errors import PlanError
 # calls stays within 1.3x of its time alone (default: up to 4.5x) and tp's calls take
 # 1.3-9x theirs (default: 2.3-136x); small parallel calls alone that follow other work
 # pay 30-60 us to wake the sleeping worker (3,000 spins: 15-20% on small calls alone;
-# no spinning at all, OMP_WAIT_POLICY=PASSIVE: 30-100%; 30,000: alternated calls 2-3x
+# no spinning at all, OMP_WAIT_POLICY=PASSIVE: 30-100%; 30,000: alternated calls 1.5-4x
 # slower than with 10,000).
 OMP_SPIN_COUNT = 10_000
 
