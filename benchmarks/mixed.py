@@ -26,12 +26,13 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from benchmarks.common import machine, machine_md, md_table, progress, write_results
+from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
 
-CASES = [
+CASES: list[tuple[str, list[tuple[int, ...]]]] = [
     ("ij,jk->ik", [(256, 256), (256, 256)]),
     ("bij,bjk->bik", [(512, 32, 32), (512, 32, 32)]),
     ("bhqd,bhkd->bhqk", [(8, 12, 128, 64), (8, 12, 128, 64)]),
@@ -45,13 +46,8 @@ CONFIGS = {"tp": {}, "spin=300000": {"GOMP_SPINCOUNT": "300000"},
            "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"}}
 
 
-def _median_us(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
+def _median_us(fn: Callable[[], object], repeats: int) -> float:
+    return timeit(fn, repeats, warmup=0)[1] * 1e6
 
 
 def worker(peer: str, repeats: int) -> dict:
@@ -111,13 +107,13 @@ def main() -> None:
         return
     runs: dict[str, list[dict]] = {name: [] for name in CONFIGS}
     total = args.rounds * len(CONFIGS)
+    # The caller's own thread settings would relabel the configurations.
+    base = {k: v for k, v in os.environ.items() if k not in SETTINGS}
+    cmd = [sys.executable, "-m", "benchmarks.mixed", "--worker", "--peer", args.peer,
+           "--repeats", str(args.repeats)]
     for r in range(args.rounds):
         for j, (name, env) in enumerate(CONFIGS.items()):
             progress(r * len(CONFIGS) + j, total, name)
-            cmd = [sys.executable, "-m", "benchmarks.mixed", "--worker", "--peer", args.peer,
-                   "--repeats", str(args.repeats)]
-            # The caller's own thread settings would relabel the configurations.
-            base = {k: v for k, v in os.environ.items() if k not in SETTINGS}
             done = subprocess.run(cmd, env={**base, **env}, capture_output=True,
                                   text=True, check=True)
             run = json.loads(done.stdout.strip().splitlines()[-1])

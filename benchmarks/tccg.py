@@ -121,10 +121,6 @@ def timeit_in_turns(fns: dict[str, Callable[[], object]], repeats: int) -> dict[
     return {name: min(ts) for name, ts in times.items()}
 
 
-# The columns' order (a slow tp variant, timed on its own, is filled in before the others).
-SYSTEMS_ORDER = ["tp", "tp(out=)", "tp(C)", "numpy", "opt_einsum", "torch", "etops"]
-
-
 def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
     out_idx = expr.split("->")[1]
     ext = dict(zip(expr.split("->")[0].split(",")[0], a.shape))
@@ -218,20 +214,19 @@ def main() -> None:
         # The float64 reference through BLAS: numpy's C loops (optimize=False) would
         # take minutes on the 7248^3 case.
         ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
-        rates = {}
+        runs = systems(expr, a, b, wanted)
+        measured: dict[str, float | None] = dict.fromkeys(runs)  # the columns' order
         in_turns: dict[str, Callable[[], object]] = {}  # tp's variants, timed in turns
-        for name, fn in [*systems(expr, a, b, wanted).items(), ("", None)]:
+        for name, fn in runs.items():
             if not name.startswith("tp") and in_turns:
                 # tp's variants (one thread pool, so no runtime spins on another's
-                # cores) are timed in turns, before any peer's runtime has run: a slow
-                # spell of this shared machine then falls on all of them, not on one
-                # (case 3's out= read 79 GFLOP/s in a run whose C-order column read 140;
-                # in the run before, 135 and 138).
+                # cores; systems() lists them first) are timed in turns, before any
+                # peer's runtime has run: a slow spell of this shared machine then falls
+                # on all of them, not on one (case 3's out= read 79 GFLOP/s in a run
+                # whose C-order column read 140; in the run before, 135 and 138).
                 for turn_name, best in timeit_in_turns(in_turns, repeats).items():
-                    rates[turn_name] = flops / best / 1e9
+                    measured[turn_name] = flops / best / 1e9
                 in_turns = {}
-            if fn is None:
-                break
             t_first = time.perf_counter()
             res = fn()
             t_first = time.perf_counter() - t_first
@@ -257,8 +252,10 @@ def main() -> None:
                 continue
             else:
                 best, _ = timeit(fn, repeats, warmup=0 if t_first >= 2.0 else 1)
-            rates[name] = flops / best / 1e9
-        rates = {k: rates[k] for k in [*SYSTEMS_ORDER, *rates] if k in rates}
+            measured[name] = flops / best / 1e9
+        for turn_name, best in timeit_in_turns(in_turns, repeats).items():  # no peers ran
+            measured[turn_name] = flops / best / 1e9
+        rates = {k: v for k, v in measured.items() if v is not None}  # wrong answers dropped
         names = sorted(set(names) | set(rates), key=lambda s: list(rates).index(s)
                        if s in rates else 99)
         peers = {k: v for k, v in rates.items() if not k.startswith("tp")}

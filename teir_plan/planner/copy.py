@@ -205,8 +205,7 @@ def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threa
     # Source and destination that fit in the LLC together are found there by a call
     # that runs again (as cost.fits_llc): a 3 MiB pack measured 172 us, its DRAM-rate
     # prediction 281.
-    bus = (params.llc_bytes_per_second if 2 * elements * isz <= params.llc_bytes
-           else params.dram_bytes_per_second)
+    bus = params.first_read_rate(2 * elements * isz)
     mem = 2 * elements * isz / (bus * (1.0 if used > 1 else 0.6))
     if not relu and streams_out(elements * isz, False, True):
         # Non-temporal stores (the executor's rule): no read for ownership, so the bus

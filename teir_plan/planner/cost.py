@@ -341,13 +341,17 @@ def fits_llc(c: Contraction, params: MachineParams) -> bool:
     bhqd,bhkd->bhqk 8x12x128x64 (13 MB, repeated calls): a schedule predicted
     memory-bound at the DRAM rate (1.1 ms) ran in 0.67 ms, and the plan that packs an
     operand first ran fastest (0.84 ms against 1.1) but ranked sixth."""
-    e = c._elements
-    return c.dtype.itemsize * (e[0] + e[1] + e[2]) <= params.llc_bytes
+    return _tensor_bytes(c) <= params.llc_bytes
 
 
 def first_read_rate(c: Contraction, params: MachineParams) -> float:
     """Bytes per second of a tensor's first read: the LLC's for a resident problem."""
-    return params.llc_bytes_per_second if fits_llc(c, params) else params.dram_bytes_per_second
+    return params.first_read_rate(_tensor_bytes(c))
+
+
+def _tensor_bytes(c: Contraction) -> int:
+    e = c._elements
+    return c.dtype.itemsize * (e[0] + e[1] + e[2])
 
 
 def memory_seconds(dram: float, llc: float, params: MachineParams, cores: int) -> float:

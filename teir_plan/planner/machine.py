@@ -18,6 +18,7 @@ import platform
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -225,7 +226,7 @@ class MachineParams:
         table = tuple(float(v) for v in self.gemm_efficiency)
         size = len(GEMM_GRID) ** 3
         if len(table) == size:  # an N,N table alone (a calibration from before the forms)
-            table = tuple(with_default_forms(list(table)))
+            table = with_default_forms(table)
         if len(table) != len(GEMM_FORMS) * size:
             raise PlanError(
                 f"MachineParams: gemm_efficiency must have {len(GEMM_FORMS) * size} entries "
@@ -241,6 +242,13 @@ class MachineParams:
             h = hash(tuple(getattr(self, f.name) for f in fields(self)))
             object.__setattr__(self, "_hash", h)
         return h
+
+    def first_read_rate(self, nbytes: float) -> float:
+        """Bytes per second of the first reads of ``nbytes`` that a call runs on again and
+        again (a loop, a layer run every step, a benchmark): from the LLC if they fit
+        there, else from DRAM."""
+        return self.llc_bytes_per_second if nbytes <= self.llc_bytes else (
+            self.dram_bytes_per_second)
 
     def gemm_flops(self, dtype: np.dtype) -> float:
         return self.gemm_flops_f32 if np.dtype(dtype).itemsize == 4 else self.gemm_flops_f64
@@ -309,16 +317,14 @@ def _load() -> MachineParams | None:
         return None
 
 
-def with_default_forms(nn: list[float]) -> list[float]:
+def with_default_forms(nn: Sequence[float]) -> tuple[float, ...]:
     """A full table from an N,N table alone (a calibration cached by a version that
     measured no other form): each other form is N,N times the defaults' ratio of that form
     to N,N, capped at 1, so the machine's own N,N measurements still count."""
     size = len(GEMM_GRID) ** 3
     d = DEFAULT_GEMM_EFFICIENCY
-    table = list(nn)
-    for form in range(1, len(GEMM_FORMS)):
-        table += [min(1.0, v * d[form * size + i] / d[i]) for i, v in enumerate(nn)]
-    return table
+    return tuple(nn) + tuple(min(1.0, v * d[form * size + i] / d[i])
+                             for form in range(1, len(GEMM_FORMS)) for i, v in enumerate(nn))
 
 
 def _save(params: MachineParams) -> None:
