@@ -153,3 +153,31 @@ def test_new_machine_parameters_drop_the_cached_plans() -> None:
     finally:
         set_machine_params(None)
     assert tp.plan("ij,jk->ik", a, b) is not again
+
+
+def test_blas_narrowed_from_any_thread() -> None:
+    """BLAS is narrowed to one thread for an executor call made from any Python thread,
+    not only from the first one that narrowed it (OpenBLAS' count is process-wide), and
+    given back its count afterwards."""
+    from threadpoolctl import threadpool_info
+
+    from teir_plan.executor.threads import blas_threads
+
+    def counts() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = counts()
+    with blas_threads(1):  # the main thread first
+        assert set(counts()) == {1}
+    seen: list[list[int]] = []
+
+    def run() -> None:
+        with blas_threads(1):
+            seen.append(counts())
+        seen.append(counts())
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(timeout=60)
+    assert seen == [[1] * len(before), before]
+    assert counts() == before

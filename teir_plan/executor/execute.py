@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+
 import numpy as np
 
 from teir_plan.executor import kernels as K
@@ -81,7 +83,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
                               int(np.prod(low.loops[:low.npar, 0])))
     elif nchunks > 1:
         run = K.run_blas_tiles if low.plain_blas else K.run_parallel
-        with blas_threads(1), numba_threads(threads), parallel_region():
+        with _blas_limit(low), numba_threads(threads), parallel_region():
             run(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
     elif low.tile[K.T_MODE] == K.MODE_BLAS:
         # Splitting a tile across workers pays off only on large tiles; on small ones
@@ -98,7 +100,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             with blas_threads(1):
                 chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
-        with blas_threads(1), numba_threads(threads), parallel_region():
+        with numba_threads(threads), parallel_region():
             K.run_dot_split(x0, x1, y, tile, consts, threads)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
         K.run_chunk(x0, x1, y, low.loops, low.npar, tile, consts, 0, low.parallel_iterations)
@@ -122,13 +124,19 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     nchunks = max(1, min(total, threads))
     consts = _CONSTS[low.dtype]
     if nchunks > 1:
-        with blas_threads(1), numba_threads(threads), parallel_region():
+        with _blas_limit(low), numba_threads(threads), parallel_region():
             K.run_blocked(x0, x1, y, outer, low.loops, tile, block, stage_elements, consts,
                           nchunks)
     else:
-        with blas_threads(1):
+        with _blas_limit(low):
             K.blocked_chunk(x0, x1, y, outer, low.loops, tile, block, stage_elements, consts,
                             0, total)
+
+
+def _blas_limit(low: Lowered) -> AbstractContextManager[None]:
+    """BLAS on one thread while a program whose tiles call it runs (see
+    threads.blas_threads); nothing for the others."""
+    return blas_threads(1) if low.calls_blas else nullcontext()
 
 
 def dot_split(low: Lowered) -> bool:

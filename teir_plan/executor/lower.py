@@ -254,6 +254,14 @@ class Lowered:
     def has_parallel(self) -> bool:
         return self.npar > 0 and self.parallel_iterations > 1
 
+    @property
+    def calls_blas(self) -> bool:
+        """Whether the program's tiles call BLAS (else the executor leaves BLAS' thread
+        count alone: setting and restoring it costs about 10 us a call)."""
+        t = self.tile
+        return (int(t[K.T_KIND]) in (K.KIND_GEMM, K.KIND_BRGEMM)
+                and int(t[K.T_MODE]) == K.MODE_BLAS)
+
 
 def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
     """Whether a blocked program's vector-kernel tiles should prefetch the next tile:

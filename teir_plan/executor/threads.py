@@ -41,11 +41,15 @@ already loaded (benchmarks/mixed.py measures it).
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import operator
 import os
 import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
+from functools import partial
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -103,7 +107,6 @@ def _launch_numba_threads() -> None:
 
 _lock = threading.Lock()
 _num_threads: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
-_controller = None
 
 
 def set_num_threads(n: int) -> None:
@@ -123,43 +126,89 @@ def get_num_threads() -> int:
     return _num_threads
 
 
-def _blas_controller():  # type: ignore[no-untyped-def]
-    global _controller
-    if _controller is None:
+class _BlasLib(NamedTuple):
+    """One loaded BLAS library's thread-count getter and setter."""
+
+    get: Callable[[], int]
+    set: Callable[[int], object]
+
+
+# OpenBLAS' exported names: scipy's and numpy's wheels add a prefix and a suffix.
+_OPENBLAS_AFFIXES = tuple(itertools.product(("", "scipy_"), ("", "64_", "_64")))
+
+
+def _openblas_functions(dynlib: object) -> _BlasLib | None:
+    """OpenBLAS' own openblas_get/set_num_threads in ``dynlib`` (a ctypes library)."""
+    for prefix, suffix in _OPENBLAS_AFFIXES:
+        get = getattr(dynlib, f"{prefix}openblas_get_num_threads{suffix}", None)
+        put = getattr(dynlib, f"{prefix}openblas_set_num_threads{suffix}", None)
+        if get is not None and put is not None:
+            get.restype, get.argtypes = ctypes.c_int, []
+            put.restype, put.argtypes = None, [ctypes.c_int]
+            return _BlasLib(get, put)
+    return None
+
+
+def _blas_libs() -> list[_BlasLib]:
+    """The BLAS libraries loaded in the process (numpy's, and scipy's, which the
+    executor calls), found by threadpoolctl once.  A pthreads OpenBLAS is driven through
+    its own functions: a process-wide setting, which threadpoolctl changes only from the
+    first Python thread that changed it (calls from the caller's other threads would
+    leave BLAS' threads competing with the executor's), and at a tenth of the cost."""
+    global _libs
+    if _libs is None:
         import scipy.linalg.cython_blas  # noqa: F401  (loads scipy's BLAS: numpy's is loaded)
         from threadpoolctl import ThreadpoolController
 
-        _controller = ThreadpoolController().select(user_api="blas")
-    return _controller
+        libs = []
+        for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
+            own = None
+            if (lib.internal_api == "openblas"
+                    and getattr(lib, "threading_layer", None) != "openmp"):
+                own = _openblas_functions(getattr(lib, "dynlib", None))
+            libs.append(own or _BlasLib(partial(getattr, lib, "num_threads"),
+                                        lib.set_num_threads))
+        _libs = libs
+    return _libs
 
 
+_libs: list[_BlasLib] | None = None
 _active = 0  # executor calls inside blas_threads() right now
 _baseline: list[int] = []  # each BLAS library's thread count outside those calls
+_current: list[int] = []  # ... and the count the executor set inside them
 
 
-@contextmanager
-def blas_threads(n: int) -> Iterator[None]:
+class blas_threads:  # noqa: N801  (used as a function: ``with blas_threads(1):``)
     """BLAS uses ``n`` threads inside the block.  When the last concurrent block ends,
     every BLAS library gets back the thread count it had before the first began, so
     the caller's own numpy.matmul (the same OpenBLAS) keeps the threads it had."""
-    global _active, _baseline
-    libs = _blas_controller().lib_controllers
-    with _lock:
-        if _active == 0:
-            _baseline = [lib.num_threads for lib in libs]
-        _active += 1
-        for lib in libs:
-            if lib.num_threads != n:
-                lib.set_num_threads(n)
-    try:
-        yield
-    finally:
+
+    __slots__ = ("n",)
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __enter__(self) -> None:
+        global _active, _baseline, _current
+        libs = _blas_libs()
+        with _lock:
+            if _active == 0:
+                _baseline = [lib.get() for lib in libs]
+                _current = list(_baseline)
+            _active += 1
+            for i, lib in enumerate(libs):
+                if _current[i] != self.n:
+                    lib.set(self.n)
+                    _current[i] = self.n
+
+    def __exit__(self, *exc: object) -> None:
+        global _active
         with _lock:
             _active -= 1
             if _active == 0:
-                for lib, count in zip(libs, _baseline):
-                    if lib.num_threads != count:
-                        lib.set_num_threads(count)
+                for lib, now, count in zip(_libs or (), _current, _baseline):
+                    if now != count:
+                        lib.set(count)
 
 
 @contextmanager
