@@ -22,6 +22,13 @@ from teir_plan.teir.records import TEIR
 # tile split across all threads (kernels.run_split; the cost model's threshold).
 BLAS_THREADED_TILE_FLOPS = 4_000_000
 
+# OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
+# (its interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 unless
+# built otherwise), so a serial program of such tiles leaves BLAS' thread count alone
+# (setting it and back costs about 3 us, a third of a 16 x 16 product's call).  A build
+# with another threshold would only run such a call on its own threads: the same result.
+BLAS_SERIAL_MNK = 65536 * 4
+
 # A dot product at least this long is split over the threads: below, the parallel
 # region's start costs more than half the product (on this machine a float32 dot runs
 # at about 10 elements a nanosecond in cache, a region starts in a few microseconds).
@@ -97,7 +104,8 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
                 K.run_split(x0, x1, y, low.loops, tile, consts, workers)
         else:
             chunk = K.blas_tiles_chunk if low.plain_blas else K.run_chunk
-            with blas_threads(1):
+            small = int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) <= BLAS_SERIAL_MNK
+            with nullcontext() if small else blas_threads(1):
                 chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
         with numba_threads(threads), parallel_region():
