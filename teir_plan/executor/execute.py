@@ -104,8 +104,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
                 K.run_split(x0, x1, y, low.loops, tile, consts, workers)
         else:
             chunk = K.blas_tiles_chunk if low.plain_blas else K.run_chunk
-            small = int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) <= BLAS_SERIAL_MNK
-            with nullcontext() if small else blas_threads(1):
+            with _blas_limit(low, serial=True):
                 chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
         with numba_threads(threads), parallel_region():
@@ -141,10 +140,15 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
                             0, total)
 
 
-def _blas_limit(low: Lowered) -> AbstractContextManager[None]:
+def _blas_limit(low: Lowered, serial: bool = False) -> AbstractContextManager[None]:
     """BLAS on one thread while a program whose tiles call it runs (see
-    threads.blas_threads); nothing for the others."""
-    return blas_threads(1) if low.calls_blas else nullcontext()
+    threads.blas_threads); nothing for the others, nor for a ``serial`` run (no
+    parallel region) of tiles OpenBLAS keeps on the calling thread (BLAS_SERIAL_MNK)."""
+    t = low.tile
+    if not low.calls_blas or (
+            serial and int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) <= BLAS_SERIAL_MNK):
+        return nullcontext()
+    return blas_threads(1)
 
 
 def dot_split(low: Lowered) -> bool:

@@ -257,7 +257,7 @@ class Lowered:
     @property
     def calls_blas(self) -> bool:
         """Whether the program's tiles call BLAS (else the executor leaves BLAS' thread
-        count alone: setting and restoring it costs about 10 us a call)."""
+        count alone: setting and restoring it costs about 3 us a call)."""
         t = self.tile
         return (int(t[K.T_KIND]) in (K.KIND_GEMM, K.KIND_BRGEMM)
                 and int(t[K.T_MODE]) == K.MODE_BLAS)

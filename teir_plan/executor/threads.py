@@ -154,7 +154,7 @@ def _blas_libs() -> list[_BlasLib]:
     executor calls), found by threadpoolctl once.  A pthreads OpenBLAS is driven through
     its own functions: a process-wide setting, which threadpoolctl changes only from the
     first Python thread that changed it (calls from the caller's other threads would
-    leave BLAS' threads competing with the executor's), and at a tenth of the cost."""
+    leave BLAS' threads competing with the executor's), and at a third of the cost."""
     global _libs
     if _libs is None:
         import scipy.linalg.cython_blas  # noqa: F401  (loads scipy's BLAS: numpy's is loaded)
