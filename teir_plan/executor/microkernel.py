@@ -259,60 +259,78 @@ def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
                 return ir.Constant(intp, v)
 
             entry = builder.basic_block
-            loop = builder.append_basic_block("vec.k")
+            pick = builder.append_basic_block("vec.pick")
             done = builder.append_basic_block("vec.done")
-            builder.cbranch(builder.icmp_signed(">", k_, const(0)), loop, done)
+            builder.cbranch(builder.icmp_signed(">", k_, const(0)), pick, done)
 
-            builder.position_at_end(loop)
-            p = builder.phi(intp)
-            p.add_incoming(const(0), entry)
-            acc = []
-            for _ in range(rows * lines):
-                phi = builder.phi(vty)
-                phi.add_incoming(zero, entry)
-                acc.append(phi)
-            vrow = builder.add(vo_, builder.mul(p, vk_))
-            vecs = []
-            for j in range(lines):
-                ptr = builder.gep(v_data, [builder.add(vrow, const(j * lanes))])
-                vecs.append(load(builder.bitcast(ptr, vty.as_pointer()), j == lines - 1))
-            for j in range(lines):
-                ptr = builder.gep(v_data, [builder.add(builder.add(vrow, pf_), const(j * lanes))])
-                builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                                        ir.Constant(i32, 3), ir.Constant(i32, 1)])
-            # The next tile's lines go to L2 only (locality 1): into L1 they would
-            # evict this tile's lines (measured: 153 -> 203 GFLOP/s on dbea,ec's tiles
-            # with locality 1, 173 with locality 3).
-            for j in range(LINES):
-                # Lines past ``nfl`` prefetch the row's own first line instead (loaded
-                # in this step anyway): a select, not a branch, keeps one loop body
-                # (branches would have LLVM unswitch the loop into eight copies).
-                off = builder.select(builder.icmp_signed(">", nfl_, const(j)),
-                                     builder.add(nf_, const(j * lanes)), const(0))
-                ptr = builder.gep(v_data, [builder.add(vrow, off)])
-                builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                                        ir.Constant(i32, 1), ir.Constant(i32, 1)])
-            srow = builder.add(so_, builder.mul(p, sk_))
-            new = []
-            for r in range(rows):
-                s_off = builder.add(srow, builder.mul(sn_, const(r)))
-                s = builder.load(builder.gep(s_data, [s_off]))
-                sv = splat(builder, s, vty)
+            def k_loop(next_tile: bool):  # type: ignore[no-untyped-def]
+                """The K loop, prefetching the next tile's lines or not; returns its
+                last block and the accumulators it leaves."""
+                loop = builder.append_basic_block("vec.k.next" if next_tile else "vec.k")
+                builder.position_at_end(loop)
+                p = builder.phi(intp)
+                p.add_incoming(const(0), pick)
+                acc = []
+                for _ in range(rows * lines):
+                    phi = builder.phi(vty)
+                    phi.add_incoming(zero, pick)
+                    acc.append(phi)
+                vrow = builder.add(vo_, builder.mul(p, vk_))
+                vecs = []
                 for j in range(lines):
-                    new.append(builder.call(fma, [vecs[j], sv, acc[r * lines + j]]))
-            p_next = builder.add(p, const(1))
-            tail = builder.basic_block
-            p.add_incoming(p_next, tail)
-            for a, b in zip(acc, new):
-                a.add_incoming(b, tail)
-            builder.cbranch(builder.icmp_signed("<", p_next, k_), loop, done)
+                    ptr = builder.gep(v_data, [builder.add(vrow, const(j * lanes))])
+                    vecs.append(load(builder.bitcast(ptr, vty.as_pointer()), j == lines - 1))
+                for j in range(lines):
+                    ptr = builder.gep(v_data, [builder.add(builder.add(vrow, pf_),
+                                                           const(j * lanes))])
+                    builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                                            ir.Constant(i32, 3), ir.Constant(i32, 1)])
+                # The next tile's lines go to L2 only (locality 1): into L1 they would
+                # evict this tile's lines (measured: 153 -> 203 GFLOP/s on dbea,ec's
+                # tiles with locality 1, 173 with locality 3).
+                for j in range(LINES if next_tile else 0):
+                    # Lines past ``nfl`` prefetch the row's own first line instead
+                    # (loaded in this step anyway): a select, not a branch, keeps one
+                    # loop body (branches would have LLVM unswitch the loop into eight
+                    # copies).
+                    off = builder.select(builder.icmp_signed(">", nfl_, const(j)),
+                                         builder.add(nf_, const(j * lanes)), const(0))
+                    ptr = builder.gep(v_data, [builder.add(vrow, off)])
+                    builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                                            ir.Constant(i32, 1), ir.Constant(i32, 1)])
+                srow = builder.add(so_, builder.mul(p, sk_))
+                new = []
+                for r in range(rows):
+                    s_off = builder.add(srow, builder.mul(sn_, const(r)))
+                    s = builder.load(builder.gep(s_data, [s_off]))
+                    sv = splat(builder, s, vty)
+                    for j in range(lines):
+                        new.append(builder.call(fma, [vecs[j], sv, acc[r * lines + j]]))
+                p_next = builder.add(p, const(1))
+                tail = builder.basic_block
+                p.add_incoming(p_next, tail)
+                for a, b in zip(acc, new):
+                    a.add_incoming(b, tail)
+                builder.cbranch(builder.icmp_signed("<", p_next, k_), loop, done)
+                return loop, tail, new
+
+            # Two loop bodies, chosen once per micro-tile: the next tile's prefetches
+            # cost a K step three instructions, which tiles with nothing to prefetch
+            # (``nfl`` = 0: most tiles) would pay for nothing (measured on one core, the
+            # 8 x 3 tiles of a 96 x 96 x 1024 GEMM in L2: 122 -> 144 GFLOP/s; streaming
+            # from memory, 96 x 96 x 296352: 103 -> 110).
+            plain, plain_tail, plain_new = k_loop(False)
+            ahead, ahead_tail, ahead_new = k_loop(True)
+            builder.position_at_end(pick)
+            builder.cbranch(builder.icmp_signed(">", nfl_, const(0)), ahead, plain)
 
             builder.position_at_end(done)
             totals = []
             for i in range(rows * lines):  # phis first: LLVM wants them at the block's top
                 total = builder.phi(vty)
                 total.add_incoming(zero, entry)
-                total.add_incoming(new[i], tail)
+                total.add_incoming(plain_new[i], plain_tail)
+                total.add_incoming(ahead_new[i], ahead_tail)
                 totals.append(total)
 
             def out_ptr(r: int, j: int):  # type: ignore[no-untyped-def]
