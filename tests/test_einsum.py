@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -169,3 +171,37 @@ def test_random_binary_contractions(data):
             x = x[::-1]
         ops.append(x)
     _check(f"{t0},{t1}->{out}", ops, dtype)
+
+
+def test_autotune_times_the_candidates_in_turns_and_keeps_the_fastest(monkeypatch):
+    from teir_plan.planner.autotune import autotune, time_in_turns
+
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((8, 6, 5, 7))
+    b = rng.standard_normal((4, 3, 8, 5))
+    plan = tp.plan("trus,pqtu->pqrs", a, b)
+    alts = plan.alternatives[:3]
+    assert len(alts) == 3
+    order: list[int] = []
+
+    def recording(i, run, delay=0.0):
+        def wrapped(arrays, out):
+            order.append(i)
+            time.sleep(delay)
+            run(arrays, out)
+        return wrapped
+
+    for i, alt in enumerate(alts):
+        alt.run = recording(i, alt.run, delay=0.02 if i == 0 else 0.0)
+    seconds = time_in_turns(alts, [a, b], repeats=2)
+    assert order == [0, 1, 2] * 3  # a warm-up run of each, then two rounds
+    assert seconds[0] >= 0.02 > max(seconds[1:])
+
+    # autotune keeps the fastest candidate, whichever the cost model ranked first.
+    slowed = plan.alternatives
+    slowed_first = slowed[0]
+    slowed_first.run = recording(0, slowed_first.run, delay=0.02)
+    monkeypatch.setattr(type(plan), "alternatives", property(lambda self: slowed))
+    tuned = autotune(plan, [a, b], top=3)
+    assert tuned is not slowed_first and tuned in slowed[1:3]
+    np.testing.assert_allclose(tuned(a, b), np.einsum("trus,pqtu->pqrs", a, b), atol=1e-12)

@@ -662,7 +662,7 @@ def _tree(plan: Plan) -> tuple[str, ...]:
 def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
     """The report of ``plan``; ``measure`` times the plan and its ``top`` alternatives
     on random data of the operands' layouts."""
-    from teir_plan.planner.autotune import time_plan
+    from teir_plan.planner.autotune import time_in_turns
 
     step = plan.main_step
     indices: list[dict[str, Any]] = []
@@ -696,23 +696,29 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
                 tuple(tuple(r) for r in _teir_rows(st.teir, st.chosen.names))))
         else:
             infos.append(StepInfo(i, st.kind, st.describe()))
-    arrays = None
+    top_alts = step.alternatives[:top] if step is not None else ()
     measured = None
+    alt_times: list[float | None] = [None] * len(top_alts)
     if measure:
         from teir_plan.api import _random_like
 
         rng = np.random.default_rng(0)
         arrays = [_random_like(s, rng) for s in plan.operands]
-        measured = time_plan(plan, arrays, repeats=5)
+        # The plan and its alternatives timed in turns; the plan's own candidate (rank
+        # 0, unless the plan was autotuned to another) is not timed twice.
+        others = [r for r, alt in enumerate(top_alts)
+                  if not (r == 0 and step is not None and alt == step.chosen)]
+        timed = time_in_turns([plan, *(plan.with_candidate(top_alts[r]) for r in others)],
+                              arrays, repeats=5)
+        measured = timed[0]
+        alt_times = [measured] * len(top_alts)
+        for r, seconds in zip(others, timed[1:]):
+            alt_times[r] = seconds
     alts = []
     if step is not None:
-        for r, alt in enumerate(step.alternatives[:top]):
-            m = None
-            if arrays is not None:
-                m = measured if r == 0 and alt == step.chosen else time_plan(
-                    plan.with_candidate(alt), arrays, repeats=5)
-            alts.append(AltInfo(r, alt.cost.seconds, tuple(changes(step.chosen, alt)), m,
-                                json.loads(alt.teir.to_json()), tuple(alt.names),
+        for r, alt in enumerate(top_alts):
+            alts.append(AltInfo(r, alt.cost.seconds, tuple(changes(step.chosen, alt)),
+                                alt_times[r], json.loads(alt.teir.to_json()), tuple(alt.names),
                                 _cost_dict(alt.cost)))
     return Report(
         expression=plan.subscripts, shape=tuple(plan.shape), dtype=str(plan.dtype),
