@@ -408,6 +408,13 @@ def calibrate(save: bool = True) -> MachineParams:
             return 2 * 768**3 / _best(lambda: tp.execute(prog, *arrs), 5)  # noqa: B023
 
         peaks = {dtype: peak(dtype) for dtype in ("float32", "float64")}
+        # The vector kernel on a tile it takes (one of efbad,cf->abcde's blocks), timed
+        # before the grid and again after it, the shorter kept, as the peak is: the
+        # planner weighs the two rates against each other, and a single reading in a busy
+        # spell (135 GFLOP/s against a peak of 157, where the calibrations around it read
+        # 0.95-1.0 of the peak) tilts its choices toward BLAS tiles.
+        vm, vn, vk = 432, 24, 36
+        vec_spent = tile_seconds(vm, vn, vk, True)
         # BLAS on every tile shape of the grid, as a fraction of the large-tile peak
         # with the call's fixed cost included (the loop nest's own cost per tile,
         # ``tile_seconds``, is the model's separate term).
@@ -430,10 +437,9 @@ def calibrate(save: bool = True) -> MachineParams:
             peaks[dtype] = max(peaks[dtype], peak(dtype))
         peaks["float32"] = max(peaks["float32"], *rates.values())
         eff = {key: min(1.0, rate / peaks["float32"]) for key, rate in rates.items()}
-        # The vector kernel at full efficiency: its rate on a tile it takes (one of
-        # efbad,cf->abcde's blocks), divided by the tile's modelled efficiency.
-        vm, vn, vk = 432, 24, 36
-        vec_spent = max(tile_seconds(vm, vn, vk, True) - p.tile_seconds, 1e-9)
+        # The vector kernel at full efficiency: its rate on that tile divided by the
+        # tile's modelled efficiency.
+        vec_spent = max(min(vec_spent, tile_seconds(vm, vn, vk, True)) - p.tile_seconds, 1e-9)
         vec_f32 = 2 * vm * vn * vk / vec_spent / vec_efficiency(vm, vn, vk, 4)
         # Python-side cost of a plan step (a pre-checked executor call), from a
         # one-element copy.
