@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from teir_plan.executor.lower import streams_out
+from teir_plan.executor.lower import COPY_RUN_MIN_LINES, streams_out
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType, ExecType, Prim
@@ -29,6 +29,18 @@ from teir_plan.teir.records import TEIR, Primitives, Schedule
 PARALLEL_COPY_BYTES = 1 << 16
 # Level-1 data cache assumed for the input lines a gathering copy reuses.
 L1_BYTES = 32 * 1024
+# A transposing copy whose output has its unit stride along an axis shorter than
+# COPY_RUN_MIN_LINES lines takes this many times the time of a copy of long runs: each
+# run of out is gathered from as many far-apart places in the input as it has elements.
+# Measured on both cores, float32, against the model without it (2026-11-25):
+# dfbeac->abcdef (out runs of 20 elements, 369 MB) 2.4-2.6x, dcba->abcd with d = 20 and
+# 36 (71 and 127 MB) 1.9 and 2.5x, acb->abc (2048, 20, 2048) 1.6x, dbeac->abcde
+# (20, 20, 24, 96, 96) 2.1x, cba->abc (20, 2048, 2048) 4.4x (with the factor 1.0-1.3x
+# but 0.7x and 2.3x for the last two); numpy and torch took 2-10x
+# as long as the executor on each.  Unpriced, it ranked a contraction followed by such
+# a permute (dfgb,geac->abcdef into C order: 48 ms predicted, 80 measured) above a plan
+# that packs an operand (55 predicted, 37 measured).
+SHORT_RUN_COPY_FACTOR = 2.2
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,22 @@ def _line_waste(ax: Sequence[tuple[str, int, int, int]], prim: Sequence[int],
     return (math.ceil(run_bytes / 64) + 1) * 64 / run_bytes
 
 
+def _short_out_runs(ax: Sequence[tuple[str, int, int, int]], isz: int) -> bool:
+    """Whether a copy over (fused) axes ``ax`` transposes into runs of out shorter than
+    COPY_RUN_MIN_LINES lines: out's unit-stride axis is short and is not the input's
+    unit-stride axis (see SHORT_RUN_COPY_FACTOR).
+
+    >>> _short_out_runs([("c", 20, 1 << 22, 1), ("b", 2048, 2048, 20), ("a", 2048, 1, 40960)], 4)
+    True
+    >>> _short_out_runs([("b", 2048, 1, 2048), ("a", 2048, 2048, 1)], 4)
+    False
+    """
+    out_unit = [a for a in ax if abs(a[3]) == 1]
+    in_unit = [a for a in ax if abs(a[2]) == 1]
+    return bool(out_unit and in_unit and out_unit[0] is not in_unit[0]
+                and out_unit[0][1] * isz < COPY_RUN_MIN_LINES * 64)
+
+
 def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threads, relu):  # type: ignore[no-untyped-def]
     order = list(loops) + list(prim)
     tile = math.prod(ax[i][1] for i in prim) if prim else 1
@@ -199,6 +227,11 @@ def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threa
     read_scale = 1.0 if unit_in else min(16.0, 64.0 / isz) / 4
     transpose = (len(prim) == 2 and abs(ax[prim[1]][2]) < abs(ax[prim[0]][2])) or reuse
     rate = params.copy_bytes_per_second * (0.7 if transpose else 1.0) / read_scale
+    # Only from memory: an input in the LLC is gathered at cache latency (dcba->abcd of
+    # 24 x 24 x 24 x 576, 32 MB: 2.8 ms, within 15% of the model without the factor).
+    short = _short_out_runs(ax, isz) and elements * isz > params.llc_bytes
+    if short:
+        rate /= SHORT_RUN_COPY_FACTOR
     used = min(threads, iters) if npar else 1
     waste = _line_waste(ax, prim, loops, 2, isz) + _line_waste(ax, prim, loops, 3, isz)
     move = waste * elements * isz / (rate * used)
@@ -212,6 +245,8 @@ def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threa
         # moves 2 bytes per byte copied instead of 3 (the calibrated bandwidth is a
         # plain copy's, 2 bytes counted per byte copied).
         mem /= 1.5
+    if short:
+        mem *= SHORT_RUN_COPY_FACTOR
     compute = calls * params.tile_seconds / used + move
     overhead = params.call_seconds + (params.parallel_seconds if npar else 0.0)
     cost = Cost(
