@@ -309,3 +309,37 @@ def test_html_is_one_self_contained_file_a_browser_renders(tmp_path):
     pixels = mpimg.imread(shot)
     assert pixels.shape[0] == 1400 and pixels.shape[1] == 1000
     assert float(pixels[..., :3].std()) > 0.05  # not a blank page
+
+
+@pytest.mark.parametrize(
+    ("expr", "shapes", "mode", "words"),
+    [
+        ("ij,j->i", [(512, 512), (512,)], "MODE_DOT", "dot products (one per output row)"),
+        ("j,ji->i", [(512,), (512, 512)], None, None),
+        ("i,i->", [(4096,), (4096,)], "MODE_DOT", "one dot product"),
+        ("ij,ij->ij", [(256, 256), (256, 256)], "MODE_ROW", "writes the elementwise products"),
+        ("ij,jk->ik", [(256, 256), (256, 256)], None, None),
+        ("bda,dc->abc", [(64, 64, 96), (64, 24)], "MODE_VEC", "vector kernel"),
+    ],
+)
+def test_the_executor_note_names_the_kernel_the_lowering_chose(
+    expr: str, shapes: list[tuple[int, ...]], mode: str | None, words: str | None
+) -> None:
+    # The note is the explain report's account of the executor: it must agree with the
+    # executor's own decision (lower), whichever tile mode that is.
+    from teir_plan.executor import kernels
+    from teir_plan.executor.lower import lower
+    from teir_plan.explain.report import executor_note
+
+    p = tp.plan(expr, *shapes)
+    assert p.teir is not None
+    note = executor_note(p.teir)
+    low = int(lower(p.teir).tile[kernels.T_MODE])
+    if mode is not None:
+        assert low == getattr(kernels, mode)
+        assert words in note
+    says_blas = "BLAS" in note and "no BLAS call" not in note
+    assert says_blas == (low == kernels.MODE_BLAS)
+    assert ("dot product" in note) == (low == kernels.MODE_DOT)
+    assert ("vector kernel" in note) == (low == kernels.MODE_VEC)
+    assert ("as rows" in note) == (low == kernels.MODE_ROW)

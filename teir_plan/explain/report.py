@@ -452,6 +452,18 @@ def executor_note(teir: Any) -> str:
                 f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
                 f"{rows} rows of outer products, k={k}, accumulated in registers "
                 f"(no packing){streamed}")
+    if tile[kernels.T_MODE] == kernels.MODE_DOT:
+        count, side = (n, "column") if tile[kernels.T_SWAP] else (m, "row")
+        what = "one dot product" if count == 1 else f"{count} dot products (one per output {side})"
+        return (f"executor: each tile runs as {what}, k={k} along the unit stride of both "
+                f"operands, in a vectorized jitted loop (no BLAS call)")
+    if tile[kernels.T_MODE] == kernels.MODE_ROW:
+        loop = ("innermost parallel loop (its iterations walked in runs)"
+                if tile[kernels.T_ROW_PAR] else f"innermost loop ({tile[kernels.T_M]} elements)")
+        does = ("sums the products into one output element" if tile[kernels.T_C_M] == 0
+                else "writes the elementwise products")
+        return (f"executor: the scalar tiles run as rows: the program's {loop} is taken into "
+                f"one vectorized jitted loop that {does}")
     bp = blas_plan(m, n, k, a_st, b_st, c_st)
     if bp is None or m * n * k < SMALL_TILE_FLOPS:
         why = "too few multiply-adds per tile for a BLAS call" if bp is not None else \
