@@ -181,6 +181,8 @@ class Report:
                 ["flops per tile", f"{c['tile_flops']:,}"],
                 ["compute seconds", f"{c['compute_seconds']:.3e}"],
                 ["memory seconds", f"{c['memory_seconds']:.3e}"],
+                ["compute and memory not overlapped, seconds",
+                 f"{c['unoverlapped_seconds']:.3e}"],
                 ["call overhead seconds", f"{c['overhead_seconds']:.3e}"],
                 ["packing seconds", f"{c['pack_seconds']:.3e}"],
                 ["predicted seconds", f"{c['seconds']:.3e}"],

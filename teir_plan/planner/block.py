@@ -253,4 +253,5 @@ def blocked_cost(c: Contraction, b: Blocking, inner: Cost, params: MachineParams
         parallel_efficiency=efficiency,
         threads=used,
         packed_bytes_per_call=inner.packed_bytes_per_call,
+        unoverlapped_seconds=seconds - max(compute, memory) - overhead,
     )

@@ -72,6 +72,10 @@ class Cost:
     threads: int
     packed_bytes_per_call: int
     pack_seconds: float = 0.0  # whole-operand packing before the main program
+    # The part of the smaller of compute and memory time that does not overlap the
+    # larger (OVERLAP_LOSS of it, and for BLAS tiles BLAS_READ_OVERLAP_LOSS of their
+    # operands' reads): seconds = max(compute, memory) + this + overhead + packing.
+    unoverlapped_seconds: float = 0.0
 
     @property
     def bound(self) -> str:
@@ -327,6 +331,16 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
 # dega,gfbc->abcdef from 141 to 233 GFLOP/s (1.0 did about as well, but lost 30% on
 # bda,dc->abc).
 OVERLAP_LOSS = 0.5
+# BLAS tiles overlap less with the reads of operands that stream from memory: BLAS
+# packs its operands before it computes on them, and each call's packing waits on the
+# memory (the output's write-back overlaps as for every kernel).  So the smaller of a
+# BLAS program's compute time and its operands' memory time adds this much more.
+# Measured on bda,dc->abc (both cores, 226 MB of in0 from memory): BRGEMM tiles of
+# 384 x 24 x 48 x 8 took 21.2-22.9 ms, predicted 18.4 without it and 24.1 with it,
+# while the vector kernel's tiles (their next tile's lines prefetched) took 14.1-15.8,
+# predicted 17.1; without it a calibration that read the vector kernel slower ranked
+# the BLAS tiles first (15.5 against 15.7 ms predicted, 1.45x slower measured).
+BLAS_READ_OVERLAP_LOSS = 0.5
 
 
 def total_seconds(compute: float, memory: float, overhead: float) -> float:
@@ -475,9 +489,13 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         used = threads
         compute = compute / (1 + (threads - 1) * share)
 
-    dram, llc = _traffic(c, ch, params, runs, tile)
+    dram, llc, read_dram = _traffic(c, ch, params, runs, tile)
     mem_seconds = memory_seconds(dram, llc, params, used)
     seconds = total_seconds(compute, mem_seconds, overhead)
+    if (ch.blas is not None and not vec and tile_flops >= 2 * SMALL_TILE_FLOPS
+            and not dot_tile(c, ch.m, ch.n, ch.k, ch.br)):  # the executor's BLAS tiles
+        seconds += BLAS_READ_OVERLAP_LOSS * min(
+            compute, memory_seconds(read_dram, 0.0, params, used))
     return Cost(
         seconds=seconds + pack_seconds,
         compute_seconds=compute,
@@ -493,6 +511,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         threads=used,
         packed_bytes_per_call=packed,
         pack_seconds=pack_seconds,
+        unoverlapped_seconds=seconds - max(compute, mem_seconds) - overhead,
     )
 
 
@@ -628,10 +647,11 @@ def read_factors(c: Contraction, ch: Choice) -> tuple[float, float]:
 
 
 def _traffic(c: Contraction, ch: Choice, params: MachineParams,
-             runs: Runs | None = None, cost: TileCost | None = None) -> tuple[float, float]:
+             runs: Runs | None = None, cost: TileCost | None = None
+             ) -> tuple[float, float, float]:
     """(DRAM bytes, LLC bytes) all three tensors move under this loop order (``runs``
     and ``cost``: :func:`tile_runs` and :func:`tile_seconds` of its prim axes, when the
-    caller has them)."""
+    caller has them), and the DRAM bytes of the two operands' reads alone."""
     if cost is None:
         cost = tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
     if runs is None:
@@ -643,8 +663,11 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
     loops = ch.loops[::-1]
     dram = 0.0
     llc = 0.0
+    reads = 0.0
     in_llc = fits_llc(c, params)
     for j in range(3):
+        if j == 2:
+            reads = dram
         tile = isz
         for a in prims:
             if ax[a].strides[j] != 0:
@@ -685,4 +708,4 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
             llc += traffic - distinct
         else:
             dram += traffic
-    return dram, llc
+    return dram, llc, reads
