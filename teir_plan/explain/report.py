@@ -625,7 +625,45 @@ def _frontend_notes(plan: Plan) -> list[str]:
                              f"axis)")
             for p in st.chosen.packs:
                 notes.append(f"step {k}: {p.describe()} before the TEIR program runs")
+    free = _free_layout_note(plan)
+    if free:
+        notes.append(free)
     return notes
+
+
+def _free_layout_note(plan: Plan) -> str | None:
+    """For a plan whose result layout was fixed (``out=``, or ``order`` other than 'K'):
+    the layout the planner would choose itself, when it is predicted faster by more
+    than the planner's own layout margin, and how to get it.  None otherwise."""
+    from teir_plan.api import _get_plan
+    from teir_plan.plan.build import LAYOUT_MARGIN
+
+    opt = plan.options.get("optimize")
+    if (plan.options.get("result_layouts") or plan.view is not None
+            or plan.main_step is None or not opt):
+        return None
+    if getattr(opt, "autotune", False):
+        opt = True  # rank by the model: no timing inside a report
+    try:
+        free = _get_plan(plan.subscripts, plan.operands, None, plan.options.get("dtype"),
+                         opt, plan.options.get("epilogue"), None, "K",
+                         plan.options.get("casting", "safe"))
+    except ValueError:  # TypeError and ValueError are the library's errors
+        return None
+    layouts = free.options.get("result_layouts", ())
+    chosen = next((lay for lay in layouts if lay[2]), None)
+    fixed, own = plan.predicted_seconds, free.predicted_seconds
+    if chosen is None or own <= 0 or fixed <= own * LAYOUT_MARGIN:
+        return None
+    out_order = "".join(sorted(plan.expression.output,
+                               key=lambda ch: -abs(plan.out_spec.strides[
+                                   plan.expression.output.index(ch)])))
+    return (f"the result's layout is fixed here (memory order {out_order}): predicted "
+            f"{fixed * 1e6:.1f} us in all; in the layout the planner would choose itself "
+            f"(memory order {chosen[0]}) {own * 1e6:.1f} us, {fixed / own:.2f}x faster. "
+            f"To get it, call without out= and with order='K' (the result is then a "
+            f"permuted view), or pass an out= of that layout (plan.empty_out() of a plan "
+            f"made without out=)")
 
 
 def _tree(plan: Plan) -> tuple[str, ...]:
