@@ -223,3 +223,65 @@ def test_a_long_k_is_read_in_blocks_accumulated_in_cache() -> None:
     np.testing.assert_allclose(plan(a, b, out=out), ref, rtol=1e-4, atol=1e-3)
     for alt in plan.alternatives:
         np.testing.assert_allclose(alt(a, b), ref, rtol=1e-4, atol=1e-3)
+
+
+def _at_page_offset(size: int, dtype: type, offset_bytes: int) -> np.ndarray:
+    """A zeroed array of ``size`` elements starting ``offset_bytes`` into a 4 KiB page."""
+    isz = np.dtype(dtype).itemsize
+    raw = np.zeros(size + 8192 // isz, dtype)
+    start = ((offset_bytes - raw.ctypes.data) % 4096) // isz
+    out = raw[start:start + size]
+    assert out.ctypes.data % 4096 == offset_bytes
+    return out
+
+
+@fuzz_settings(default=40, fuzz=2_000)
+@given(data=st.data())
+@counted
+def test_rows_at_the_same_page_offsets_take_two_strips_at_a_time_exactly(
+        data: st.DataObject) -> None:
+    # V's K rows and C's rows all start at one offset within a page (rows a multiple of
+    # 4 KiB apart): the kernel alternates two strips (see _rows_alias); the tile must be
+    # the same products, and nothing outside it written.
+    from teir_plan.executor.microkernel import LINES, _rows_alias
+
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    isz = np.dtype(dtype).itemsize
+    lanes = 64 // isz
+    w = LINES * lanes
+    mv = data.draw(st.integers(4 * w, 6 * w + 2 * lanes + 3), label="vector length")
+    n = data.draw(st.integers(16, 40), label="rows")
+    k = data.draw(st.integers(1, 24), label="K")
+    first, stream, relu = (data.draw(st.booleans(), label=x) for x in ("first", "stream",
+                                                                         "relu"))
+    page = data.draw(st.sampled_from([0, 16, 64, 1040]), label="page offset")
+    stride = -(-(mv + 1) * isz // 4096) * 4096 // isz  # rows 4 KiB-multiples apart
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    V = _at_page_offset(k * stride, dtype, page)
+    V[:] = rng.standard_normal(V.size)
+    C = _at_page_offset(n * stride, dtype, page)
+    C[:] = rng.standard_normal(C.size)
+    S = rng.standard_normal(k * n).astype(dtype)
+    assert _rows_alias(V, 0, stride, k, C, 0, stride, n)
+    before = C.copy()
+    gemm_vec(V, 0, stride, S, 0, n, 1, C, 0, stride, mv, n, k, first, stream, relu, 0)
+    Vm = V.reshape(k, stride)[:, :mv].astype(np.float64)
+    Sm = S.reshape(k, n).astype(np.float64)
+    expected = before.astype(np.float64).reshape(n, stride)
+    acc = Sm.T @ Vm
+    expected[:, :mv] = acc if first else expected[:, :mv] + acc
+    if relu:
+        expected[:, :mv] = np.maximum(expected[:, :mv], 0)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(C.reshape(n, stride), expected, rtol=tol, atol=tol * k)
+    np.testing.assert_array_equal(C.reshape(n, stride)[:, mv:], before.reshape(n, stride)[:, mv:])
+
+
+def test_rows_at_other_page_offsets_do_not_alias() -> None:
+    from teir_plan.executor.microkernel import _rows_alias
+
+    V = _at_page_offset(4 * 1024, np.float32, 16)
+    C = _at_page_offset(4 * 1024, np.float32, 64)
+    assert not _rows_alias(V, 0, 1024, 4, C, 0, 1024, 4)  # 48 bytes apart in a page
+    C2 = _at_page_offset(4 * 1024, np.float32, 16)
+    assert _rows_alias(V, 0, 1024, 4, C2, 0, 1024, 4)
