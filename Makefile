@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck fuzz bench docs docs-check notebooks clean
+.PHONY: demo test lint typecheck fuzz bench docs docs-check notebooks clean clean-cache
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -51,5 +51,9 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.mixed --rounds 2
 	$(PY) -m benchmarks.tccg --quick
 
-clean:
+# numba's compiled-code cache (see docs/architecture.md: it does not follow dependencies).
+clean-cache:
+	find teir_plan -name '*.nbi' -delete -o -name '*.nbc' -delete
+
+clean: clean-cache
 	rm -rf $(VENV) .pytest_cache .hypothesis
