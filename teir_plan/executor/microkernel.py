@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
@@ -462,13 +461,24 @@ def _rows_alias(V, vo, vk, K, C, co, cn, n):  # type: ignore[no-untyped-def]
     d = element_address(V, vo) - element_address(C, co)
     if d % 64 != 0:
         return False  # the rows' lines straddle each other's: no exact match
-    seen = np.zeros(lines, np.bool_)
+    seen = 0  # bit i: a row of V starts in line i of a page (64 lines a page)
     for p in range(min(K, lines)):
-        seen[((d + p * vk * isz) % PAGE_BYTES) // 64] = True
-    for r in range(min(n, lines)):  # noqa: SIM110 - a loop numba compiles, not any()
-        if seen[((r * cn * isz) % PAGE_BYTES) // 64]:
-            return True
-    return False
+        seen |= 1 << (((d + p * vk * isz) % PAGE_BYTES) // 64)
+    hit = 0
+    for r in range(min(n, lines)):
+        hit |= 1 << (((r * cn * isz) % PAGE_BYTES) // 64)
+    return (seen & hit) != 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _next_tile_share(call, calls, nl, nxt, lanes, v):  # type: ignore[no-untyped-def]
+    """(nf, nfl) for micro-tile call ``call`` of ``calls`` at vector offset ``v``: the
+    next tile's lines l0.. it prefetches (``nfl`` of them, from V offset ``nf`` relative
+    to its own), an even share of that tile's ``nl`` lines; (0, 0) without calls."""
+    if calls == 0:
+        return 0, 0
+    l0 = call * nl // calls
+    return nxt + l0 * lanes - v, (call + 1) * nl // calls - l0
 
 
 @njit(cache=True, nogil=True)
@@ -533,13 +543,8 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                 vv = v + half * w
                 # The first row block fetches this strip's successor in the next pair.
                 pf = 2 * w if r == 0 and vv + 3 * w <= mv else 0
-                nf = 0
-                nfl = 0
-                if calls > 0:
-                    l0 = call * nl // calls
-                    nfl = (call + 1) * nl // calls - l0
-                    nf = nxt + l0 * lanes - vv
-                    call += 1
+                nf, nfl = _next_tile_share(call, calls, nl, nxt, lanes, vv)
+                call += 1
                 _micro_tile(rows, LINES, V, vo + vv, vk, S, so + r * sn, sk, sn, C,
                             co + r * cn + vv, cn, K, first, pf, lanes, nt, relu, nf, nfl)
             r += rows
@@ -559,13 +564,8 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                     pf = near if v == start else far
                 elif r == ROWS and v == start and ahead == 2:
                     pf = far
-            nf = 0
-            nfl = 0
-            if calls > 0:  # this call's share of the next tile's lines, lines l0..
-                l0 = call * nl // calls
-                nfl = (call + 1) * nl // calls - l0
-                nf = nxt + l0 * lanes - v
-                call += 1
+            nf, nfl = _next_tile_share(call, calls, nl, nxt, lanes, v)
+            call += 1
             _micro_tile(rows, lines, V, vo + v, vk, S, so + r * sn, sk, sn, C,
                         co + r * cn + v, cn, K, first, pf, tail, nt, relu, nf, nfl)
             r += rows

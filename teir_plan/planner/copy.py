@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from teir_plan.executor.lower import COPY_RUN_MIN_LINES, streams_out
+from teir_plan.executor.microkernel import PAGE_BYTES
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType, ExecType, Prim
@@ -41,7 +42,6 @@ L1_BYTES = 32 * 1024
 # a permute (dfgb,geac->abcdef into C order: 48 ms predicted, 80 measured) above a plan
 # that packs an operand (55 predicted, 37 measured).
 SHORT_RUN_COPY_FACTOR = 2.2
-PAGE_BYTES = 4096
 
 
 @dataclass(frozen=True)

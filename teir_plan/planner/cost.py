@@ -239,6 +239,7 @@ class TileCost(NamedTuple):
     packed_bytes: int  # operand bytes BLAS' caller gathers into scratch per call
     vec: int  # vec_tile: the vector kernel (VEC_M, VEC_N, VEC_T_M, VEC_T_N), else 0
     streams: bool  # on a vector kernel, with out streamed to memory (streamed)
+    blas: bool = False  # a BLAS call (not the vector kernel, dot products or loops)
 
 
 # A transposed vector-kernel tile's fixed cost besides the loop walker's: the call
@@ -275,6 +276,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     tile_flops = 2 * m * n * k * br
     packed = 0
     vec = vec_tile(c, m_ax, n_ax, k_ax, br_ax)
+    dot = not vec and dot_tile(c, m_ax, n_ax, k_ax, br_ax)
     streams = bool(vec) and streamed(c, k_ax, br_ax)
     if vec:
         length, rows = (m, n) if vector_operand(vec) == 0 else (n, m)
@@ -295,7 +297,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         per_call = tile_flops / (params.vec_flops(c.dtype) * eff)
         if vec in (VEC_T_M, VEC_T_N):
             per_call += VEC_T_CALL_SECONDS + packed / params.copy_bytes_per_second
-    elif dot_tile(c, m_ax, n_ax, k_ax, br_ax):
+    elif dot:
         per_call = tile_flops / DOT_FLOPS
     elif blas is not None:
         mm, nn = (n, m) if blas.swap else (m, n)
@@ -320,7 +322,8 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         )
     else:
         per_call = tile_flops / params.loop_flops
-    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec, streams)
+    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec, streams,
+                    blas is not None and not vec and not dot)
 
 
 # The fraction of the smaller of compute and memory time that does not overlap with
@@ -492,8 +495,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     dram, llc, read_dram = _traffic(c, ch, params, runs, tile)
     mem_seconds = memory_seconds(dram, llc, params, used)
     seconds = total_seconds(compute, mem_seconds, overhead)
-    if (ch.blas is not None and not vec and tile_flops >= 2 * SMALL_TILE_FLOPS
-            and not dot_tile(c, ch.m, ch.n, ch.k, ch.br)):  # the executor's BLAS tiles
+    if tile.blas:
         seconds += BLAS_READ_OVERLAP_LOSS * min(
             compute, memory_seconds(read_dram, 0.0, params, used))
     return Cost(
