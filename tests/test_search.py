@@ -198,3 +198,32 @@ def test_blas_tiles_overlap_less_with_the_reads_they_pack() -> None:
     extra, usual = parts(blas)
     assert extra > usual * 1.5  # the operand streams: its reads are most of the memory
     assert parts(vec)[0] == pytest.approx(parts(vec)[1])
+
+
+def test_a_row_axis_too_long_for_the_vector_kernel_is_split_to_fit() -> None:
+    """bhqk,bhkd->bhqd's 128 x 64 x 128 products have rows x K = 16384, over the vector
+    kernel's VEC_MAX_ROWS_TIMES_K: on one thread (no split for the workers) the search
+    still offers q split into tiles of 64 rows, which run on the vector kernel and give
+    numpy's answer; 24 rows of K 384 (BLAS measured faster) are not offered."""
+    import teir_plan as tp
+    from teir_plan.executor import kernels
+    from teir_plan.executor.lower import VEC_MAX_ROWS_TIMES_K, lower
+    from teir_plan.planner.candidates import vec_rows_split
+
+    assert vec_rows_split(128, [128]) == [64]
+    assert vec_rows_split(384, [384]) == []
+    assert 64 * 128 <= VEC_MAX_ROWS_TIMES_K < 128 * 128
+    c = _contraction("bhqk,bhkd->bhqd", "b=2,h=3,q=128,k=128,d=64", 1)
+    split = [v for v, packs in variants(c, MachineParams(), 1) if not packs
+             and any(a.name.startswith("q") and a.extent == 64 for a in v.axes)]
+    assert split
+    ranked = rank(split[0], MachineParams(), 1, top=8)
+    vec = [r for r in ranked if lower(r.teir).tile[kernels.T_MODE] == kernels.MODE_VEC]
+    assert vec and 64 in vec[0].teir.schedule.dim_sizes
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 3, 128, 128)).astype(np.float32)
+    b = rng.standard_normal((2, 3, 128, 64)).astype(np.float32)
+    out = np.empty((2, 3, 128, 64), np.float32)
+    tp.execute(vec[0].teir, a, b, out)
+    want = np.einsum("bhqk,bhkd->bhqd", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)

@@ -14,7 +14,14 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from teir_plan.executor.lower import SMALL_TILE_FLOPS, VEC_STREAM_K, BlasPlan, blas_plan
+from teir_plan.executor.lower import (
+    SMALL_TILE_FLOPS,
+    VEC_MAX_ROWS_TIMES_K,
+    VEC_ROWS,
+    VEC_STREAM_K,
+    BlasPlan,
+    blas_plan,
+)
 from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
@@ -91,12 +98,17 @@ CACHE_SPLIT_TARGETS = (512, 4096)
 
 def split_variants(c: Contraction, threads: int) -> list[Contraction]:
     """Contractions with one large M or N axis split: into a few parts, so that the outer
-    part can feed the parallel loops, and into cache-sized inner tiles."""
+    part can feed the parallel loops, into cache-sized inner tiles, and into tiles with
+    few enough rows for the vector kernel (:func:`vec_rows_split`)."""
     out = []
+    vec = _vector_axes(c)
     for i, ax in enumerate(c.axes):
         if ax.role not in (DimType.M, DimType.N):
             continue
         inners: list[int] = []
+        if vec and i not in vec:
+            inners += vec_rows_split(ax.extent, [a.extent for a in c.axes
+                                                 if a.role is DimType.K])
         if threads > 1 and ax.extent >= 64 * threads:
             parts = next((p for p in (threads, 2 * threads, 4 * threads)
                           if ax.extent % p == 0), None)
@@ -107,7 +119,45 @@ def split_variants(c: Contraction, threads: int) -> list[Contraction]:
                 d = _divisor_near(ax.extent, target)
                 if d is not None and d not in inners:
                     inners.append(d)
-        out += [split_axis(c, i, inner) for inner in inners]
+        out += [split_axis(c, i, inner) for inner in dict.fromkeys(inners)]
+    return out
+
+
+def _vector_axes(c: Contraction) -> list[int]:
+    """The M and N axes along which some operand and the output both have unit stride:
+    the axes a vector-kernel tile could run along."""
+    return [i for i, a in enumerate(c.axes) if a.role in (DimType.M, DimType.N)
+            and a.strides[2] == 1 and 1 in a.strides[:2]]
+
+
+# The fewest rows a split for the vector kernel leaves a tile: with a longer K and fewer
+# rows, the kernel re-reads its vector operand's many K rows for few output rows, and
+# BLAS was faster (cad,dcb->ab on one thread, tiles of 24 rows x K 384: 0.64x;
+# adc,bd->abc 0.82-0.95x).
+VEC_SPLIT_MIN_ROWS = 32
+
+
+def vec_rows_split(extent: int, k_extents: Sequence[int]) -> list[int]:
+    """Inner extents for a row axis of ``extent`` too long for a vector-kernel tile with
+    a K axis of any of ``k_extents`` (rows x K over VEC_MAX_ROWS_TIMES_K): the largest
+    divisor that fits, a multiple of the kernel's VEC_ROWS rows where one fits, and not
+    below VEC_SPLIT_MIN_ROWS.  Without
+    it such tiles go to BLAS unless the axis happens to be split for the threads:
+    bhqk,bhkd->bhqd's 128 x 64 x 128 products on one thread ran BLAS tiles at 91-97
+    GFLOP/s, the vector kernel on 64 rows at 115-125.
+
+    >>> vec_rows_split(128, [128]), vec_rows_split(96, [96]), vec_rows_split(384, [384])
+    ([64], [], [])
+    """
+    out = []
+    for k in k_extents:
+        if extent * k <= VEC_MAX_ROWS_TIMES_K or k * VEC_SPLIT_MIN_ROWS > VEC_MAX_ROWS_TIMES_K:
+            continue
+        fit = [d for d in range(VEC_SPLIT_MIN_ROWS, VEC_MAX_ROWS_TIMES_K // k + 1)
+               if extent % d == 0]
+        whole = [d for d in fit if d % VEC_ROWS == 0]
+        if whole or fit:
+            out.append(max(whole or fit))
     return out
 
 
@@ -125,8 +175,7 @@ def k_split_variants(c: Contraction) -> list[Contraction]:
     cache-sized tiles.  Only when some operand shares a unit-stride axis with the output
     (the vector kernel's condition)."""
     ax = c.axes
-    vec = [i for i, a in enumerate(ax) if a.role in (DimType.M, DimType.N)
-           and a.strides[2] == 1 and 1 in a.strides[:2]]
+    vec = _vector_axes(c)
     if not vec:
         return []
     out = []
