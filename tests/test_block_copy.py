@@ -131,6 +131,9 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
     yo = data.draw(st.integers(0, 17), label="y offset")
     relu = data.draw(st.booleans(), label="relu")
     stream = data.draw(st.booleans(), label="stream")
+    # The worker's scratch (the run buffer of _copy_transposed_run), at any offset in a
+    # line of its own, or none.
+    buf_at = data.draw(st.one_of(st.none(), st.integers(0, lanes - 1)), label="buffer at")
     x = np.random.default_rng(m * n).standard_normal(xo + m * x_m + 2).astype(dtype)
     y = _line_aligned(yo + n * y_n + 3, dtype)
     y[:] = np.nan
@@ -139,8 +142,38 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
         for j in range(n):
             v = x[xo + i * x_m + j]
             expected[yo + i + j * y_n] = max(v, 0.0) if relu else v
-    _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream)
+    if buf_at is None:
+        _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream)
+    else:
+        buf = _line_aligned(buf_at + m * n + lanes, dtype)[buf_at:]
+        _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream, buf)
     np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("m", "n"), [(48, 36), (48, 16), (100, 19), (33, 17)])
+def test_a_streamed_transpose_into_contiguous_rows_at_every_line_offset(
+        dtype: type, m: int, n: int) -> None:
+    """Rows of y that follow one another (the tile's output is one run) and start inside
+    a line (a permute into numpy.empty's out): the run is assembled in the worker's
+    buffer and written as whole lines, with ordinary stores for its partial first and
+    last lines only; every element right, nothing outside the run touched, for every
+    offset of y and of the buffer within a line."""
+    from teir_plan.executor.kernels import _copy_tile
+
+    lanes = 64 // np.dtype(dtype).itemsize
+    x_m = n + 2
+    x = np.random.default_rng(m + n).standard_normal(m * x_m + 1).astype(dtype)
+    for yo in range(lanes + 1):
+        for buf_at in (0, 1, lanes - 1):
+            y = _line_aligned(yo + n * m + lanes, dtype)
+            y[:] = np.nan
+            expected = y.copy()
+            for j in range(n):
+                expected[yo + j * m: yo + (j + 1) * m] = x[1 + j: 1 + j + m * x_m: x_m]
+            buf = _line_aligned(buf_at + m * n + lanes, dtype)[buf_at:]
+            _copy_tile(x, 1, y, yo, m, n, x_m, 1, 1, m, False, True, buf)
+            np.testing.assert_array_equal(y, expected, err_msg=f"y at {yo}, buffer at {buf_at}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -331,6 +331,10 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         # their elementwise loop has no line stores).
         tile[K.T_STREAM] = int(p.prim_main is Prim.COPY
                                and streams_out(_out_bytes(teir, dtype), False, True))
+        if tile[K.T_STREAM] and tile[K.T_M] * tile[K.T_N] <= COPY_RUN_BUFFER_ELEMENTS:
+            # A buffer for a tile whose rows form one run of out (kernels.
+            # _copy_transposed_run), one line longer to match out's offset in a line.
+            tile[K.T_SCRATCH] = tile[K.T_M] * tile[K.T_N] + 64 // dtype.itemsize
         if tile[K.T_STREAM]:
             runs = copy_runs(teir, [i for i in range(len(s.dim_sizes)) if i not in par])
             if runs is not None:
@@ -394,6 +398,11 @@ def _fold_row(loops: np.ndarray, npar: int, tile: np.ndarray) -> np.ndarray:
 # A Copy tile whose rows along out's unit stride are shorter than this many lines
 # cannot stream them on its own (kernels._copy_transposed).
 COPY_RUN_MIN_LINES = 3
+
+
+# The largest Copy tile (elements) that gets a buffer to assemble its run of out in
+# (kernels._copy_transposed_run): it must stay in L1 beside the lines it is read from.
+COPY_RUN_BUFFER_ELEMENTS = 4096
 
 
 def copy_runs(teir: TEIR, axes: list[int]) -> np.ndarray | None:

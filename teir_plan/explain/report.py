@@ -424,6 +424,9 @@ def executor_note(teir: Any) -> str:
                "line in registers where the input's unit stride is not out's")
         if low.tile[kernels.T_STREAM]:
             how += ", whole lines written to memory with non-temporal stores"
+            if low.tile[kernels.T_SCRATCH]:
+                how += (" (a tile whose rows follow one another in out is assembled in a "
+                        "buffer first when out starts inside a line)")
         return how
     s = teir.schedule
     ax = prim_axes_by_role(teir)
