@@ -333,3 +333,68 @@ def test_a_permutation_with_short_output_rows_assembles_runs() -> None:
         assert lowering.lower(plan.teir).copy_runs is not None
         plan(x, out=out)
     np.testing.assert_array_equal(out, x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("apart", ["4 KiB", "other"])
+@pytest.mark.parametrize(("m", "n"), [(96, 96), (48, 17), (53, 16)])
+def test_streamed_tiles_whose_rows_continue_at_every_line_offset(
+        dtype: type, apart: str, m: int, n: int) -> None:
+    """Three tiles in a row whose rows continue one another (an outer loop steps out's
+    rows on by m, bdca->abcd into numpy.empty's out): each row's last partial line is
+    completed with the next tile's first elements and written whole, the next tile
+    leaves it alone; the first tile's heads and the last one's tails are written as
+    before.  Every element right, nothing outside the rows touched, at every offset of
+    out within a line, rows a multiple of 4 KiB apart or not."""
+    from teir_plan.executor.kernels import _copy_tile
+
+    isz = np.dtype(dtype).itemsize
+    lanes = 64 // isz
+    seg = 3  # tiles
+    y_n = 2 * 4096 // isz if apart == "4 KiB" else -(-(seg * m + 40) // lanes) * lanes
+    x_m = n + 3
+    x_t = m * x_m + 7  # x offset from one tile's input to the next's
+    x = np.random.default_rng(m + n).standard_normal(seg * x_t + 1).astype(dtype)
+    buf = np.empty(n * lanes + m * n + lanes, dtype)
+    for yo in range(lanes + 1):
+        y = _line_aligned(yo + n * y_n + lanes, dtype)
+        y[:] = np.nan
+        expected = y.copy()
+        for tt in range(seg):
+            for j in range(n):
+                at = yo + tt * m + j * y_n
+                expected[at: at + m] = x[1 + tt * x_t + j: 1 + tt * x_t + j + m * x_m: x_m]
+        for tt in range(seg):
+            prev = yo + (tt - 1) * m if tt > 0 else -1
+            nxt_x, nxt_y = (1 + (tt + 1) * x_t, yo + (tt + 1) * m) if tt < seg - 1 else (-1, -1)
+            _copy_tile(x, 1 + tt * x_t, y, yo + tt * m, m, n, x_m, 1, 1, y_n, False, True,
+                       buf, prev, nxt_x, nxt_y)
+        np.testing.assert_array_equal(y, expected, err_msg=f"y at {yo}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_permutation_whose_tiles_continue_rows_into_any_out_offset(dtype: type) -> None:
+    """bdca->abcd (small, with the streaming threshold lowered): the Copy tiles (d along
+    out's unit stride, a along the input's) have their rows continued by the next tile
+    of the loop over c, so each worker's walk joins their partial lines; numpy's answer
+    into an out= at every offset within a line, the bytes around it untouched."""
+    import teir_plan as tp
+    from teir_plan.executor import kernels as K
+    from teir_plan.executor import lower as lowering
+
+    lanes = 64 // np.dtype(dtype).itemsize
+    x = np.random.default_rng(9).standard_normal((3, 3 * lanes, 5, 2 * lanes)).astype(dtype)
+    ref = np.einsum("bdca->abcd", x)
+    for off in range(lanes + 1):
+        raw = _line_aligned(off + x.size + 8, dtype)
+        raw[:] = -7.0
+        out = raw[off: off + x.size].reshape(ref.shape)
+        with _every_output_streams():
+            plan = tp.plan("bdca->abcd", x, out=out)
+            low = lowering.lower(plan.teir)
+            m = low.tile[K.T_M] if low.tile[K.T_C_M] == 1 else low.tile[K.T_N]
+            assert low.tile[K.T_STREAM] == 1
+            assert any(r[3] == m for r in low.loops[low.npar:])  # an outer loop continues rows
+            plan(x, out=out)
+        np.testing.assert_array_equal(out, ref, err_msg=f"out at {off}")
+        assert (raw[:off] == -7.0).all() and (raw[off + x.size:] == -7.0).all()

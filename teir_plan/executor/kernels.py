@@ -321,7 +321,8 @@ def _copy_transposed_run(x, xo, y, yo, m, n, x_m, buf, h):  # type: ignore[no-un
 
 
 @njit(cache=True, nogil=True)
-def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None):  # type: ignore[no-untyped-def]
+def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=-1,  # type: ignore[no-untyped-def]
+                     nxt_x=-1, nxt_y=-1):
     """y[yo + i + j*y_n] = x[xo + i*x_m + j] for i < m, j < n (both at least a line's
     worth of elements): a transpose between x's unit stride and y's, a line by a line
     in registers (:func:`_transpose_line_tile`).  In blocks of _TRANSPOSE_BLOCK values of
@@ -336,7 +337,17 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None):  # t
     No line is then written both ways: an ordinary store to part of a line just sent to
     memory reads it back for ownership while it is still in the write-combining buffers
     (20 x 20 float32 tiles with an overlapping tile: 6x slower than no streaming).
-    ``buf`` (at least m x n + L elements, or None): see _copy_transposed_run."""
+    ``buf`` (at least m x n + L elements, or None): see _copy_transposed_run.
+
+    ``prev``, ``nxt_x``, ``nxt_y``: y's offset of the tile that ran just before this one
+    on this worker, and x's and y's of the one that runs next (-1: none).  When the next
+    tile's rows continue this one's (nxt_y = yo + m: an outer loop steps out's rows on
+    by m), each row's last partial line is completed with the next tile's first elements
+    (read from x at nxt_x) and written whole, non-temporally, from ``buf`` (at least n x
+    L elements); a tile that the previous one so continued into (prev + m = yo) leaves
+    its rows' first partial lines alone.  Otherwise every such line would be read for
+    ownership, once by each tile (bdca->abcd into numpy.empty's out, rows of 96 float32
+    4 KiB apart: 8.5 ms, against 4.0 into a line-aligned out)."""
     lanes = 64 // y.itemsize
     nj = (n + lanes - 1) // lanes
     addr = element_address(y, yo)
@@ -357,7 +368,16 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None):  # t
         # 11.1-12.6 ms not streamed, 9.3-10.0 streamed with the partial lines written by
         # masked stores after the whole lines; 4.3 into a line-aligned out).
         aliased = h > 0 and y_n != m and (y_n * y.itemsize) % 4096 == 0
-        if e > h and (h == 0 or y_n == m or aliased):
+        # Rows continued by the next tile's (see above), and rows that the previous
+        # tile's continued into: their shared lines are written whole by the earlier tile.
+        t = m - e
+        joined = False
+        joined_prev = False
+        if buf is not None:  # (a branch numba drops when there is no buffer)
+            room = buf.size >= n * lanes and y_n != m
+            joined = room and t > 0 and nxt_y == yo + m and nxt_x >= 0
+            joined_prev = room and h > 0 and prev >= 0 and prev + m == yo
+        if e > h and (h == 0 or y_n == m or aliased or joined or joined_prev):
             for ib in range(h, e, _TRANSPOSE_BLOCK):
                 ie = min(e, ib + _TRANSPOSE_BLOCK)
                 for jt in range(nj):
@@ -365,6 +385,16 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None):  # t
                     for i0 in range(ib, ie, lanes):
                         _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n,
                                              y_n, True)
+            if buf is not None and joined:
+                # Each row's last line: its own t elements, then the next tile's first
+                # L - t (gathered element by element into buf, i outermost: the reads
+                # along j are adjacent in x), written whole.
+                for i in range(lanes):
+                    xb = xo + (e + i) * x_m if i < t else nxt_x + (i - t) * x_m
+                    for j in range(n):
+                        buf[j * lanes + i] = x[np.uint64(xb + j)]
+                for j in range(n):
+                    _store_line_nt(y, yo + e + j * y_n, buf, j * lanes)
             if aliased:
                 # The partial lines at the rows' ends: ordinary masked stores of
                 # transposed tiles, after the whole lines (stored element by element
@@ -372,13 +402,16 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None):  # t
                 # whole lines they compete with them for the line fill buffers: 10.1).
                 for jt in range(nj):
                     j0 = min(jt * lanes, n - lanes)
-                    _transpose_line_tile_part(x, xo + j0, x_m, y, yo + j0 * y_n, y_n, 0, h)
-                    if e < m:
+                    if not joined_prev:
+                        _transpose_line_tile_part(x, xo + j0, x_m, y, yo + j0 * y_n, y_n, 0, h)
+                    if e < m and not joined:
                         i0 = m - lanes
                         _transpose_line_tile_part(x, xo + i0 * x_m + j0, x_m, y,
                                                   yo + i0 + j0 * y_n, y_n, e - i0, lanes)
                 return
             for i in range(h + m - e):  # the head, then the tail
+                if (i < h and joined_prev) or (i >= h and joined):
+                    continue
                 ii = i if i < h else e + i - h
                 xb = xo + ii * x_m
                 for j in range(n):
@@ -403,18 +436,20 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None):  # t
 
 
 @njit(cache=True, nogil=True)
-def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False, buf=None):  # type: ignore[no-untyped-def]
+def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False, buf=None, prev=-1,  # type: ignore[no-untyped-def]
+               nxt_x=-1, nxt_y=-1):
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile.  ``stream``
     (the program's output streams to memory, lower.streams_out): whole lines of y are
     written with non-temporal stores where the tile writes them along y's unit stride.
-    ``buf``: the worker's scratch, for _copy_transposed_run (None: not used)."""
+    ``buf``: the worker's scratch, for _copy_transposed_run and rows continued by the
+    next tile (None: not used); ``prev``, ``nxt_x``, ``nxt_y``: see _copy_transposed."""
     if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         x_m, x_n = x_n, x_m
         y_m, y_n = y_n, y_m
     lanes = 64 // y.itemsize
     if not relu and y_m == 1 and x_n == 1 and m >= lanes and n >= lanes:
-        _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream, buf)
+        _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream, buf, prev, nxt_x, nxt_y)
         if stream:
             store_fence()
         return
@@ -660,14 +695,18 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
 # tp.einsum, serial: 11.8 -> 9.2 s; a parallel one first: 18.2 -> 16.9 s).  TCCG speeds
 # were unchanged (geomean 1.04 against the run before, with the GEMM rate 1.03 higher).
 @njit(cache=True, nogil=True, inline="always")
-def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1):  # type: ignore[no-untyped-def]
+def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1,  # type: ignore[no-untyped-def]
+              p2):
     """Run one tile at offsets o0, o1, o2; ``n0``, ``n1``: the in0 and in1 offsets of
-    the tile that runs next on this worker (-1: none), for the vector kernel's prefetch."""
+    the tile that runs next on this worker (-1: none), for the vector kernel's prefetch;
+    for a Copy tile, its in0 and out offsets, and ``p2`` the out offset of the tile that
+    ran before it (see _copy_transposed)."""
     kind = tile[T_KIND]
     if kind in (KIND_COPY, KIND_RELU):
         _copy_tile(
             x0, o0, y, o2, tile[T_M], tile[T_N], tile[T_A_M], tile[T_A_K],
             tile[T_C_M], tile[T_C_N], kind == KIND_RELU, tile[T_STREAM] != 0, scratch,
+            p2, n0, n1,
         )
         return
     zero_first = first and tile[T_FIRST_ZERO] != 0
@@ -729,6 +768,8 @@ def _walk_seq(  # type: ignore[no-untyped-def]
     # odometer below runs the one tile and stops.
     none = np.int64(-1)
     ahead = tile[T_AHEAD] != 0
+    copy = tile[T_KIND] == KIND_COPY and tile[T_STREAM] != 0
+    prev2 = none
     for r in range(npar, nloops):
         if loops[r, 0] == 0:
             return
@@ -777,7 +818,13 @@ def _walk_seq(  # type: ignore[no-untyped-def]
         nx0, nx1 = (n0, n1) if q < 0 else (o0, o1)
         if not ahead:
             nx0, nx1 = none, none
-        _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts, nx0, nx1)
+        if copy:
+            # A Copy tile is told where the next tile of this walk reads and writes, and
+            # where the one before it wrote (its rows may continue; see _copy_transposed).
+            nx0, nx1 = (o0, o2) if q >= 0 else (none, none)
+        _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts, nx0, nx1,
+                  prev2)
+        prev2 = p2
         if q < 0:
             return
 
