@@ -212,6 +212,34 @@ def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: igno
 
 
 @intrinsic
+def _transpose_line_tile_joined(typingctx, x, xo, x_ld, b, bo, b_ld, xo2, t):  # type: ignore[no-untyped-def]
+    """_transpose_line_tile with non-temporal stores, its first ``t`` lines read from
+    x[xo + r*x_ld] and the other L - t from x[xo2 + (r - t)*x_ld]: row c of the result
+    (b[bo + c*b_ld], a whole 64-byte line) joins the end of one tile's row to the start
+    of the next tile's (see _copy_transposed).  Only those L lines are read."""
+    sig = types.void(x, xo, x_ld, b, bo, b_ld, xo2, t)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        tys = signature.args
+        line = line_vector(context, tys[0].dtype)
+        xa = array_data(context, builder, tys[0], args[0])
+        xo_, xld, xo2_, t_ = (_as_intp(context, builder, args[i], tys[i]) for i in (1, 2, 6, 7))
+        rows = []
+        for r in range(line.lanes):
+            rc = ir.Constant(xld.type, r)
+            own = builder.add(xo_, builder.mul(xld, rc))
+            nxt = builder.add(xo2_, builder.mul(xld, builder.sub(rc, t_)))
+            off = builder.select(builder.icmp_signed("<", rc, t_), own, nxt)
+            ptr = builder.bitcast(builder.gep(xa, [off]), line.vty.as_pointer())
+            rows.append(builder.load(ptr, align=line.size))
+        for c, row in enumerate(transpose_lines(builder, rows)):
+            store_nontemporal(builder, row, _row_pointer(context, builder, args, tys, c), 64)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def _transpose_line_tile_part(typingctx, x, xo, x_ld, b, bo, b_ld, lo, hi):  # type: ignore[no-untyped-def]
     """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for lo <= r < hi and c < L: the transpose
     of :func:`_transpose_line_tile` with ordinary masked stores of rows lo..hi-1 only
@@ -343,11 +371,12 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=
     on this worker, and x's and y's of the one that runs next (-1: none).  When the next
     tile's rows continue this one's (nxt_y = yo + m: an outer loop steps out's rows on
     by m), each row's last partial line is completed with the next tile's first elements
-    (read from x at nxt_x) and written whole, non-temporally, from ``buf`` (at least n x
-    L elements); a tile that the previous one so continued into (prev + m = yo) leaves
-    its rows' first partial lines alone.  Otherwise every such line would be read for
-    ownership, once by each tile (bdca->abcd into numpy.empty's out, rows of 96 float32
-    4 KiB apart: 8.5 ms, against 4.0 into a line-aligned out)."""
+    (read from x at nxt_x) and written whole, non-temporally
+    (:func:`_transpose_line_tile_joined`); a tile that the previous one so continued
+    into (prev + m = yo) leaves its rows' first partial lines alone.  Otherwise every
+    such line would be read for ownership, once by each tile (bdca->abcd into
+    numpy.empty's out, rows of 96 float32 4 KiB apart: 8.5 ms, against 3.9-4.4 joined
+    and 3.9-5.1 into a line-aligned out)."""
     lanes = 64 // y.itemsize
     nj = (n + lanes - 1) // lanes
     addr = element_address(y, yo)
@@ -371,12 +400,8 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=
         # Rows continued by the next tile's (see above), and rows that the previous
         # tile's continued into: their shared lines are written whole by the earlier tile.
         t = m - e
-        joined = False
-        joined_prev = False
-        if buf is not None:  # (a branch numba drops when there is no buffer)
-            room = buf.size >= n * lanes and y_n != m
-            joined = room and t > 0 and nxt_y == yo + m and nxt_x >= 0
-            joined_prev = room and h > 0 and prev >= 0 and prev + m == yo
+        joined = t > 0 and y_n != m and nxt_y == yo + m and nxt_x >= 0
+        joined_prev = h > 0 and y_n != m and prev >= 0 and prev + m == yo
         if e > h and (h == 0 or y_n == m or aliased or joined or joined_prev):
             for ib in range(h, e, _TRANSPOSE_BLOCK):
                 ie = min(e, ib + _TRANSPOSE_BLOCK)
@@ -385,16 +410,13 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=
                     for i0 in range(ib, ie, lanes):
                         _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n,
                                              y_n, True)
-            if buf is not None and joined:
+            if joined:
                 # Each row's last line: its own t elements, then the next tile's first
-                # L - t (gathered element by element into buf, i outermost: the reads
-                # along j are adjacent in x), written whole.
-                for i in range(lanes):
-                    xb = xo + (e + i) * x_m if i < t else nxt_x + (i - t) * x_m
-                    for j in range(n):
-                        buf[j * lanes + i] = x[np.uint64(xb + j)]
-                for j in range(n):
-                    _store_line_nt(y, yo + e + j * y_n, buf, j * lanes)
+                # L - t, transposed in registers and written whole.
+                for jt in range(nj):
+                    j0 = min(jt * lanes, n - lanes)
+                    _transpose_line_tile_joined(x, xo + e * x_m + j0, x_m, y, yo + e + j0 * y_n,
+                                                y_n, nxt_x + j0, t)
             if aliased:
                 # The partial lines at the rows' ends: ordinary masked stores of
                 # transposed tiles, after the whole lines (stored element by element
@@ -441,8 +463,8 @@ def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False, buf=N
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile.  ``stream``
     (the program's output streams to memory, lower.streams_out): whole lines of y are
     written with non-temporal stores where the tile writes them along y's unit stride.
-    ``buf``: the worker's scratch, for _copy_transposed_run and rows continued by the
-    next tile (None: not used); ``prev``, ``nxt_x``, ``nxt_y``: see _copy_transposed."""
+    ``buf``: the worker's scratch, for _copy_transposed_run (None: not used); ``prev``,
+    ``nxt_x``, ``nxt_y``: see _copy_transposed."""
     if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         x_m, x_n = x_n, x_m

@@ -331,14 +331,10 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         # their elementwise loop has no line stores).
         tile[K.T_STREAM] = int(p.prim_main is Prim.COPY
                                and streams_out(_out_bytes(teir, dtype), False, True))
-        if tile[K.T_STREAM]:
+        if tile[K.T_STREAM] and tile[K.T_M] * tile[K.T_N] <= COPY_RUN_BUFFER_ELEMENTS:
             # A buffer for a tile whose rows form one run of out (kernels.
-            # _copy_transposed_run), one line longer to match out's offset in a line, and
-            # for rows' last lines completed by the next tile's elements (a line a row).
-            lanes = 64 // dtype.itemsize
-            whole = int(tile[K.T_M] * tile[K.T_N])
-            tile[K.T_SCRATCH] = max(whole + lanes if whole <= COPY_RUN_BUFFER_ELEMENTS else 0,
-                                    int(max(tile[K.T_M], tile[K.T_N])) * lanes)
+            # _copy_transposed_run), one line longer to match out's offset in a line.
+            tile[K.T_SCRATCH] = tile[K.T_M] * tile[K.T_N] + 64 // dtype.itemsize
         if tile[K.T_STREAM]:
             runs = copy_runs(teir, [i for i in range(len(s.dim_sizes)) if i not in par])
             if runs is not None:
