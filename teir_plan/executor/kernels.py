@@ -153,17 +153,20 @@ def _load_transposed(context, builder, args, tys):  # type: ignore[no-untyped-de
     """The L lines x[xo + r*x_ld : + L] (r < L, L elements per line) transposed in
     registers: L vector loads, then log2 L rounds of two-input shuffles, each swapping
     the off-diagonal blocks of every 2h x 2h block.  Returns the L transposed rows."""
-    xty, xoty, xldty = tys[:3]
-    line = line_vector(context, xty.dtype)
-    lanes, vptr, size = line.lanes, line.vty.as_pointer(), line.size
-    xa = array_data(context, builder, xty, args[0])
-    xo_ = _as_intp(context, builder, args[1], xoty)
-    xld = _as_intp(context, builder, args[2], xldty)
-    rows = []
-    for r in range(lanes):
-        off = builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r)))
-        ptr = builder.bitcast(builder.gep(xa, [off]), vptr)
-        rows.append(builder.load(ptr, align=size))
+    xo_ = _as_intp(context, builder, args[1], tys[1])
+    xld = _as_intp(context, builder, args[2], tys[2])
+    lanes = line_vector(context, tys[0].dtype).lanes
+    return _lines_transposed(context, builder, args, tys, [
+        builder.add(xo_, builder.mul(xld, ir.Constant(xld.type, r))) for r in range(lanes)])
+
+
+def _lines_transposed(context, builder, args, tys, offsets):  # type: ignore[no-untyped-def]
+    """The L lines of x (args[0]) at element ``offsets`` (LLVM intp values), transposed in
+    registers (see _load_transposed)."""
+    line = line_vector(context, tys[0].dtype)
+    xa = array_data(context, builder, tys[0], args[0])
+    rows = [builder.load(builder.bitcast(builder.gep(xa, [off]), line.vty.as_pointer()),
+                         align=line.size) for off in offsets]
     return transpose_lines(builder, rows)
 
 
@@ -221,18 +224,14 @@ def _transpose_line_tile_joined(typingctx, x, xo, x_ld, b, bo, b_ld, xo2, t):  #
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         tys = signature.args
-        line = line_vector(context, tys[0].dtype)
-        xa = array_data(context, builder, tys[0], args[0])
         xo_, xld, xo2_, t_ = (_as_intp(context, builder, args[i], tys[i]) for i in (1, 2, 6, 7))
-        rows = []
-        for r in range(line.lanes):
+        offsets = []
+        for r in range(line_vector(context, tys[0].dtype).lanes):
             rc = ir.Constant(xld.type, r)
             own = builder.add(xo_, builder.mul(xld, rc))
             nxt = builder.add(xo2_, builder.mul(xld, builder.sub(rc, t_)))
-            off = builder.select(builder.icmp_signed("<", rc, t_), own, nxt)
-            ptr = builder.bitcast(builder.gep(xa, [off]), line.vty.as_pointer())
-            rows.append(builder.load(ptr, align=line.size))
-        for c, row in enumerate(transpose_lines(builder, rows)):
+            offsets.append(builder.select(builder.icmp_signed("<", rc, t_), own, nxt))
+        for c, row in enumerate(_lines_transposed(context, builder, args, tys, offsets)):
             store_nontemporal(builder, row, _row_pointer(context, builder, args, tys, c), 64)
         return context.get_dummy_value()
 

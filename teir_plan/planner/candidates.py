@@ -117,9 +117,9 @@ def split_variants(c: Contraction, threads: int) -> list[Contraction]:
         for target in CACHE_SPLIT_TARGETS:
             if ax.extent >= 4 * target:
                 d = _divisor_near(ax.extent, target)
-                if d is not None and d not in inners:
+                if d is not None:
                     inners.append(d)
-        out += [split_axis(c, i, inner) for inner in dict.fromkeys(inners)]
+        out += [split_axis(c, i, inner) for inner in dict.fromkeys(inners)]  # no repeats
     return out
 
 
@@ -141,8 +141,8 @@ def vec_rows_split(extent: int, k_extents: Sequence[int]) -> list[int]:
     """Inner extents for a row axis of ``extent`` too long for a vector-kernel tile with
     a K axis of any of ``k_extents`` (rows x K over VEC_MAX_ROWS_TIMES_K): the largest
     divisor that fits, a multiple of the kernel's VEC_ROWS rows where one fits, and not
-    below VEC_SPLIT_MIN_ROWS.  Without
-    it such tiles go to BLAS unless the axis happens to be split for the threads:
+    below VEC_SPLIT_MIN_ROWS.  Without it such tiles go to BLAS unless the axis happens
+    to be split for the threads:
     bhqk,bhkd->bhqd's 128 x 64 x 128 products on one thread ran BLAS tiles at 91-97
     GFLOP/s, the vector kernel on 64 rows at 115-125.
 
