@@ -1,7 +1,8 @@
 """The vector GEMM kernel (executor/microkernel.py) and the tiles that run on it.
 
 The kernel is checked on its own against float64 products computed by numpy, for every
-micro-tile shape it has (8, 4 and 1 rows; 3, 2 and 1 lines, the last one partial),
+micro-tile shape it has (8, 4 and 1 rows; 3, 2 and 1 lines, the last one partial;
+6, 4, 2 and 1 rows of 4 lines),
 accumulating or not, streaming (non-temporal stores) or not, with the ReLU or not,
 prefetching a next tile or not, with nothing written outside its tile; and through TEIR
 programs whose tiles the executor gives it (along M and along N, K split over a loop so
@@ -12,6 +13,7 @@ an output streamed to memory), against numpy.einsum in float64.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -74,6 +76,50 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     for r in range(n):
         inside[co + r * cn: co + r * cn + mv] = True
     np.testing.assert_array_equal(C[~inside], before[~inside])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lines", [4, 8])
+def test_a_vector_axis_of_four_lines_takes_one_four_line_strip(dtype: type, lines: int) -> None:
+    # 4 lines along the vector axis run in one 4-line strip of 6 rows, with 4-, 2- and
+    # 1-row micro-tiles for the rows left over; the last line may be partial, the
+    # output streamed (its first partial line then runs first, leaving 4 lines or
+    # not), the next tile prefetched.  Lengths around 8 lines, and 5 or 9 lines, run
+    # in 3-line strips.  Each call against numpy in float64, and nothing outside the
+    # tile written.
+    rng = np.random.default_rng(lines)
+    lanes = 64 // np.dtype(dtype).itemsize
+    calls = 0
+    for mv in (lines * lanes, lines * lanes - 3, lines * lanes + 1):
+        for n in (6, 7, 9, 10, 11, 12, 13, 20):
+            for first, stream, relu, co in ((True, False, False, 0), (False, False, True, 3),
+                                            (True, True, False, 0), (True, True, True, 5)):
+                k = 1 + (n * mv) % 13
+                vo, so = 1, 2
+                vk = mv + 2
+                nxt = k * vk if n % 2 else 0
+                V = rng.standard_normal(vo + 2 * k * vk + 3).astype(dtype)
+                sk, sn = 1, k + 1
+                S = rng.standard_normal(so + k * sk + n * sn + 3).astype(dtype)
+                cn = -(-(mv + 1) // lanes) * lanes
+                C = line_aligned(co + n * cn + 5, dtype)
+                C[:] = rng.standard_normal(C.size)
+                before = C.copy()
+                gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu,
+                         nxt)
+                calls += 1
+                v = V[vo: vo + k * vk].reshape(k, vk)[:, :mv].astype(np.float64)
+                s_ = S[so: so + n * sn].reshape(n, sn)[:, :k].astype(np.float64)
+                expected = before.astype(np.float64)
+                tile = expected[co: co + n * cn].reshape(n, cn)
+                prod = s_ @ v + (0 if first else tile[:, :mv])
+                tile[:, :mv] = np.maximum(prod, 0) if relu else prod
+                tol = 1e-4 if dtype == np.float32 else 1e-12
+                np.testing.assert_allclose(C, expected, rtol=tol, atol=tol * k)
+                inside = np.zeros(C.size, bool)
+                inside[co: co + n * cn].reshape(n, cn)[:, :mv] = True
+                np.testing.assert_array_equal(C[~inside], before[~inside])
+    assert calls == 3 * 8 * 4
 
 
 def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,

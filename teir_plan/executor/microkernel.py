@@ -406,8 +406,21 @@ _m1x2 = _micro(1, 2)
 _m8x1 = _micro(8, 1)
 _m4x1 = _micro(4, 1)
 _m1x1 = _micro(1, 1)
+# A vector axis of exactly 4 lines (64 float32: attention's head dimension) split into a
+# 3-line strip and a 1-line one spends the 1-line strip's K steps on nine loads for eight
+# products; one 4-line strip of 6 rows has 24 accumulators again.  Measured: 96 x 128 x 64
+# tiles (bhqk,bhkd->bhqd) on one core from L2, 134-138 -> 151-155 GFLOP/s; through
+# tp.einsum 1563-1628 -> 1424-1431 us on one core, 817-942 -> 725-769 on two.  Axes of 8
+# lines (3 + 3 + 2) gained 5% in the kernel alone but nothing through tp.einsum
+# (bij,bjk->bik, 64 x 128^3), and longer axes lost 10-15%: they keep 3-line strips.
+_m6x4 = _micro(6, 4)
+_m4x4 = _micro(4, 4)
+_m2x4 = _micro(2, 4)
+_m1x4 = _micro(1, 4)
 
 LINES = 3  # lines along the vector axis of the main micro-tile
+QUAD_LINES = 4  # ... and of the one for vector axes exactly this many lines long
+QUAD_ROWS = 6
 # The next tile is prefetched when its vector operand spans at most this many bytes
 # of lines (K x lines).  Measured on tiles streaming from memory, both cores: 36 KiB
 # (dbea,ec's 96 x 96) 153 -> 203 GFLOP/s, 144 KiB 162 -> 179, 256 KiB 163 -> 112.
@@ -440,6 +453,31 @@ def _micro_tile(  # type: ignore[no-untyped-def]
         _m1x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
     else:
         _m1x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _quad_tile(  # type: ignore[no-untyped-def]
+    rows, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl,
+):
+    """The 4-line micro-tile intrinsic of this many rows (6, 4, 2 or 1)."""
+    if rows == 6:
+        _m6x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+    elif rows == 4:
+        _m4x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+    elif rows == 2:
+        _m2x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+    else:
+        _m1x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _quad_rows(n):  # type: ignore[no-untyped-def]
+    """The rows of the next 4-line micro-tile when ``n`` rows are left."""
+    if n >= QUAD_ROWS:
+        return QUAD_ROWS
+    if n >= 4:
+        return 4
+    return 2 if n >= 2 else 1
 
 
 # Loads whose address matches an in-flight store's in its low 12 bits wait for that
@@ -530,6 +568,26 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
     if nxt != 0 and K * nl * 64 <= NEXT_TILE_PREFETCH_BYTES:  # lower.vec_line_bytes
         calls = ((mv - v + w - 1) // w) * (n // ROWS + (n % ROWS) // 4 + n % 4)
     call = 0
+    left_lines = (mv - v + lanes - 1) // lanes
+    if n >= QUAD_ROWS and left_lines == QUAD_LINES:
+        if calls > 0:
+            calls = 0
+            r = 0
+            while r < n:
+                r += _quad_rows(n - r)
+                calls += 1
+        tail = mv - v - (QUAD_LINES - 1) * lanes
+        r = 0
+        while r < n:
+            rows = _quad_rows(n - r)
+            nf, nfl = _next_tile_share(call, calls, nl, nxt, lanes, v)
+            call += 1
+            _quad_tile(rows, V, vo + v, vk, S, so + r * sn, sk, sn, C, co + r * cn + v, cn,
+                       K, first, 0, tail, nt, relu, nf, nfl)
+            r += rows
+        if nt:
+            store_fence()
+        return
     paired = n >= 2 * ROWS and v + 4 * w <= mv and _rows_alias(V, vo + v, vk, K, C,
                                                                 co + v, cn, n)
     while paired and v + 2 * w <= mv:
