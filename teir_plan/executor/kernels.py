@@ -101,7 +101,11 @@ T_ROW_PAR = 30  # MODE_ROW: the folded loop is the innermost parallel loop
 # MODE_VEC: out's unit stride is along the rows; the address of the transposed kernel
 # compiled for the program's dtype (transposed_kernel.py), called through it; 0: no.
 T_VEC_T = 31
-TILE_LEN = 32
+# MODE_VEC: the vector operand has its unit stride along K, not along the vector axis;
+# each tile first transposes its K x length block into the worker's buffer (rows T_VEC_P
+# elements apart) and runs the vector kernel on that; 0: no.
+T_VEC_P = 32
+TILE_LEN = 33
 
 _ORD_N = 78
 _ORD_T = 84
@@ -710,6 +714,36 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
                     y[pc] = y[pc] + v
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch):  # type: ignore[no-untyped-def]
+    """A vector-kernel tile whose vector operand has unit stride along K (B^T along N,
+    A^T along M): its K x length block is transposed into the worker's buffer, rows
+    tile[T_VEC_P] elements apart from the buffer's first 64-byte line, then the vector
+    kernel runs on the buffer.  The block is read once, in whole lines along K, and the
+    kernel reads it again once per row block from cache: no whole-operand packing pass
+    through memory (bhqd,bhkd->bhqk's K^T)."""
+    ld = tile[T_VEC_P]
+    k = tile[T_K]
+    base = to_next_line(element_address(scratch, 0), scratch.itemsize)
+    # buf[base + p*ld + v] = x[xo + v*x_v + p]: a transpose in registers (lower.vec_p_axis
+    # gives this mode only K with unit stride, and both extents a line or more).  The
+    # calls pass typed values where others pass variables (no literal False, -1 or 0, no
+    # default None): a call with other argument types compiles another copy of the callee
+    # and its whole subtree on a cold cache (a first vector-kernel tp.einsum: 16 -> 12 s).
+    plain = tile[T_K] < 0  # False
+    none = np.int64(-1)
+    if tile[T_SWAP]:  # along N: in1's K x n block, in0 broadcast
+        _copy_transposed(x1, o1, scratch, base, tile[T_N], k, tile[T_B_N], ld, plain, scratch,
+                         none, none, none)
+        gemm_vec(scratch, base, ld, x0, o0, tile[T_A_K], tile[T_A_M], y, o2, tile[T_C_M],
+                 tile[T_N], tile[T_M], k, zero_first, stream, relu, none + 1)
+    else:  # along M: in0's m x K block, in1 broadcast
+        _copy_transposed(x0, o0, scratch, base, tile[T_M], k, tile[T_A_M], ld, plain, scratch,
+                         none, none, none)
+        gemm_vec(scratch, base, ld, x1, o1, tile[T_B_K], tile[T_B_N], y, o2, tile[T_C_N],
+                 tile[T_M], tile[T_N], k, zero_first, stream, relu, none + 1)
+
+
 # _run_tile and _walk_seq are inlined into the runners that call them: numba compiles
 # each function apart and then optimizes it again with all of its callees linked in, so
 # every layer of calls costs its whole subtree once more on a cold cache (a first 8 x 8
@@ -746,6 +780,8 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
                 call_entry(tile[T_VEC_T], x0, o0, tile[T_A_K], x1, o1, tile[T_B_K],
                            tile[T_B_N], y, o2, tile[T_C_M], tile[T_M], tile[T_N], tile[T_K],
                            zero_first, stream, relu, scratch)
+        elif tile[T_VEC_P]:
+            _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch)
         elif tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
             nxt = n1 - o1 if n1 >= 0 else 0
             gemm_vec(x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2,

@@ -158,6 +158,58 @@ def vec_t_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int
     return 0
 
 
+# The packed vector kernel (kernels._gemm_vec_packed) takes a tile whose vector operand
+# has unit stride along K instead (B^T, A^T: bhqd,bhkd->bhqk's K) when that operand's
+# K x length block is at most this many bytes: it is transposed into the worker's
+# buffer tile by tile and read from cache by every row block.
+VEC_P_MAX_BYTES = 64 * 1024
+# ... and a vector axis at least this many lines long.
+VEC_P_MIN_LINES = 4
+
+
+def vec_p_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int],
+               c: tuple[int, int], itemsize: int) -> int:
+    """Whether a GEMM tile runs on the vector kernel after transposing its vector
+    operand's block into the worker's buffer, and along which axis: 1 along M (out has
+    unit stride along M, A along K), 2 along N (out along N, B along K), 0 not at all.
+    Asked when :func:`vec_axis` and :func:`vec_t_axis` say no.
+
+    The vector axis must be at least VEC_P_MIN_LINES lines long, K at least a line, the
+    block at most VEC_P_MAX_BYTES, and the rest as for :func:`vec_axis`: a plain GEMM,
+    at least VEC_MIN_ROWS rows, rows x K at most VEC_MAX_ROWS_TIMES_K, and the other
+    operand's block within VEC_MAX_SPAN bytes.
+
+    >>> vec_p_axis(128, 128, 64, 1, (64, 1), (1, 64), (128, 1), 4)  # bhqd,bhkd->bhqk
+    2
+    >>> vec_p_axis(128, 128, 64, 1, (64, 1), (128, 1), (128, 1), 4)  # B along N: vec_axis'
+    0
+    """
+    if br != 1 or itemsize not in (4, 8):
+        return 0
+    lanes = 64 // itemsize
+
+    def fits(length: int, rows: int, s_rows: int, s_k: int) -> bool:
+        return (length >= VEC_P_MIN_LINES * lanes and k >= lanes and rows >= VEC_MIN_ROWS
+                and rows * k <= VEC_MAX_ROWS_TIMES_K
+                and k * _packed_ld(length, itemsize) * itemsize <= VEC_P_MAX_BYTES
+                and ((rows - 1) * abs(s_rows) + (k - 1) * abs(s_k) + 1) * itemsize
+                <= VEC_MAX_SPAN)
+
+    if c[0] == 1 and a[1] == 1 and a[0] != 1 and fits(m, n, b[1], b[0]):
+        return 1
+    if c[1] == 1 and b[0] == 1 and b[1] != 1 and fits(n, m, a[0], a[1]):
+        return 2
+    return 0
+
+
+def _packed_ld(length: int, itemsize: int) -> int:
+    """The packed vector kernel's buffer row stride for a vector axis this long: whole
+    lines.  (Rows a multiple of 4 KiB apart, which would share L1 sets, would need
+    blocks of at least 16 x 4 KiB: over VEC_P_MAX_BYTES.)"""
+    lanes = 64 // itemsize
+    return -(-length // lanes) * lanes
+
+
 def dot_tile(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int]) -> bool:
     """Whether a GEMM tile runs as dot products (kernels.MODE_DOT): one output row or
     column, a plain GEMM, K at least DOT_MIN_K steps with unit stride in A (``a``: its
@@ -271,7 +323,7 @@ def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
     121 KiB beside 1944 KiB, 102 -> 80)."""
     t = low.tile
     if (t[K.T_KIND] not in (K.KIND_GEMM, K.KIND_BRGEMM) or t[K.T_MODE] != K.MODE_VEC
-            or t[K.T_VEC_T]):
+            or t[K.T_VEC_T] or t[K.T_VEC_P]):
         return False
     mv = int(t[K.T_N] if t[K.T_SWAP] else t[K.T_M])
     return 2 * vec_line_bytes(int(t[K.T_K]), mv, low.dtype.itemsize) <= l2_room
@@ -491,6 +543,16 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
         # vector axis is the rows' extent (gemm_vec_t; the cost model's rule too).
         tile[K.T_STREAM] = int(streamed and c_vec == rows)
         tile[K.T_SCRATCH] = scratch_elements(rows, k, dtype.itemsize)
+        return
+    vec = vec_p_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
+    if vec:
+        tile[K.T_MODE] = K.MODE_VEC
+        tile[K.T_SWAP] = int(vec == 2)
+        tile[K.T_STREAM] = int(streamed)
+        length = n if vec == 2 else m
+        tile[K.T_VEC_P] = _packed_ld(length, dtype.itemsize)
+        # The block, from the buffer's first whole line.
+        tile[K.T_SCRATCH] = k * int(tile[K.T_VEC_P]) + 64 // dtype.itemsize
         return
     if dot_tile(m, n, k, br, a, b):
         tile[K.T_MODE] = K.MODE_DOT

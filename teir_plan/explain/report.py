@@ -453,6 +453,12 @@ def executor_note(teir: Any) -> str:
                     f"{'in0' if vec == 1 else 'in1'}, {rows} rows of outer products along the "
                     f"unit stride of out, k={k}, accumulated in registers and transposed "
                     f"there (no packing){streamed}")
+        if tile[kernels.T_VEC_P]:
+            return (f"executor: each tile first transposes {'in0' if vec == 1 else 'in1'}'s "
+                    f"k={k} x {along}={m if vec == 1 else n} block (unit stride along k) "
+                    f"into the worker's buffer, in registers, then runs the vector kernel "
+                    f"on it: {rows} rows of outer products along the unit stride of out, "
+                    f"accumulated in registers (no whole-operand packing){streamed}")
         return (f"executor: each tile runs the vector kernel: {along}={m if vec == 1 else n} "
                 f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
                 f"{rows} rows of outer products, k={k}, accumulated in registers "

@@ -43,6 +43,7 @@ from teir_plan.executor.lower import (
     vec_axis,
     vec_efficiency,
     vec_line_bytes,
+    vec_p_axis,
     vec_t_axis,
     vec_t_efficiency,
 )
@@ -177,12 +178,12 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int, form: int = 0
 
 # vec_tile's codes: the vector kernel along M or N, the transposed vector kernel along
 # M or N (out's unit stride along the other axis, the rows).
-VEC_M, VEC_N, VEC_T_M, VEC_T_N = 1, 2, 3, 4
+VEC_M, VEC_N, VEC_T_M, VEC_T_N, VEC_P_M, VEC_P_N = 1, 2, 3, 4, 5, 6
 
 
 def vector_operand(vec: int) -> int:
     """The operand (0: in0, 1: in1) a vec_tile code reads along its vector axis."""
-    return 0 if vec in (VEC_M, VEC_T_M) else 1
+    return 0 if vec in (VEC_M, VEC_T_M, VEC_P_M) else 1
 
 
 def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int:
@@ -201,7 +202,9 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
     if not ((am.strides[0] == 1 and (am.strides[2] == 1 or an.strides[2] == 1)
              and am.extent >= shortest)
             or (an.strides[1] == 1 and (an.strides[2] == 1 or am.strides[2] == 1)
-                and an.extent >= shortest)):
+                and an.extent >= shortest)
+            or (k_ax != NO_AXIS and (am.strides[2] == 1 or an.strides[2] == 1)
+                and 1 in ax[k_ax].strides[:2])):  # the packed kernel: vec_p_axis
         return 0
     args = (_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
             (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
@@ -210,7 +213,10 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
     if vec:
         return vec
     vec = vec_t_axis(*args)
-    return vec + 2 if vec else 0
+    if vec:
+        return vec + 2
+    vec = vec_p_axis(*args)
+    return vec + 4 if vec else 0
 
 
 def _ext(c: Contraction, a: int) -> int:
@@ -237,11 +243,16 @@ class TileCost(NamedTuple):
     seconds: float
     flops: int
     packed_bytes: int  # operand bytes BLAS' caller gathers into scratch per call
-    vec: int  # vec_tile: the vector kernel (VEC_M, VEC_N, VEC_T_M, VEC_T_N), else 0
+    vec: int  # vec_tile: the vector kernel (VEC_M, VEC_N, VEC_T_*, VEC_P_*), else 0
     streams: bool  # on a vector kernel, with out streamed to memory (streamed)
     blas: bool = False  # a BLAS call (not the vector kernel, dot products or loops)
 
 
+# A packed vector-kernel tile's transpose of its vector operand's block into the
+# worker's buffer, bytes read plus written per second on one core (in registers, a line
+# by a line).  Measured on one core: bhqd,bhkd->bhqk's 64 x 128 float32 blocks, 96 of
+# them, 50 us on top of the same tiles on a pre-transposed operand (130 GB/s).
+VEC_P_BYTES_PER_SECOND = 120e9
 # A transposed vector-kernel tile's fixed cost besides the loop walker's: the call
 # through its address, and its buffer's bookkeeping.
 VEC_T_CALL_SECONDS = 150e-9
@@ -297,6 +308,10 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         per_call = tile_flops / (params.vec_flops(c.dtype) * eff)
         if vec in (VEC_T_M, VEC_T_N):
             per_call += VEC_T_CALL_SECONDS + packed / params.copy_bytes_per_second
+        elif vec in (VEC_P_M, VEC_P_N):
+            # The vector operand's block transposed into the worker's buffer first.
+            packed = k * length * isz
+            per_call += 2 * packed / VEC_P_BYTES_PER_SECOND
     elif dot:
         per_call = tile_flops / DOT_FLOPS
     elif blas is not None:

@@ -1,0 +1,109 @@
+"""Vector-kernel tiles whose vector operand has unit stride along K (executor
+kernels._gemm_vec_packed): each tile transposes its operand's K x length block into the
+worker's buffer, then runs the vector kernel on it.
+
+Checked through TEIR programs whose tiles the executor gives this mode (along M with
+A^T, along N with B^T; K split over a loop so that later visits accumulate, ReLU last,
+an output accumulated into, a parallel loop, partial last lines, float32 and float64),
+against numpy.einsum in float64; the rule's edges; and through the planner, where an
+attention-style product (bhqd,bhkd->bhqk) now runs without packing its K operand first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import teir_plan as tp
+from teir_plan.executor import kernels as K
+from teir_plan.executor.lower import lower, vec_axis, vec_p_axis, vec_t_axis
+from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases
+
+
+def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
+             first: str, last: str, parallel: bool
+             ) -> tuple[tp.TEIR, list[np.ndarray], str]:
+    """out = in0 . in1 with the vector operand stored K-innermost: ``along`` "m": in0
+    is (m, k) row-major (unit stride along K), out (n, m); "n": in1 is (n, k), out
+    (m, n).  The other operand is K-innermost too (its rows x K block contiguous)."""
+    rng = np.random.default_rng(m * 7 + n * 3 + k)
+    a = rng.standard_normal((m, k)).astype(dtype)  # in0[m, k]
+    b = rng.standard_normal((n, k)).astype(dtype)  # in1[n, k]
+    if along == "m":  # out[n, m]: unit stride along M
+        strides, expr = ((k, 1), (1, k), (1, m)), "mk,nk->nm"
+    else:  # out[m, n]: unit stride along N
+        strides, expr = ((k, 1), (1, k), (n, 1)), "mk,nk->mn"
+    row_dim = 2 if along == "m" else 1
+    teir = gemm_program(dtype, m, n, k, ksplit, *strides, first, last,
+                        row_dim if parallel else None)
+    return teir, [a, b], expr
+
+
+@pytest.mark.parametrize("length", [64, 100, 128])
+def test_packed_vector_tiles_match_numpy(length: int) -> None:
+    # Every schedule of the kernel tests, both axes, both dtypes; vector axes of whole
+    # lines (4 and 8 float32 lines: the 4-line strips and the 3-line ones) and one that
+    # ends in a partial line; 20 rows (a parallel loop halves them: 10, with row blocks
+    # left over); K of 48 steps, split or not.
+    ran = 0
+    for dtype, along, ksplit, first, last, parallel in kernel_cases():
+        lanes = 64 // np.dtype(dtype).itemsize
+        if length < 4 * lanes:
+            continue
+        m, n = (length, 20) if along == "m" else (20, length)
+        k = 48
+        teir, (a, b), expr = _program(dtype, m, n, k, ksplit, along, first, last, parallel)
+        teir.validate()
+        tile = lower(teir).tile
+        assert tile[K.T_MODE] == K.MODE_VEC and tile[K.T_VEC_P] >= length
+        assert tile[K.T_VEC_T] == 0 and tile[K.T_SWAP] == int(along == "n")
+        assert_program_matches(teir, a, b, expr, first, last,
+                               f"{dtype} {along} {length} {ksplit} {first} {last} {parallel}")
+        ran += 1
+    assert ran == 16
+
+
+def test_the_rule() -> None:
+    # bhqd,bhkd->bhqk's tile: B (the keys) has unit stride along K, out along N.
+    assert vec_p_axis(128, 128, 64, 1, (64, 1), (1, 64), (128, 1), 4) == 2
+    # The same along M: A^T, out with unit stride along M.
+    assert vec_p_axis(128, 128, 64, 1, (1, 64), (64, 1), (1, 128), 4) == 0  # A along M
+    assert vec_p_axis(128, 128, 64, 1, (64, 1), (64, 1), (1, 128), 4) == 1
+    # Operands the plain kernels take are theirs, not this one's.
+    assert vec_axis(128, 128, 64, 1, (64, 1), (128, 1), (128, 1), 4) == 2
+    assert vec_p_axis(128, 128, 64, 1, (64, 1), (128, 1), (128, 1), 4) == 0
+    # Too short a vector axis (3 lines), K under a line, too few rows, rows x K over
+    # 9216, a block over 64 KiB, BRGEMM, out without unit stride along the vector axis.
+    assert vec_p_axis(128, 48, 64, 1, (64, 1), (1, 64), (48, 1), 4) == 0
+    assert vec_p_axis(128, 128, 8, 1, (8, 1), (1, 8), (128, 1), 4) == 0
+    assert vec_p_axis(2, 128, 64, 1, (64, 1), (1, 64), (128, 1), 4) == 0
+    assert vec_p_axis(256, 128, 64, 1, (64, 1), (1, 64), (128, 1), 4) == 0
+    assert vec_p_axis(64, 512, 64, 1, (64, 1), (1, 64), (512, 1), 4) == 0
+    assert vec_p_axis(128, 128, 64, 2, (64, 1), (1, 64), (128, 1), 4) == 0
+    assert vec_p_axis(128, 128, 64, 1, (64, 1), (1, 64), (256, 2), 4) == 0
+    # The buffer's rows are whole lines: 100 float32 take 112.
+    teir, _, _ = _program("float32", 8, 100, 16, 1, "n", "zero", "none", False)
+    assert lower(teir).tile[K.T_VEC_P] == 112
+    assert vec_t_axis(128, 128, 64, 1, (64, 1), (1, 64), (128, 1), 4) == 0
+
+
+def test_attention_scores_run_without_packing_the_keys() -> None:
+    # bhqd,bhkd->bhqk: the plan has no packing step (it had one: the keys transposed
+    # whole, through memory), its tiles take the packed kernel, the explain report says
+    # so, and the plan and every alternative give numpy's answer, on 1 and 2 threads.
+    rng = np.random.default_rng(9)
+    q = rng.standard_normal((2, 3, 128, 64)).astype(np.float32)
+    k = rng.standard_normal((2, 3, 128, 64)).astype(np.float32)
+    ref = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64))
+    before = tp.get_num_threads()
+    try:
+        for threads in (1, 2):
+            tp.set_num_threads(threads)
+            plan = tp.plan("bhqd,bhkd->bhqk", q, k)
+            assert len(plan.steps) == 1 and "pack" not in plan.steps[0].describe()
+            assert lower(plan.teir).tile[K.T_VEC_P] > 0
+            assert "transposes in1's" in str(plan.explain())
+            for alt in (plan, *plan.alternatives):
+                np.testing.assert_allclose(alt(q, k), ref, rtol=1e-4, atol=1e-4)
+    finally:
+        tp.set_num_threads(before)
