@@ -16,7 +16,7 @@ import pytest
 
 import teir_plan as tp
 from teir_plan.executor import kernels as K
-from teir_plan.executor.lower import lower, vec_axis, vec_p_axis, vec_t_axis
+from teir_plan.executor.lower import VEC_P_MIN_LINES, lower, vec_axis, vec_p_axis, vec_t_axis
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases
 
 
@@ -39,16 +39,16 @@ def _program(dtype: str, m: int, n: int, k: int, ksplit: int, along: str,
     return teir, [a, b], expr
 
 
-@pytest.mark.parametrize("length", [64, 100, 128])
+@pytest.mark.parametrize("length", [32, 64, 100, 128])
 def test_packed_vector_tiles_match_numpy(length: int) -> None:
     # Every schedule of the kernel tests, both axes, both dtypes; vector axes of whole
-    # lines (4 and 8 float32 lines: the 4-line strips and the 3-line ones) and one that
-    # ends in a partial line; 20 rows (a parallel loop halves them: 10, with row blocks
+    # lines (2, 4 and 8 float32 lines: 2-line strips, the 4-line strip, 3-line ones) and
+    # one that ends in a partial line; 20 rows (a parallel loop halves them: 10, with row blocks
     # left over); K of 48 steps, split or not.
     ran = 0
     for dtype, along, ksplit, first, last, parallel in kernel_cases():
         lanes = 64 // np.dtype(dtype).itemsize
-        if length < 4 * lanes:
+        if length < VEC_P_MIN_LINES * lanes:
             continue
         m, n = (length, 20) if along == "m" else (20, length)
         k = 48
@@ -72,9 +72,11 @@ def test_the_rule() -> None:
     # Operands the plain kernels take are theirs, not this one's.
     assert vec_axis(128, 128, 64, 1, (64, 1), (128, 1), (128, 1), 4) == 2
     assert vec_p_axis(128, 128, 64, 1, (64, 1), (128, 1), (128, 1), 4) == 0
-    # Too short a vector axis (3 lines), K under a line, too few rows, rows x K over
-    # 9216, a block over 64 KiB, BRGEMM, out without unit stride along the vector axis.
-    assert vec_p_axis(128, 48, 64, 1, (64, 1), (1, 64), (48, 1), 4) == 0
+    # Too short a vector axis (1 line; 2 are enough), K under a line, too few rows, rows
+    # x K over 9216, a block over 64 KiB, BRGEMM, out without unit stride along the
+    # vector axis.
+    assert vec_p_axis(128, 16, 64, 1, (64, 1), (1, 64), (16, 1), 4) == 0
+    assert vec_p_axis(128, 32, 64, 1, (64, 1), (1, 64), (32, 1), 4) == 2
     assert vec_p_axis(128, 128, 8, 1, (8, 1), (1, 8), (128, 1), 4) == 0
     assert vec_p_axis(2, 128, 64, 1, (64, 1), (1, 64), (128, 1), 4) == 0
     assert vec_p_axis(256, 128, 64, 1, (64, 1), (1, 64), (128, 1), 4) == 0

@@ -163,8 +163,10 @@ def vec_t_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int
 # K x length block is at most this many bytes: it is transposed into the worker's
 # buffer tile by tile and read from cache by every row block.
 VEC_P_MAX_BYTES = 64 * 1024
-# ... and a vector axis at least this many lines long.
-VEC_P_MIN_LINES = 4
+# ... and a vector axis at least this many lines long: batches of 32 x 32 x 32 products
+# with B^T (bij,bkj->bik, 512 of them) ran 365 -> 242 us on both cores, 48-wide ones
+# 394 -> 289, against BLAS' transposed-operand calls.
+VEC_P_MIN_LINES = 2
 
 
 def vec_p_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int],
