@@ -177,7 +177,8 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int, form: int = 0
 
 
 # vec_tile's codes: the vector kernel along M or N, the transposed vector kernel along
-# M or N (out's unit stride along the other axis, the rows).
+# M or N (out's unit stride along the other axis, the rows), and the vector kernel along
+# M or N on a vector operand transposed tile by tile (its unit stride along K).
 VEC_M, VEC_N, VEC_T_M, VEC_T_N, VEC_P_M, VEC_P_N = 1, 2, 3, 4, 5, 6
 
 
@@ -188,9 +189,10 @@ def vector_operand(vec: int) -> int:
 
 def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int:
     """The executor's rules (:func:`teir_plan.executor.lower.vec_axis`, then
-    :func:`~teir_plan.executor.lower.vec_t_axis`) for this prim choice's tiles: VEC_M or
+    :func:`~teir_plan.executor.lower.vec_t_axis`, then
+    :func:`~teir_plan.executor.lower.vec_p_axis`) for this prim choice's tiles: VEC_M or
     VEC_N when they run on the vector kernel, VEC_T_M or VEC_T_N on the transposed one,
-    else 0."""
+    VEC_P_M or VEC_P_N on the vector kernel after a per-tile transpose, else 0."""
     ax = c.axes
     # Quick answers for most choices (the rules need both axes, and a unit stride along
     # one of them in that axis' operand, and in out along one of them): this runs for
