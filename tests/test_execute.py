@@ -265,7 +265,9 @@ def test_plain_blas_tiles_match_the_reference(exec_types, out_unit, first, threa
     from teir_plan.executor.lower import lower
 
     rng = np.random.default_rng(11)
-    nc, mo, no, m, n, k = 3, 2, 3, 16, 12, 8
+    # K under a float64 line: with out along M and in0 along K, a longer K would give the
+    # tiles to the vector kernel on a per-tile transposed in0 (lower.vec_p_axis).
+    nc, mo, no, m, n, k = 3, 2, 3, 16, 12, 6
     mm, nn = mo * m, no * n
     # in0 (c, M, k), in1 (c, k, N), out (c, M, N) or (c, N, M): element strides.
     a_st = {"c": mm * k, "mo": m * k, "m": k, "k": 1}
