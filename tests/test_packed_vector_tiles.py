@@ -134,3 +134,57 @@ def test_views_out_and_relu_through_packed_tiles(dtype: type) -> None:
             np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
             relu = tp.einsum(expr, qv, kv, epilogue="relu")
             np.testing.assert_allclose(relu, np.maximum(ref, 0), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows_inner", [True, False])
+def test_a_transposed_block_is_reused_only_by_tiles_that_read_it(threads: int,
+                                                                 rows_inner: bool) -> None:
+    # out[i, k] = sum_j a[i, j] b[k, j] in 32-row x 64-wide tiles: with the rows' loop
+    # inside the blocks' loop, each worker's consecutive tiles read the same block of b
+    # and keep its transpose; with it outside, every tile transposes another block; a
+    # K loop around the tiles moves the block on each visit.  Every element of out
+    # against numpy in float64 (a kept transpose of the wrong block would show).
+    rng = np.random.default_rng(threads + 2 * rows_inner)
+    m, n, k = 128, 256, 96
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.T.astype(np.float64)
+    for ksplit in (1, 2):
+        kt = k // ksplit
+        loops = [("n", n // 64, [0, 64 * k, 64]), ("m", m // 32, [32 * k, 0, 32 * n])]
+        if not rows_inner:
+            loops.reverse()
+        dims = [d for d, _, _ in loops] + ["k", "m", "n", "k"]
+        execs = ["parallel", "seq", "seq", "prim", "prim", "prim"]
+        sizes = [s for _, s, _ in loops] + [ksplit, 32, 64, kt]
+        strides = [[st[t] for _, _, st in loops] + [[kt, kt, 0][t]] + [[k, 0, n][t]]
+                   + [[0, k, 1][t]] + [[1, 1, 0][t]] for t in range(3)]
+        teir = tp.TEIR.from_fields(data_type="float32", prim_first="zero", prim_main="gemm",
+                                   prim_last="none", dim_types=dims, exec_types=execs,
+                                   dim_sizes=sizes, strides=strides)
+        assert lower(teir).tile[K.T_VEC_P] == 64
+        out = np.full((m, n), 0.5, np.float32)
+        before = tp.get_num_threads()
+        tp.set_num_threads(threads)
+        try:
+            tp.execute(teir, a, b, out)
+        finally:
+            tp.set_num_threads(before)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4, err_msg=f"K split {ksplit}")
+
+
+def test_the_planner_splits_for_packed_tiles() -> None:
+    # ij,kj->ik at 256^2: b's 256 x 256 block is over VEC_P_MAX_BYTES, so the planner
+    # offers 64-wide blocks of 32-row tiles, the rows' loop inside (each transpose used
+    # 8 times), and picks it; it and every alternative give numpy's answer.
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 256)).astype(np.float32)
+    plan = tp.plan("ij,kj->ik", a, b)
+    s = plan.teir.schedule
+    assert lower(plan.teir).tile[K.T_VEC_P] == 64
+    assert s.dim_sizes[s.prim_axes()[0]:] == (32, 64, 256)
+    ref = a.astype(np.float64) @ b.T.astype(np.float64)
+    for alt in (plan, *plan.alternatives):
+        np.testing.assert_allclose(alt(a, b), ref, rtol=1e-4, atol=1e-3)

@@ -715,7 +715,7 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch):  # type: ignore[no-untyped-def]
+def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch, iparams):  # type: ignore[no-untyped-def]
     """A vector-kernel tile whose vector operand has unit stride along K (B^T along N,
     A^T along M): its K x length block is transposed into the worker's buffer, rows
     tile[T_VEC_P] elements apart from the buffer's first 64-byte line, then the vector
@@ -732,14 +732,21 @@ def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scra
     # and its whole subtree on a cold cache (a first vector-kernel tp.einsum: 16 -> 12 s).
     plain = tile[T_K] < 0  # False
     none = np.int64(-1)
+    # iparams[0]: 1 + the block's offset the buffer holds (0: none yet; BLAS tiles use
+    # iparams, and a program's tiles are all of one mode): the tile before on this
+    # worker may have read the same block (a loop over the rows around the tiles).
     if tile[T_SWAP]:  # along N: in1's K x n block, in0 broadcast
-        _copy_transposed(x1, o1, scratch, base, tile[T_N], k, tile[T_B_N], ld, plain, scratch,
-                         none, none, none)
+        if iparams[0] != o1 + 1:
+            _copy_transposed(x1, o1, scratch, base, tile[T_N], k, tile[T_B_N], ld, plain,
+                             scratch, none, none, none)
+            iparams[0] = o1 + 1
         gemm_vec(scratch, base, ld, x0, o0, tile[T_A_K], tile[T_A_M], y, o2, tile[T_C_M],
                  tile[T_N], tile[T_M], k, zero_first, stream, relu, none + 1)
     else:  # along M: in0's m x K block, in1 broadcast
-        _copy_transposed(x0, o0, scratch, base, tile[T_M], k, tile[T_A_M], ld, plain, scratch,
-                         none, none, none)
+        if iparams[0] != o0 + 1:
+            _copy_transposed(x0, o0, scratch, base, tile[T_M], k, tile[T_A_M], ld, plain,
+                             scratch, none, none, none)
+            iparams[0] = o0 + 1
         gemm_vec(scratch, base, ld, x1, o1, tile[T_B_K], tile[T_B_N], y, o2, tile[T_C_N],
                  tile[T_M], tile[T_N], k, zero_first, stream, relu, none + 1)
 
@@ -781,7 +788,8 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
                            tile[T_B_N], y, o2, tile[T_C_M], tile[T_M], tile[T_N], tile[T_K],
                            zero_first, stream, relu, scratch)
         elif tile[T_VEC_P]:
-            _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch)
+            _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch,
+                             iparams)
         elif tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
             nxt = n1 - o1 if n1 >= 0 else 0
             gemm_vec(x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2,

@@ -248,6 +248,7 @@ class TileCost(NamedTuple):
     vec: int  # vec_tile: the vector kernel (VEC_M, VEC_N, VEC_T_*, VEC_P_*), else 0
     streams: bool  # on a vector kernel, with out streamed to memory (streamed)
     blas: bool = False  # a BLAS call (not the vector kernel, dot products or loops)
+    repack_seconds: float = 0.0  # of ``seconds``: a packed vector tile's transpose
 
 
 # A packed vector-kernel tile's transpose of its vector operand's block into the
@@ -288,6 +289,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     br = ax[br_ax].extent if br_ax != NO_AXIS else 1
     tile_flops = 2 * m * n * k * br
     packed = 0
+    repack = 0.0
     vec = vec_tile(c, m_ax, n_ax, k_ax, br_ax)
     dot = not vec and dot_tile(c, m_ax, n_ax, k_ax, br_ax)
     streams = bool(vec) and streamed(c, k_ax, br_ax)
@@ -313,7 +315,8 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         elif vec in (VEC_P_M, VEC_P_N):
             # The vector operand's block transposed into the worker's buffer first.
             packed = k * length * isz
-            per_call += 2 * packed / VEC_P_BYTES_PER_SECOND
+            repack = 2 * packed / VEC_P_BYTES_PER_SECOND
+            per_call += repack
     elif dot:
         per_call = tile_flops / DOT_FLOPS
     elif blas is not None:
@@ -340,7 +343,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     else:
         per_call = tile_flops / params.loop_flops
     return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec, streams,
-                    blas is not None and not vec and not dot)
+                    blas is not None and not vec and not dot, repack)
 
 
 # The fraction of the smaller of compute and memory time that does not overlap with
@@ -482,6 +485,17 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         calls //= inner
         per_call = inner * 2 / ROW_FLOPS + params.tile_seconds
     compute = calls * per_call
+    if tile.repack_seconds:
+        # A packed vector tile whose predecessor on its worker read the same block keeps
+        # the buffer (kernels._gemm_vec_packed): the innermost loops that do not move
+        # the vector operand repeat each transpose's use.
+        op = vector_operand(vec)
+        reuse = 1
+        for a in reversed(ch.loops):
+            if ax[a].strides[op] != 0:
+                break
+            reuse *= ax[a].extent
+        compute -= calls * tile.repack_seconds * (1 - 1 / reuse)
 
     par_iters = 1
     for a in ch.parallel:

@@ -32,6 +32,7 @@ from teir_plan.planner.candidates import (
     choices_for,
     fuse_axes,
     k_split_variants,
+    packed_split_variants,
     prim_choices,
     split_variants,
     tile_blas,
@@ -94,6 +95,7 @@ def variants(c: Contraction, params: MachineParams, threads: int,
                 out.append((fuse_axes(both[0]), (p0[1], both[1])))
     out += [(s, ()) for s in split_variants(base, threads)]
     out += [(s, ()) for s in k_split_variants(base)]
+    out += [(s, ()) for s in packed_split_variants(base)]
     return tuple(out)
 
 
