@@ -188,3 +188,21 @@ def test_the_planner_splits_for_packed_tiles() -> None:
     ref = a.astype(np.float64) @ b.T.astype(np.float64)
     for alt in (plan, *plan.alternatives):
         np.testing.assert_allclose(alt(a, b), ref, rtol=1e-4, atol=1e-3)
+
+
+def test_a_long_k_is_offered_in_blocks_for_packed_tiles() -> None:
+    # bi,oi->bo with 768 in-features: the weight's K x length block fits only in K
+    # blocks (of 128 here, packed_split_variants); among the candidates are packed tiles
+    # in K blocks, accumulated in out; the plan and every alternative give numpy's
+    # answer.
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((64, 768)).astype(np.float32)
+    w = rng.standard_normal((768, 768)).astype(np.float32)
+    plan = tp.plan("bi,oi->bo", x, w)
+    blocked = [alt for alt in plan.alternatives
+               if lower(alt.teir).tile[K.T_VEC_P]
+               and alt.teir.schedule.dim_sizes[-1] < 768]
+    assert blocked, "no packed candidate in K blocks"
+    ref = x.astype(np.float64) @ w.T.astype(np.float64)
+    for alt in (plan, *plan.alternatives):
+        np.testing.assert_allclose(alt(x, w), ref, rtol=1e-4, atol=1e-3)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from teir_plan.executor.lower import (
     SMALL_TILE_FLOPS,
     VEC_MAX_ROWS_TIMES_K,
+    VEC_MAX_SPAN,
     VEC_P_MAX_BYTES,
     VEC_P_MIN_LINES,
     VEC_ROWS,
@@ -203,36 +204,81 @@ def packed_split_variants(c: Contraction) -> list[Contraction]:
     """Contractions split for the packed vector kernel (lower.vec_p_axis): where out has
     unit stride along an M or N axis whose operand has it along a K axis instead, that
     axis is split so that the operand's K x length block fits VEC_P_MAX_BYTES, and the
-    other role's axes into row tiles (:func:`vec_rows_split`).  A loop over the rows
-    inside one over the blocks reuses each transposed block (the cost model's rule):
-    ij,kj->ik's 256^2 product as 64-wide x 32-row tiles ran 119-126 us against BLAS'
-    154-155 on both cores."""
+    other role's axes into row tiles (:func:`packed_rows_split`); a K longer than
+    K_PACKED_TARGET is also offered in blocks of about that, accumulated in out.  A loop
+    over the rows inside one over the blocks reuses each transposed block (the cost
+    model's rule): ij,kj->ik's 256^2 product as 64-wide x 32-row tiles ran 119-126 us
+    against BLAS' 154-155 on both cores, bi,oi->bo's 256x512 by 512x512 in K blocks of
+    128, 64-wide x 32-row tiles, 459-472 against 566."""
     ax = c.axes
     out = []
-    lanes = 64 // c.dtype.itemsize
-    for vi, v in enumerate(ax):
+    for v in ax:
         if v.role not in (DimType.M, DimType.N) or v.strides[2] != 1:
             continue
         op = 0 if v.role is DimType.M else 1
         if v.strides[op] in (0, 1):
             continue
-        for k in ax:
+        for ki, k in enumerate(ax):
             if k.role is not DimType.K or k.strides[op] != 1:
                 continue
-            most = VEC_P_MAX_BYTES // (k.extent * c.dtype.itemsize)
-            lengths = [d for d in range(VEC_P_MIN_LINES * lanes, min(most, v.extent) + 1, lanes)
-                       if v.extent % d == 0]
-            if not lengths:
-                continue
-            split = split_axis(c, vi, lengths[-1]) if lengths[-1] < v.extent else c
-            rows_role = DimType.N if v.role is DimType.M else DimType.M
-            for ri, r in enumerate(split.axes):
-                if r.role is rows_role:
-                    for inner in vec_rows_split(r.extent, [k.extent]):
-                        out.append(split_axis(split, ri, inner))
-            if split is not c:
-                out.append(split)
+            bases = [c]
+            if k.extent > 2 * K_PACKED_TARGET:
+                inner = _divisor_near(k.extent, K_PACKED_TARGET)
+                if inner is not None:
+                    bases.append(split_axis(c, ki, inner))
+            for base in bases:
+                out += _packed_splits(base, base.axes.index(v), op)
     return out
+
+
+# The K block offered to packed vector tiles with a long K (packed_split_variants).
+K_PACKED_TARGET = 128
+
+
+def _packed_splits(c: Contraction, vi: int, op: int) -> list[Contraction]:
+    """``c`` with axis ``vi`` (out's unit stride; unit stride along the innermost K in
+    operand ``op``) cut to blocks within VEC_P_MAX_BYTES, and each axis of the other
+    role cut to row tiles within the kernel's rules (itself included when it needs no
+    cut only if something was cut)."""
+    ax = c.axes
+    v = ax[vi]
+    isz = c.dtype.itemsize
+    lanes = 64 // isz
+    k = next(a for a in reversed(ax) if a.role is DimType.K and a.strides[op] == 1)
+    most = VEC_P_MAX_BYTES // (k.extent * isz)
+    lengths = [d for d in range(VEC_P_MIN_LINES * lanes, min(most, v.extent) + 1, lanes)
+               if v.extent % d == 0]
+    if not lengths:
+        return []
+    split = split_axis(c, vi, lengths[-1]) if lengths[-1] < v.extent else c
+    out = []
+    rows_role = DimType.N if v.role is DimType.M else DimType.M
+    for ri, r in enumerate(split.axes):
+        if r.role is rows_role:
+            inner = packed_rows_split(r.extent, k.extent, abs(r.strides[1 - op]),
+                                      abs(k.strides[1 - op]), isz)
+            if inner is not None and inner < r.extent:
+                out.append(split_axis(split, ri, inner))
+    if split is not c or out:
+        out.append(split)
+    return out
+
+
+def packed_rows_split(extent: int, k: int, s_rows: int, s_k: int, itemsize: int) -> int | None:
+    """The largest divisor of a row axis ``extent`` that a vector-kernel tile with K ``k``
+    takes: rows x K within VEC_MAX_ROWS_TIMES_K and the other operand's rows x K block
+    (rows ``s_rows`` apart, K steps ``s_k``) within VEC_MAX_SPAN bytes; a multiple of
+    VEC_ROWS where one fits, at least VEC_ROWS; None if none.
+
+    >>> packed_rows_split(256, 128, 512, 1, 4), packed_rows_split(256, 256, 256, 1, 4)
+    (32, 32)
+    """
+    span_rows = ((VEC_MAX_SPAN // itemsize - 1 - (k - 1) * s_k) // s_rows + 1
+                 if s_rows else extent)
+    most = min(VEC_MAX_ROWS_TIMES_K // k, span_rows, extent)
+    fit = [d for d in range(VEC_ROWS, most + 1) if extent % d == 0]
+    whole = [d for d in fit if d % VEC_ROWS == 0]
+    return max(whole or fit) if fit else None
 
 
 def _divisor_near(n: int, target: int) -> int | None:
