@@ -67,3 +67,14 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     for name, n in sorted(_EXAMPLES.items()):
         tr.write_line(f"{n:>9,}  {name}")
     tr.write_line(f"{sum(_EXAMPLES.values()):>9,}  total")
+
+
+@pytest.fixture(params=[1, 2], ids=["1 thread", "2 threads"])
+def threads(request):  # type: ignore[no-untyped-def]
+    """Run the test with teir_plan set to 1, then 2 threads; the setting is restored."""
+    import teir_plan as tp
+
+    n = tp.get_num_threads()
+    tp.set_num_threads(request.param)
+    yield request.param
+    tp.set_num_threads(n)

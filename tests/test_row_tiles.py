@@ -38,14 +38,6 @@ def _run_both(prog: tp.TEIR, lengths: list[int], seed: int) -> None:
     np.testing.assert_allclose(bufs[-1].astype(np.float64), ref[-1], rtol=tol, atol=tol)
 
 
-@pytest.fixture(params=[1, 2], ids=["1 thread", "2 threads"])
-def threads(request):  # type: ignore[no-untyped-def]
-    n = tp.get_num_threads()
-    tp.set_num_threads(request.param)
-    yield request.param
-    tp.set_num_threads(n)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("first", ["zero", "none"])
 @pytest.mark.parametrize("last", ["none", "relu"])

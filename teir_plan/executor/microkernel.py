@@ -609,8 +609,9 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         v += 2 * w
     while v < mv:
         left = mv - v
-        lines = min(LINES, (left + lanes - 1) // lanes)
-        if (left + lanes - 1) // lanes == 4:
+        left_lines = (left + lanes - 1) // lanes
+        lines = min(LINES, left_lines)
+        if left_lines == 4:
             # 2 + 2 lines, not 3 + 1: a 1-line strip's K steps wait on nine loads for
             # eight products (measured on one core, 64 x 112 x 128 tiles, 3 + 2 + 2
             # against 3 + 3 + 1: 174-180 -> 195-200 GFLOP/s; 256 wide, +1-5%).

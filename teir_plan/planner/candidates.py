@@ -154,14 +154,20 @@ def vec_rows_split(extent: int, k_extents: Sequence[int]) -> list[int]:
     """
     out = []
     for k in k_extents:
-        if extent * k <= VEC_MAX_ROWS_TIMES_K or k * VEC_SPLIT_MIN_ROWS > VEC_MAX_ROWS_TIMES_K:
+        if extent * k <= VEC_MAX_ROWS_TIMES_K:
             continue
-        fit = [d for d in range(VEC_SPLIT_MIN_ROWS, VEC_MAX_ROWS_TIMES_K // k + 1)
-               if extent % d == 0]
-        whole = [d for d in fit if d % VEC_ROWS == 0]
-        if whole or fit:
-            out.append(max(whole or fit))
+        rows = _row_tile(extent, VEC_SPLIT_MIN_ROWS, VEC_MAX_ROWS_TIMES_K // k)
+        if rows is not None:
+            out.append(rows)
     return out
+
+
+def _row_tile(extent: int, least: int, most: int) -> int | None:
+    """The largest divisor of ``extent`` in [least, most], a multiple of the vector
+    kernel's VEC_ROWS where one is; None if none."""
+    fit = [d for d in range(least, most + 1) if extent % d == 0]
+    whole = [d for d in fit if d % VEC_ROWS == 0]
+    return max(whole or fit) if fit else None
 
 
 # The inner extent tried when splitting a K axis whose rows a vector-kernel tile would
@@ -244,7 +250,7 @@ def _packed_splits(c: Contraction, vi: int, op: int) -> list[Contraction]:
     v = ax[vi]
     isz = c.dtype.itemsize
     lanes = 64 // isz
-    k = next(a for a in reversed(ax) if a.role is DimType.K and a.strides[op] == 1)
+    k = next(a for a in ax if a.role is DimType.K and a.strides[op] == 1)
     most = VEC_P_MAX_BYTES // (k.extent * isz)
     lengths = [d for d in range(VEC_P_MIN_LINES * lanes, min(most, v.extent) + 1, lanes)
                if v.extent % d == 0]
@@ -275,10 +281,7 @@ def packed_rows_split(extent: int, k: int, s_rows: int, s_k: int, itemsize: int)
     """
     span_rows = ((VEC_MAX_SPAN // itemsize - 1 - (k - 1) * s_k) // s_rows + 1
                  if s_rows else extent)
-    most = min(VEC_MAX_ROWS_TIMES_K // k, span_rows, extent)
-    fit = [d for d in range(VEC_ROWS, most + 1) if extent % d == 0]
-    whole = [d for d in fit if d % VEC_ROWS == 0]
-    return max(whole or fit) if fit else None
+    return _row_tile(extent, VEC_ROWS, min(VEC_MAX_ROWS_TIMES_K // k, span_rows, extent))
 
 
 def _divisor_near(n: int, target: int) -> int | None:
