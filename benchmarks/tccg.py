@@ -9,7 +9,9 @@ with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
 large copy (the faster of numpy's and one with non-temporal stores), both measured in
 this run.  Each system is timed in a block of calls, except tp's three variants, which
 share one thread pool and are timed in turns (one call of each per round), so that their
-ratios (out= against C order) do not depend on when the machine was busy.
+ratios (out= against C order) do not depend on when the machine was busy.  A
+GEMM-like case is also timed as the one GEMM it is, numpy.matmul on its own arrays
+viewed as matrices (``same_gemm``): the rate BLAS reaches at the case's own m, n, k.
 
 The cost model is calibrated first (``tp.calibrate()``, 15-20 seconds), as the
 documentation asks users to do once per machine; ``--no-calibrate`` plans with the
@@ -265,6 +267,18 @@ def main() -> None:
         record = {"case": i, "expr": expr, "sizes": ext, "gflops": rates, "flops": flops,
                   "bytes_min": bytes_min, "tp_vs_best_peer": tp_rate / best_peer,
                   "best_peer_gflops": best_peer, "gemm_like": gemm_like}
+        if gemm_like:
+            # Not a peer: the GEMM a user could call by hand for this case, timed like one.
+            gout = np.empty([ext[c] for c in expr.split("->")[1]], np.float32)
+            gemm, mnk = same_gemm(expr, a, b, gout)
+            gemm()
+            if np.allclose(gout, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max()):
+                best, _ = timeit(gemm, repeats)
+                record["same_gemm"] = {"mnk": mnk, "gflops": flops / best / 1e9,
+                                       "in_cache_gflops": in_cache_gemm(*mnk, repeats)}
+            else:
+                print(f"\nnumpy.matmul on the matrix views of {expr} gave a wrong answer",
+                      file=sys.stderr)
         records.append(record)
         _write(info, peak, bw, repeats, records, once)  # partial results survive an interrupt
     progress(len(chosen), len(chosen), "done")
@@ -304,6 +318,8 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
         g = r["gflops"]
         return g[num] / g[den] if num in g and den in g else float("nan")
 
+    same = [r["gflops"].get("tp", 0) / r["same_gemm"]["gflops"] for r in records
+            if "same_gemm" in r]
     summary = {
         "geomean tp/best peer": geo([r["tp_vs_best_peer"] for r in records]),
         "geomean tp %roofline": geo([r[10] for r in rows]),
@@ -312,6 +328,8 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
             [r["gflops"].get("tp", 0) * 1e9 / peak for r in records if r["gemm_like"]]),
         "GEMM-like cases: lowest tp/GEMM rate": lowest(
             [r["gflops"].get("tp", 0) * 1e9 / peak for r in records if r["gemm_like"]]),
+        "GEMM-like cases: geomean tp/the same GEMM through numpy.matmul": geo(same),
+        "GEMM-like cases: lowest tp/the same GEMM through numpy.matmul": lowest(same),
         "geomean tp(out=)/tp(C) (the same C-order result, into out= or allocated)": geo(
             [ratio(r, "tp(out=)", "tp(C)") for r in records]),
         "lowest tp(out=)/tp(C)": lowest([ratio(r, "tp(out=)", "tp(C)") for r in records]),
@@ -326,6 +344,20 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
             [100 * r["gflops"][sysname] / r["roofline_gflops"] for r in records
              if sysname in r["gflops"]])
     table = md_table(header, rows)
+    gemm_rows = [[r["case"], r["expr"], *r["same_gemm"]["mnk"], r["gflops"].get("tp"),
+                  r["same_gemm"]["gflops"], r["same_gemm"]["in_cache_gflops"],
+                  r["gflops"].get("tp", 0) / r["same_gemm"]["gflops"],
+                  r["gflops"].get("tp", 0) * 1e9 / peak]
+                 for r in records if "same_gemm" in r]
+    if gemm_rows:
+        table += (
+            "\n\nGEMM-like cases against the same GEMM: numpy.matmul (BLAS) on the case's "
+            "own arrays viewed as matrices, no copy, with the case's m, n, k; and "
+            f"numpy.matmul at the case's m and k with n cut to {IN_CACHE_N}, repeated on "
+            "arrays in cache (the shape's arithmetic alone; only where they fit "
+            f"{IN_CACHE_BYTES >> 20} MiB)\n\n"
+            + md_table(["#", "expression", "m", "n", "k", "tp", "same GEMM (numpy.matmul)",
+                        "same m, k in cache", "tp/same GEMM", "tp/GEMM rate"], gemm_rows))
     summ = "\n".join(f"- {k}: {v:.2f}" for k, v in summary.items())
     if once:
         summ += "\n- timed by their second call alone (slower than --once-over): " + "; ".join(once)
@@ -343,13 +375,65 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
     return f"{md}\nresults: {path}"
 
 
+def _roles(expr: str) -> dict[str, list[str]]:
+    ins, out = expr.split("->")
+    a, b = ins.split(",")
+    return {"m": [c for c in out if c in a], "n": [c for c in out if c in b],
+            "k": [c for c in a if c in b and c not in out]}
+
+
+def same_gemm(expr: str, a: np.ndarray, b: np.ndarray, out: np.ndarray
+              ) -> tuple[Callable[[], object], tuple[int, int, int]]:
+    """numpy.matmul on a GEMM-like case's own arrays viewed as matrices (reshapes of
+    C-contiguous arrays and their transposes, no copy): the same m x k by k x n GEMM
+    through BLAS, written into ``out``.  Its rate is the GEMM rate of the case's own
+    shape, against which a GEMM-like case can be judged: a large square GEMM's rate is
+    not reachable when k is short and the operands stream from memory."""
+    ins, o = expr.split("->")
+    ta, tb = ins.split(",")
+    r = _roles(expr)
+    ext = dict(zip(ta, a.shape)) | dict(zip(tb, b.shape))
+    m, n, k = (math.prod(ext[c] for c in r[x]) for x in ("m", "n", "k"))
+    a2 = a.reshape(m, k) if ta[0] in r["m"] else a.reshape(k, m).T
+    b2 = b.reshape(k, n) if tb[0] in r["k"] else b.reshape(n, k).T
+    if o[0] in r["m"]:
+        o2 = out.reshape(m, n)
+        return (lambda: np.matmul(a2, b2, out=o2)), (m, n, k)
+    o2 = out.reshape(n, m)
+    return (lambda: np.matmul(b2.T, a2.T, out=o2)), (m, n, k)
+
+
+IN_CACHE_BYTES = 1 << 20  # the operands and result of an in-cache GEMM, at most
+IN_CACHE_N = 1024
+
+
+def in_cache_gemm(m: int, n: int, k: int, repeats: int) -> float | None:
+    """GFLOP/s of numpy.matmul at m and k with n cut to IN_CACHE_N columns, called
+    repeatedly on the same arrays, so that everything is in cache: the rate of the
+    shape's arithmetic alone.  None when the cut GEMM does not fit IN_CACHE_BYTES."""
+    n = min(n, IN_CACHE_N)
+    if 4 * (m * k + k * n + m * n) > IN_CACHE_BYTES:
+        return None
+    rng = np.random.default_rng(1)
+    a = rng.random((m, k), dtype=np.float32)
+    b = rng.random((k, n), dtype=np.float32)
+    c = np.empty((m, n), np.float32)
+    calls = max(1, int(20e-3 / max(2 * m * n * k / 200e9, 1e-6)))  # about 20 ms a block
+
+    def block() -> None:
+        for _ in range(calls):
+            np.matmul(a, b, out=c)
+
+    best, _ = timeit(block, repeats)
+    return 2 * m * n * k * calls / best / 1e9
+
+
 def _gemm_like(expr: str) -> bool:
     """One GEMM covers the contraction once axes that are adjacent in every operand fuse:
     no C index and each role's indices appear contiguously, in one order, everywhere."""
     ins, out = expr.split("->")
     a, b = ins.split(",")
-    roles = {"m": [c for c in out if c in a], "n": [c for c in out if c in b],
-             "k": [c for c in a if c in b and c not in out]}
+    roles = _roles(expr)
     if any(c in a and c in b for c in out):
         return False
 
