@@ -1,13 +1,14 @@
 """The 24 TCCG contractions in float32: teir_plan against numpy, opt_einsum, PyTorch
 and etops, all measured in the same run, with each case's roofline.
 
-Per case: GFLOP/s of tp.einsum (without and with out=), numpy.einsum(optimize=True)
+Per case: GFLOP/s of tp.einsum (without out=; into a C-order out=; C order allocated
+by tp; into an out= of the layout tp picks itself), numpy.einsum(optimize=True)
 (called as users do, without out=), opt_einsum.contract, torch.einsum and etops
 (its optimize, then TensorOperation.execute; only execute is timed), each when
 installed.  Roofline = min(GEMM rate, arithmetic intensity x memory bandwidth),
 with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
 large copy (the faster of numpy's and one with non-temporal stores), both measured in
-this run.  Each system is timed in a block of calls, except tp's three variants, which
+this run.  Each system is timed in a block of calls, except tp's four variants, which
 share one thread pool and are timed in turns (one call of each per round), so that their
 ratios (out= against C order) do not depend on when the machine was busy.  A
 GEMM-like case is also timed as the one GEMM it is, numpy.matmul on its own arrays
@@ -128,12 +129,16 @@ def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
     ext = dict(zip(expr.split("->")[0].split(",")[0], a.shape))
     ext |= dict(zip(expr.split("->")[0].split(",")[1], b.shape))
     out = np.empty([ext[c] for c in out_idx], np.float32)
+    own = tp.plan(expr, a, b).empty_out()
     runs = {
         "tp": lambda: tp.einsum(expr, a, b),
         "tp(out=)": lambda: tp.einsum(expr, a, b, out=out),
         # The same C-order result allocated by tp: what tp(out=) is compared with (without
         # out=, tp may return a permuted view, a layout out= does not allow).
         "tp(C)": lambda: tp.einsum(expr, a, b, order="C"),
+        # out= in the layout tp picks for itself (plan.empty_out()): what out= costs
+        # when the layout is the same as without it.
+        "tp(out=own)": lambda: tp.einsum(expr, a, b, out=own),
         "numpy": lambda: np.einsum(expr, a, b, optimize=True),
     }
     try:
@@ -303,13 +308,14 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
         r["roofline_gflops"] = roof / 1e9
         rates = r["gflops"]
         rows.append([r["case"], r["expr"] + (" *" if r["gemm_like"] else ""),
-                     *[rates.get(s) for s in ("tp", "tp(out=)", "tp(C)", "numpy",
-                                              "opt_einsum", "torch", "etops")],
+                     *[rates.get(s) for s in ("tp", "tp(out=)", "tp(C)", "tp(out=own)",
+                                              "numpy", "opt_einsum", "torch", "etops")],
                      r["tp_vs_best_peer"], 100 * rates.get("tp", float("nan")) * 1e9 / roof,
                      100 * r["best_peer_gflops"] * 1e9 / roof])
 
-    header = ["#", "expression (* GEMM-like)", "tp", "tp(out=)", "tp(C)", "numpy",
-              "opt_einsum", "torch", "etops", "tp/best peer", "tp %roof", "best peer %roof"]
+    header = ["#", "expression (* GEMM-like)", "tp", "tp(out=)", "tp(C)", "tp(out=own)",
+              "numpy", "opt_einsum", "torch", "etops", "tp/best peer", "tp %roof",
+              "best peer %roof"]
 
     def lowest(xs: list[float]) -> float:
         return min((x for x in xs if x == x), default=float("nan"))
@@ -322,8 +328,8 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
             if "same_gemm" in r]
     summary = {
         "geomean tp/best peer": geo([r["tp_vs_best_peer"] for r in records]),
-        "geomean tp %roofline": geo([r[10] for r in rows]),
-        "geomean best peer %roofline": geo([r[11] for r in rows]),
+        "geomean tp %roofline": geo([r[-2] for r in rows]),
+        "geomean best peer %roofline": geo([r[-1] for r in rows]),
         "GEMM-like cases: geomean tp/GEMM rate": geo(
             [r["gflops"].get("tp", 0) * 1e9 / peak for r in records if r["gemm_like"]]),
         "GEMM-like cases: lowest tp/GEMM rate": lowest(
@@ -335,6 +341,9 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
         "lowest tp(out=)/tp(C)": lowest([ratio(r, "tp(out=)", "tp(C)") for r in records]),
         "geomean tp(out=)/tp (C order against the layout tp chooses)": geo(
             [ratio(r, "tp(out=)", "tp") for r in records]),
+        "geomean tp(out=own)/tp (out= in the layout tp chooses, against no out=)": geo(
+            [ratio(r, "tp(out=own)", "tp") for r in records]),
+        "lowest tp(out=own)/tp": lowest([ratio(r, "tp(out=own)", "tp") for r in records]),
         "geomean tp(out=)/best peer": geo(
             [r["gflops"].get("tp(out=)", float("nan")) / r["best_peer_gflops"]
              for r in records]),

@@ -40,8 +40,13 @@ BENCHMARKS = [
      "The 24 binary contractions of the TCCG benchmark in float32: GFLOP/s of tp.einsum "
      "(`tp`: the result's layout chosen by the planner, as with numpy's default "
      "`order='K'`; `tp(out=)`: into a C-order `out`; `tp(C)`: the same C-order result "
-     "allocated by tp, `order='C'`) against numpy.einsum(optimize=True), opt_einsum, "
-     "PyTorch and etops, all measured in the same run, with each case's roofline."),
+     "allocated by tp, `order='C'`; `tp(out=own)`: into an `out` of the layout tp picks "
+     "itself, `plan.empty_out()`) against numpy.einsum(optimize=True), opt_einsum, "
+     "PyTorch and etops, all measured in the same run, with each case's roofline.  The two "
+     "GEMM-like cases (one GEMM once adjacent indices fuse) are also timed as that GEMM "
+     "through numpy.matmul on their own arrays, and at their m and k with the arrays in "
+     "cache: a GEMM's rate depends on its shape, and a short k streamed from memory does "
+     "not reach the rate of a large square product."),
     ("everyday", "Everyday einsums", ".venv/bin/python -m benchmarks.everyday",
      "Contractions users write outside the TCCG suite, in microseconds against "
      "numpy.einsum(optimize=True), opt_einsum and PyTorch in the same run: matrix products "
