@@ -238,7 +238,7 @@ def main() -> None:
             res = fn()
             t_first = time.perf_counter() - t_first
             res = getattr(fn, "out", res)
-            if not np.allclose(res, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max()):
+            if not _matches(res, ref):
                 print(f"\n{name} gave a wrong answer on {expr}", file=sys.stderr)
                 continue
             # A first call slower than 2 s may be compiling (teir_plan's kernels on a
@@ -277,7 +277,7 @@ def main() -> None:
             gout = np.empty([ext[c] for c in expr.split("->")[1]], np.float32)
             gemm, mnk = same_gemm(expr, a, b, gout)
             gemm()
-            if np.allclose(gout, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max()):
+            if _matches(gout, ref):
                 best, _ = timeit(gemm, repeats)
                 record["same_gemm"] = {"mnk": mnk, "gflops": flops / best / 1e9,
                                        "in_cache_gflops": in_cache_gemm(*mnk, repeats)}
@@ -382,6 +382,11 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
                                   "summary": summary, "timed_once": once,
                                   "complete": final}, md)
     return f"{md}\nresults: {path}"
+
+
+def _matches(res: np.ndarray, ref: np.ndarray) -> bool:
+    """Whether a float32 result agrees with the float64 reference."""
+    return bool(np.allclose(res, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max()))
 
 
 def _roles(expr: str) -> dict[str, list[str]]:
