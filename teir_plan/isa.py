@@ -87,7 +87,7 @@ class VectorTarget:
     @property
     def key(self) -> str:
         """What compiled kernels and calibrations depend on: CPU and vector shape."""
-        return f"{self.cpu}-{self.name}{self.vector_bytes}r{self.registers}"
+        return f"{self.cpu}-{self.name}-{self.vector_bytes}b-{self.registers}r"
 
 
 def _llvm_host() -> tuple[str, set[str]]:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan.executor import kernels as K
 from teir_plan.executor.lower import lower, streams_out, vec_axis
-from teir_plan.executor.microkernel import gemm_vec
+from teir_plan.executor.microkernel import LINES, QUAD_LINES, VECTOR_BYTES, gemm_vec
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
 
@@ -41,7 +41,7 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     stream = data.draw(st.booleans(), label="stream")
     relu = data.draw(st.booleans(), label="relu")
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
-    lanes = 64 // np.dtype(dtype).itemsize
+    lanes = VECTOR_BYTES // np.dtype(dtype).itemsize
     vo, so = (data.draw(st.integers(0, 7), label=f"{t} offset") for t in "VS")
     co = data.draw(st.integers(0, 2 * lanes), label="C offset")
     vk = mv + vpad
@@ -79,7 +79,7 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("lines", [4, 7, 8, 16])
+@pytest.mark.parametrize("lines", [QUAD_LINES, 7, 8, 16])
 def test_four_line_axes_and_four_line_remainders(dtype: type, lines: int) -> None:
     # 4 lines along the vector axis run in one 4-line strip of 6 rows, with 4-, 2- and
     # 1-row micro-tiles for the rows left over; the last line may be partial, the
@@ -88,7 +88,7 @@ def test_four_line_axes_and_four_line_remainders(dtype: type, lines: int) -> Non
     # lines as 2 + 2 (7 and 16 lines; 5, 8, 9 and 17 do not end so).  Each call against
     # numpy in float64, and nothing outside the tile written.
     rng = np.random.default_rng(lines)
-    lanes = 64 // np.dtype(dtype).itemsize
+    lanes = VECTOR_BYTES // np.dtype(dtype).itemsize
     calls = 0
     for mv in (lines * lanes, lines * lanes - 3, lines * lanes + 1):
         for n in (6, 7, 9, 10, 11, 12, 13, 20):
@@ -179,8 +179,9 @@ def test_the_rule() -> None:
     # Too few rows, too many rows x K, too short, BRGEMM, out not unit-stride: BLAS.
     assert vec_axis(432, 2, 36, 1, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 128, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 0
-    assert vec_axis(64, 24, 36, 1, (1, 6400), (1, 36), (1, 64), 4) == 0
-    assert vec_axis(32, 24, 36, 1, (1, 32), (1, 36), (1, 32), 4) == 0
+    micro = LINES * VECTOR_BYTES // 4  # one micro-tile along the vector axis
+    assert vec_axis(2 * micro - 4, 24, 36, 1, (1, 6400), (1, 36), (1, 64), 4) == 0
+    assert vec_axis(micro - 4, 24, 36, 1, (1, micro - 4), (1, 36), (1, micro - 4), 4) == 0
     assert vec_axis(432, 24, 36, 4, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 24, 36, 1, (1, 432), (1, 36), (24, 1), 4) == 0
 
@@ -289,11 +290,11 @@ def test_rows_at_the_same_page_offsets_take_two_strips_at_a_time_exactly(
     # V's K rows and C's rows all start at one offset within a page (rows a multiple of
     # 4 KiB apart): the kernel alternates two strips (see _rows_alias); the tile must be
     # the same products, and nothing outside it written.
-    from teir_plan.executor.microkernel import LINES, _rows_alias
+    from teir_plan.executor.microkernel import _rows_alias
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     isz = np.dtype(dtype).itemsize
-    lanes = 64 // isz
+    lanes = VECTOR_BYTES // isz
     w = LINES * lanes
     mv = data.draw(st.integers(4 * w, 6 * w + 2 * lanes + 3), label="vector length")
     n = data.draw(st.integers(16, 40), label="rows")

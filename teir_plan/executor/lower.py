@@ -18,12 +18,15 @@ import numpy as np
 from teir_plan.executor import kernels as K
 from teir_plan.executor.blas import gemm_address
 from teir_plan.executor.transposed_kernel import MAX_ROWS, entry_address, scratch_elements
+from teir_plan.isa import target
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR
 
 # Below this many multiply-adds per product a tile runs as strided loops: a BLAS call
 # and its argument set-up cost more than the arithmetic.
 SMALL_TILE_FLOPS = 512
+
+VEC_TARGET = target()
 
 # A tile with one output row or column (matrix-vector and dot products) whose K axis
 # has unit stride in both operands runs as dot products (kernels.MODE_DOT) when K has
@@ -47,8 +50,12 @@ VEC_MAX_SPAN = 64 * 1024
 # An output at least this large is not read again from cache: written once (no K loop
 # around the tiles), it is written with non-temporal stores.
 STREAM_MIN_BYTES = 32 * 1024 * 1024
-VEC_LINES = 3  # the kernel's main micro-tile is this many 64-byte lines long
-VEC_ROWS = 8  # ... and this many rows
+# The vector kernels' target (teir_plan.isa): the main micro-tile is VEC_LINES vector
+# registers of VEC_BYTES long and VEC_ROWS rows; without a vector ISA (VEC_BYTES 0) every
+# GEMM tile runs on BLAS or loops.
+VEC_BYTES = VEC_TARGET.vector_bytes
+VEC_LINES = VEC_TARGET.vectors
+VEC_ROWS = VEC_TARGET.rows
 # With fewer rows each K step loads nearly as many lines as it multiplies (one row:
 # dca,bd->abc tiles of 512 x 1 x 384 measured 36 GFLOP/s against BLAS' 88).
 VEC_MIN_ROWS = 4
@@ -96,7 +103,9 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     # enough when the tile's K rows follow one another (the tile is one contiguous run
     # of lines, which the next tile's prefetch covers): ecbfa,fd->abcde's 48 x 24 x 48
     # tiles 118 GFLOP/s with BLAS, 160 on the kernel.
-    micro = VEC_LINES * 64 // itemsize
+    if not VEC_BYTES:
+        return 0
+    micro = VEC_LINES * VEC_BYTES // itemsize
 
     def long_enough(length: int, s_k: int) -> bool:
         return length >= 2 * micro or (length >= micro and abs(s_k) == length)
@@ -141,7 +150,7 @@ def vec_t_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int
     >>> vec_t_axis(9600, 20, 24, 1, (1, 9600), (20, 1), (1, 9600), 4)  # out along M
     0
     """
-    if br != 1 or itemsize not in (4, 8):
+    if br != 1 or itemsize not in (4, 8) or not VEC_BYTES:
         return 0
     lanes = 64 // itemsize
 
@@ -186,7 +195,7 @@ def vec_p_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int
     >>> vec_p_axis(128, 128, 64, 1, (64, 1), (128, 1), (128, 1), 4)  # B along N: vec_axis'
     0
     """
-    if br != 1 or itemsize not in (4, 8):
+    if br != 1 or itemsize not in (4, 8) or not VEC_BYTES:
         return 0
     lanes = 64 // itemsize
 
@@ -235,7 +244,7 @@ def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
     >>> round(vec_efficiency(4096, 24, 1000, 4), 2), round(vec_efficiency(84, 4, 1000, 4), 2)
     (0.99, 0.43)
     """
-    lanes = 64 // itemsize
+    lanes = max(VEC_BYTES, 16) // itemsize
     return (rows / (VEC_ROWS * -(-rows // VEC_ROWS)) * length / (lanes * -(-length // lanes))
             * k / (k + VEC_K_STEPS))
 

@@ -3,15 +3,16 @@ others, computed as outer products in registers.
 
 BLAS is at its best on large square-ish tiles; on a tile such as m = 432, n = 24,
 k = 36 (a block of ``efbad,cf->abcde``) it spends as long packing and unpacking as
-computing (92 GFLOP/s on this machine's two cores).  When one operand and the output
+computing (92 GFLOP/s on a 2-core AVX-512 Xeon).  When one operand and the output
 share a unit-stride axis (the *vector axis*, M or N), no packing is needed at all:
-each step of the K loop loads a few 64-byte lines of that operand along the vector axis,
+each step of the K loop loads a few vector registers of that operand along the vector axis,
 broadcasts one element of the other operand per output row, and adds their products
 into accumulators that stay in registers for the whole K loop; the output tile is
 written once at the end (measured: the same blocks at 149 GFLOP/s).
 
 :func:`gemm_vec` walks a tile in micro-tiles of ``rows x (lines x L)`` output elements
-(``L`` elements per 64-byte line: 16 float32, 8 float64); each micro-tile is one call of
+(``L`` elements per vector register: 16 float32 with AVX-512, 8 with AVX2, 4 with NEON;
+the shape ``rows x lines`` is the target's, :mod:`teir_plan.isa`); each micro-tile is one call of
 an intrinsic that emits the K loop as LLVM IR with the accumulators as loop-carried
 vector values (numba has no SIMD types of its own).  A vector axis that ends in a
 partial line ends in a micro-tile whose last line is read and written with masked loads
@@ -35,11 +36,28 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from teir_plan.isa import LINE_BYTES, target
+
+# The vector registers the kernels are generated for (teir_plan.isa): their width and
+# the micro-tile shapes the register file holds.  Read once, at import: numba freezes
+# them into the compiled code, and executor/cache.py keys the disk cache on them.
+_TARGET = target()
+# Without a vector ISA the vector kernels never run (lower.py gives their tiles to BLAS),
+# but they are still compiled into the walker: 16-byte vectors are valid everywhere.
+VECTOR_BYTES = _TARGET.vector_bytes or 16
+ROWS = _TARGET.rows  # output rows of the main micro-tile
+LINES = _TARGET.vectors  # vector registers along the vector axis of the main micro-tile
+# A vector axis exactly LINES + 1 vectors long (64 float32 on AVX-512: attention's head
+# dimension) runs as one strip of that many vectors in fewer rows (as many accumulators),
+# not as a LINES strip and a 1-vector one whose K steps wait on their loads.
+QUAD_LINES = LINES + 1
+QUAD_ROWS = _TARGET.wide_rows
+
 # Helpers for intrinsics (executor/kernels.py's and transposed_kernel.py's use them too).
 
 
 class VectorOps(NamedTuple):
-    """The LLVM intrinsics a vector kernel calls on vectors of one 64-byte line."""
+    """The LLVM intrinsics a vector kernel calls on vectors of one type."""
 
     fma: ir.Function  # a * b + c, lane by lane
     prefetch: ir.Function  # (address, rw, locality, cache type)
@@ -105,26 +123,28 @@ def as_intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
     return context.cast(builder, value, ty, types.intp)
 
 
-def line_lanes(dtype) -> int:  # type: ignore[no-untyped-def]
-    """Elements of a numba float type in one 64-byte line (a zmm register)."""
-    return 512 // dtype.bitwidth
-
-
 class LineVector(NamedTuple):
-    """The LLVM types of one 64-byte line of a numba float type (a zmm register)."""
+    """The LLVM types of one vector of a numba float type."""
 
-    lanes: int  # elements in the line
+    lanes: int  # elements in the vector
     elem: ir.Type  # one element
-    vty: ir.VectorType  # the line
+    vty: ir.VectorType  # the vector
     size: int  # bytes of one element: the alignment of an element-aligned vector access
 
 
-def line_vector(context, dtype) -> LineVector:  # type: ignore[no-untyped-def]
-    """The :class:`LineVector` of numba float type ``dtype``."""
+def line_vector(context, dtype, nbytes: int = LINE_BYTES) -> LineVector:  # type: ignore[no-untyped-def]
+    """The :class:`LineVector` of ``nbytes`` (a 64-byte cache line by default: the copy
+    kernels move whole lines, which LLVM splits into the target's registers) of numba
+    float type ``dtype``."""
     elem = context.get_data_type(dtype)
-    lanes = line_lanes(dtype)
+    lanes = nbytes * 8 // dtype.bitwidth
     return LineVector(lanes, elem, ir.VectorType(elem, lanes),
                       elem.get_abi_size(context.target_data))
+
+
+def reg_vector(context, dtype) -> LineVector:  # type: ignore[no-untyped-def]
+    """The :class:`LineVector` of one of the target's vector registers (VECTOR_BYTES)."""
+    return line_vector(context, dtype, VECTOR_BYTES)
 
 
 def array_data(context, builder, ty, ary):  # type: ignore[no-untyped-def]
@@ -198,281 +218,304 @@ def store_fence(typingctx):  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
-def _micro(rows: int, lines: int):  # type: ignore[no-untyped-def]
-    """An intrinsic computing, for r < rows and v < lines * L,
+@intrinsic
+def _micro(  # type: ignore[no-untyped-def]
+    typingctx, rows_ty, lines_ty, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+    relu, nf, nfl,
+):
+    """An intrinsic computing, for r < rows and v < lines * L (``rows`` and ``lines``
+    integer constants at the call; L the elements of one vector register),
 
         C[co + r*cn + v]  (=, or += unless ``first``)
             sum_{p < K} V[vo + p*vk + v] * S[so + p*sk + r*sn]
 
     (then max(., 0) as numpy.maximum does, if ``relu``), only the first ``tail``
-    elements of the last line (the others are neither read nor written: masked loads
-    and stores), and prefetching V[vo + p*vk + pf + j*L] for j < lines into L1 and
-    V[vo + p*vk + nf + j*L] for j < nfl (at most 3: lines of the next tile) into L2 in
-    each K step.
-    With ``nt`` (only with ``first``; the caller guarantees that every row's first line
-    is 64-byte aligned) whole lines are written with non-temporal stores: straight to
-    memory, without reading them for ownership first."""
+    elements of the last vector (the others are neither read nor written: masked loads
+    and stores), and prefetching the cache lines of V[vo + p*vk + pf + v] for
+    v < lines * L into L1 and those of V[vo + p*vk + nf + j*64 bytes] for j < nfl (at
+    most 3: lines of the next tile) into L2 in each K step.
+    With ``nt`` (only with ``first``; the caller guarantees that every row's first
+    vector is 64-byte aligned) whole vectors are written with non-temporal stores:
+    straight to memory, without reading them for ownership first."""
+    if not (isinstance(rows_ty, types.IntegerLiteral)
+            and isinstance(lines_ty, types.IntegerLiteral)):
+        return None  # typed again with the constants as literals
+    rows, lines = rows_ty.literal_value, lines_ty.literal_value
+    sig = types.void(rows_ty, lines_ty, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf,
+                     tail, nt, relu, nf, nfl)
 
-    @intrinsic
-    def micro(  # type: ignore[no-untyped-def]
-        typingctx, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl,
-    ):
-        sig = types.void(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+    def codegen(context, builder, signature, all_args):  # type: ignore[no-untyped-def]
+        tys = signature.args[2:]
+        args = all_args[2:]
+        dt = tys[0].dtype
+        lanes, elem, vty, size = reg_vector(context, dt)
+        line_lanes = LINE_BYTES // size  # elements of one cache line
+        v_data, s_data, c_data = (array_data(context, builder, tys[i], args[i])
+                                  for i in (0, 3, 7))
+        vo_, vk_, so_, sk_, sn_, co_, cn_, k_, pf_, tail_ = (
+            as_intp(context, builder, args[i], tys[i])
+            for i in (1, 2, 4, 5, 6, 8, 9, 10, 12, 13))
+        nf_, nfl_ = (as_intp(context, builder, args[i], tys[i]) for i in (16, 17))
+        first_ = context.cast(builder, args[11], tys[11], types.boolean)
+        nt_ = context.cast(builder, args[14], tys[14], types.boolean)
+        relu_ = context.cast(builder, args[15], tys[15], types.boolean)
+        intp = vo_.type
+        i32 = ir.IntType(32)
+        i8p = ir.IntType(8).as_pointer()
+        fma, prefetch, masked_load, masked_store, mty = vector_ops(builder, vty, dt.bitwidth)
+        zero = ir.Constant(vty, [ir.Constant(elem, 0.0)] * lanes)
+        # The last line's mask: lanes below ``tail``.
+        lane_ids = ir.Constant(ir.VectorType(intp, lanes), list(range(lanes)))
+        mask = builder.icmp_signed("<", lane_ids,
+                                   splat(builder, tail_, ir.VectorType(intp, lanes)))
+        align = ir.Constant(i32, size)
 
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            tys = signature.args
-            dt = tys[0].dtype
-            lanes, elem, vty, size = line_vector(context, dt)
-            v_data, s_data, c_data = (array_data(context, builder, tys[i], args[i])
-                                      for i in (0, 3, 7))
-            vo_, vk_, so_, sk_, sn_, co_, cn_, k_, pf_, tail_ = (
-                as_intp(context, builder, args[i], tys[i])
-                for i in (1, 2, 4, 5, 6, 8, 9, 10, 12, 13))
-            nf_, nfl_ = (as_intp(context, builder, args[i], tys[i]) for i in (16, 17))
-            first_ = context.cast(builder, args[11], tys[11], types.boolean)
-            nt_ = context.cast(builder, args[14], tys[14], types.boolean)
-            relu_ = context.cast(builder, args[15], tys[15], types.boolean)
-            intp = vo_.type
-            i32 = ir.IntType(32)
-            i8p = ir.IntType(8).as_pointer()
-            fma, prefetch, masked_load, masked_store, mty = vector_ops(builder, vty, dt.bitwidth)
-            zero = ir.Constant(vty, [ir.Constant(elem, 0.0)] * lanes)
-            # The last line's mask: lanes below ``tail``.
-            lane_ids = ir.Constant(ir.VectorType(intp, lanes), list(range(lanes)))
-            mask = builder.icmp_signed("<", lane_ids,
-                                       splat(builder, tail_, ir.VectorType(intp, lanes)))
-            align = ir.Constant(i32, size)
+        def load(ptr, last):  # type: ignore[no-untyped-def]
+            if last:
+                return builder.call(masked_load, [ptr, align, mask, zero])
+            return builder.load(ptr, align=size)
 
-            def load(ptr, last):  # type: ignore[no-untyped-def]
-                if last:
-                    return builder.call(masked_load, [ptr, align, mask, zero])
-                return builder.load(ptr, align=size)
-
-            def store(val, ptr, last):  # type: ignore[no-untyped-def]
-                if last:
-                    builder.call(masked_store, [val, ptr, align, mask])
-                else:
-                    builder.store(val, ptr, align=size)
+        def store(val, ptr, last):  # type: ignore[no-untyped-def]
+            if last:
+                builder.call(masked_store, [val, ptr, align, mask])
+            else:
+                builder.store(val, ptr, align=size)
 
 
-            def const(v: int) -> ir.Constant:
-                return ir.Constant(intp, v)
+        def const(v: int) -> ir.Constant:
+            return ir.Constant(intp, v)
 
-            entry = builder.basic_block
-            pick = builder.append_basic_block("vec.pick")
-            done = builder.append_basic_block("vec.done")
-            builder.cbranch(builder.icmp_signed(">", k_, const(0)), pick, done)
+        entry = builder.basic_block
+        pick = builder.append_basic_block("vec.pick")
+        done = builder.append_basic_block("vec.done")
+        builder.cbranch(builder.icmp_signed(">", k_, const(0)), pick, done)
 
-            def k_loop(next_tile: bool):  # type: ignore[no-untyped-def]
-                """The K loop, prefetching the next tile's lines or not; returns its
-                last block and the accumulators it leaves."""
-                loop = builder.append_basic_block("vec.k.next" if next_tile else "vec.k")
-                builder.position_at_end(loop)
-                p = builder.phi(intp)
-                p.add_incoming(const(0), pick)
-                acc = []
-                for _ in range(rows * lines):
-                    phi = builder.phi(vty)
-                    phi.add_incoming(zero, pick)
-                    acc.append(phi)
-                vrow = builder.add(vo_, builder.mul(p, vk_))
-                vecs = []
+        def k_loop(next_tile: bool):  # type: ignore[no-untyped-def]
+            """The K loop, prefetching the next tile's lines or not; returns its
+            last block and the accumulators it leaves."""
+            loop = builder.append_basic_block("vec.k.next" if next_tile else "vec.k")
+            builder.position_at_end(loop)
+            p = builder.phi(intp)
+            p.add_incoming(const(0), pick)
+            acc = []
+            for _ in range(rows * lines):
+                phi = builder.phi(vty)
+                phi.add_incoming(zero, pick)
+                acc.append(phi)
+            vrow = builder.add(vo_, builder.mul(p, vk_))
+            vecs = []
+            for j in range(lines):
+                ptr = builder.gep(v_data, [builder.add(vrow, const(j * lanes))])
+                vecs.append(load(builder.bitcast(ptr, vty.as_pointer()), j == lines - 1))
+            for j in range(-(-lines * lanes // line_lanes)):  # each cache line once
+                ptr = builder.gep(v_data, [builder.add(builder.add(vrow, pf_),
+                                                       const(j * line_lanes))])
+                builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                                        ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            # The next tile's lines go to L2 only (locality 1): into L1 they would
+            # evict this tile's lines (measured: 153 -> 203 GFLOP/s on dbea,ec's
+            # tiles with locality 1, 173 with locality 3).
+            for j in range(NEXT_TILE_LINES if next_tile else 0):
+                # Lines past ``nfl`` prefetch the row's own first line instead
+                # (loaded in this step anyway): a select, not a branch, keeps one
+                # loop body (branches would have LLVM unswitch the loop into eight
+                # copies).
+                off = builder.select(builder.icmp_signed(">", nfl_, const(j)),
+                                     builder.add(nf_, const(j * line_lanes)), const(0))
+                ptr = builder.gep(v_data, [builder.add(vrow, off)])
+                builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                                        ir.Constant(i32, 1), ir.Constant(i32, 1)])
+            srow = builder.add(so_, builder.mul(p, sk_))
+            new = []
+            for r in range(rows):
+                s_off = builder.add(srow, builder.mul(sn_, const(r)))
+                s = builder.load(builder.gep(s_data, [s_off]))
+                sv = splat(builder, s, vty)
                 for j in range(lines):
-                    ptr = builder.gep(v_data, [builder.add(vrow, const(j * lanes))])
-                    vecs.append(load(builder.bitcast(ptr, vty.as_pointer()), j == lines - 1))
-                for j in range(lines):
-                    ptr = builder.gep(v_data, [builder.add(builder.add(vrow, pf_),
-                                                           const(j * lanes))])
-                    builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                                            ir.Constant(i32, 3), ir.Constant(i32, 1)])
-                # The next tile's lines go to L2 only (locality 1): into L1 they would
-                # evict this tile's lines (measured: 153 -> 203 GFLOP/s on dbea,ec's
-                # tiles with locality 1, 173 with locality 3).
-                for j in range(LINES if next_tile else 0):
-                    # Lines past ``nfl`` prefetch the row's own first line instead
-                    # (loaded in this step anyway): a select, not a branch, keeps one
-                    # loop body (branches would have LLVM unswitch the loop into eight
-                    # copies).
-                    off = builder.select(builder.icmp_signed(">", nfl_, const(j)),
-                                         builder.add(nf_, const(j * lanes)), const(0))
-                    ptr = builder.gep(v_data, [builder.add(vrow, off)])
-                    builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                                            ir.Constant(i32, 1), ir.Constant(i32, 1)])
-                srow = builder.add(so_, builder.mul(p, sk_))
-                new = []
-                for r in range(rows):
-                    s_off = builder.add(srow, builder.mul(sn_, const(r)))
-                    s = builder.load(builder.gep(s_data, [s_off]))
-                    sv = splat(builder, s, vty)
-                    for j in range(lines):
-                        new.append(builder.call(fma, [vecs[j], sv, acc[r * lines + j]]))
-                p_next = builder.add(p, const(1))
-                tail = builder.basic_block
-                p.add_incoming(p_next, tail)
-                for a, b in zip(acc, new):
-                    a.add_incoming(b, tail)
-                builder.cbranch(builder.icmp_signed("<", p_next, k_), loop, done)
-                return loop, tail, new
+                    new.append(builder.call(fma, [vecs[j], sv, acc[r * lines + j]]))
+            p_next = builder.add(p, const(1))
+            tail = builder.basic_block
+            p.add_incoming(p_next, tail)
+            for a, b in zip(acc, new):
+                a.add_incoming(b, tail)
+            builder.cbranch(builder.icmp_signed("<", p_next, k_), loop, done)
+            return loop, tail, new
 
-            # Two loop bodies, chosen once per micro-tile: the next tile's prefetches
-            # cost a K step three instructions, which tiles with nothing to prefetch
-            # (``nfl`` = 0: most tiles) would pay for nothing (measured on one core, the
-            # 8 x 3 tiles of a 96 x 96 x 1024 GEMM in L2: 122 -> 144 GFLOP/s; streaming
-            # from memory, 96 x 96 x 296352: 103 -> 110).
-            plain, plain_tail, plain_new = k_loop(False)
-            ahead, ahead_tail, ahead_new = k_loop(True)
-            builder.position_at_end(pick)
-            builder.cbranch(builder.icmp_signed(">", nfl_, const(0)), ahead, plain)
+        # Two loop bodies, chosen once per micro-tile: the next tile's prefetches
+        # cost a K step three instructions, which tiles with nothing to prefetch
+        # (``nfl`` = 0: most tiles) would pay for nothing (measured on one core, the
+        # 8 x 3 tiles of a 96 x 96 x 1024 GEMM in L2: 122 -> 144 GFLOP/s; streaming
+        # from memory, 96 x 96 x 296352: 103 -> 110).
+        plain, plain_tail, plain_new = k_loop(False)
+        ahead, ahead_tail, ahead_new = k_loop(True)
+        builder.position_at_end(pick)
+        builder.cbranch(builder.icmp_signed(">", nfl_, const(0)), ahead, plain)
 
-            builder.position_at_end(done)
-            totals = []
-            for i in range(rows * lines):  # phis first: LLVM wants them at the block's top
-                total = builder.phi(vty)
-                total.add_incoming(zero, entry)
-                total.add_incoming(plain_new[i], plain_tail)
-                total.add_incoming(ahead_new[i], ahead_tail)
-                totals.append(total)
+        builder.position_at_end(done)
+        totals = []
+        for i in range(rows * lines):  # phis first: LLVM wants them at the block's top
+            total = builder.phi(vty)
+            total.add_incoming(zero, entry)
+            total.add_incoming(plain_new[i], plain_tail)
+            total.add_incoming(ahead_new[i], ahead_tail)
+            totals.append(total)
 
-            def out_ptr(r: int, j: int):  # type: ignore[no-untyped-def]
-                c_off = builder.add(builder.add(co_, builder.mul(cn_, const(r))),
-                                    const(j * lanes))
-                return builder.bitcast(builder.gep(c_data, [c_off]), vty.as_pointer())
+        def out_ptr(r: int, j: int):  # type: ignore[no-untyped-def]
+            c_off = builder.add(builder.add(co_, builder.mul(cn_, const(r))),
+                                const(j * lanes))
+            return builder.bitcast(builder.gep(c_data, [c_off]), vty.as_pointer())
 
-            def activate(v):  # type: ignore[no-untyped-def]
-                # numpy.maximum(v, 0): v where v > 0 or NaN, else +0.0.
-                keep = builder.fcmp_unordered(">", v, zero)
-                return builder.select(relu_, builder.select(keep, v, zero), v)
+        def activate(v):  # type: ignore[no-untyped-def]
+            # numpy.maximum(v, 0): v where v > 0 or NaN, else +0.0.
+            keep = builder.fcmp_unordered(">", v, zero)
+            return builder.select(relu_, builder.select(keep, v, zero), v)
 
-            def store_nt(v, ptr):  # type: ignore[no-untyped-def]
-                store_nontemporal(builder, v, ptr, 64)
+        def store_nt(v, ptr):  # type: ignore[no-untyped-def]
+            store_nontemporal(builder, v, ptr, VECTOR_BYTES)
 
-            streamed = builder.append_basic_block("vec.nt")
-            nt_full = builder.append_basic_block("vec.nt.full")
-            nt_part = builder.append_basic_block("vec.nt.part")
-            cached = builder.append_basic_block("vec.cached")
-            end = builder.append_basic_block("vec.end")
-            builder.cbranch(builder.and_(nt_, first_), streamed, cached)
+        streamed = builder.append_basic_block("vec.nt")
+        nt_full = builder.append_basic_block("vec.nt.full")
+        nt_part = builder.append_basic_block("vec.nt.part")
+        cached = builder.append_basic_block("vec.cached")
+        end = builder.append_basic_block("vec.end")
+        builder.cbranch(builder.and_(nt_, first_), streamed, cached)
 
-            builder.position_at_end(streamed)  # whole lines straight to memory
-            for r in range(rows):
-                for j in range(lines - 1):
-                    store_nt(activate(totals[r * lines + j]), out_ptr(r, j))
-            builder.cbranch(builder.icmp_signed("==", tail_, const(lanes)), nt_full, nt_part)
-            builder.position_at_end(nt_full)
-            for r in range(rows):
-                store_nt(activate(totals[r * lines + lines - 1]), out_ptr(r, lines - 1))
-            builder.branch(end)
-            builder.position_at_end(nt_part)
-            for r in range(rows):
-                store(activate(totals[r * lines + lines - 1]), out_ptr(r, lines - 1), True)
-            builder.branch(end)
+        builder.position_at_end(streamed)  # whole lines straight to memory
+        for r in range(rows):
+            for j in range(lines - 1):
+                store_nt(activate(totals[r * lines + j]), out_ptr(r, j))
+        builder.cbranch(builder.icmp_signed("==", tail_, const(lanes)), nt_full, nt_part)
+        builder.position_at_end(nt_full)
+        for r in range(rows):
+            store_nt(activate(totals[r * lines + lines - 1]), out_ptr(r, lines - 1))
+        builder.branch(end)
+        builder.position_at_end(nt_part)
+        for r in range(rows):
+            store(activate(totals[r * lines + lines - 1]), out_ptr(r, lines - 1), True)
+        builder.branch(end)
 
-            # Written over (``first``): the output is not read (the lines may not be in
-            # cache, and a load of each would wait for them); else added to.
-            over = builder.append_basic_block("vec.over")
-            add = builder.append_basic_block("vec.add")
-            builder.position_at_end(cached)
-            builder.cbranch(first_, over, add)
-            builder.position_at_end(over)
-            for r in range(rows):
-                for j in range(lines):
-                    store(activate(totals[r * lines + j]), out_ptr(r, j), j == lines - 1)
-            builder.branch(end)
-            builder.position_at_end(add)
-            for r in range(rows):
-                for j in range(lines):
-                    total = totals[r * lines + j]
-                    ptr = out_ptr(r, j)
-                    old = load(ptr, j == lines - 1)
-                    store(activate(builder.fadd(total, old)), ptr, j == lines - 1)
-            builder.branch(end)
-            builder.position_at_end(end)
-            return context.get_dummy_value()
+        # Written over (``first``): the output is not read (the lines may not be in
+        # cache, and a load of each would wait for them); else added to.
+        over = builder.append_basic_block("vec.over")
+        add = builder.append_basic_block("vec.add")
+        builder.position_at_end(cached)
+        builder.cbranch(first_, over, add)
+        builder.position_at_end(over)
+        for r in range(rows):
+            for j in range(lines):
+                store(activate(totals[r * lines + j]), out_ptr(r, j), j == lines - 1)
+        builder.branch(end)
+        builder.position_at_end(add)
+        for r in range(rows):
+            for j in range(lines):
+                total = totals[r * lines + j]
+                ptr = out_ptr(r, j)
+                old = load(ptr, j == lines - 1)
+                store(activate(builder.fadd(total, old)), ptr, j == lines - 1)
+        builder.branch(end)
+        builder.position_at_end(end)
+        return context.get_dummy_value()
 
-        return sig, codegen
-
-    return micro
+    return sig, codegen
 
 
-# Micro-tiles: 8 rows x 3 lines (24 accumulators of the 32 vector registers; measured
-# the fastest of 6x4, 8x3, 12x2 and 24x1 on the skinny TCCG tiles), and the shapes the
-# edges of a tile need: fewer rows, and a vector axis ending in a partial line.
-_m8x3 = _micro(8, 3)
-_m4x3 = _micro(4, 3)
-_m1x3 = _micro(1, 3)
-_m8x2 = _micro(8, 2)
-_m4x2 = _micro(4, 2)
-_m1x2 = _micro(1, 2)
-_m8x1 = _micro(8, 1)
-_m4x1 = _micro(4, 1)
-_m1x1 = _micro(1, 1)
-# A vector axis of exactly 4 lines (64 float32: attention's head dimension) split into a
-# 3-line strip and a 1-line one spends the 1-line strip's K steps on nine loads for eight
-# products; one 4-line strip of 6 rows has 24 accumulators again.  Measured: 96 x 128 x 64
-# tiles (bhqk,bhkd->bhqd) on one core from L2, 134-138 -> 151-155 GFLOP/s; through
-# tp.einsum 1563-1628 -> 1424-1431 us on one core, 817-942 -> 725-769 on two.  Axes of 8
-# lines (3 + 3 + 2) gained 5% in the kernel alone but nothing through tp.einsum
-# (bij,bjk->bik, 64 x 128^3), and longer axes lost 10-15%: they keep 3-line strips.
-_m6x4 = _micro(6, 4)
-_m4x4 = _micro(4, 4)
-_m2x4 = _micro(2, 4)
-_m1x4 = _micro(1, 4)
-
-LINES = 3  # lines along the vector axis of the main micro-tile
-QUAD_LINES = 4  # ... and of the one for vector axes exactly this many lines long
-QUAD_ROWS = 6
 # The next tile is prefetched when its vector operand spans at most this many bytes
 # of lines (K x lines).  Measured on tiles streaming from memory, both cores: 36 KiB
 # (dbea,ec's 96 x 96) 153 -> 203 GFLOP/s, 144 KiB 162 -> 179, 256 KiB 163 -> 112.
 NEXT_TILE_PREFETCH_BYTES = 144 * 1024
-ROWS = 8  # output rows of the main micro-tile
+NEXT_TILE_LINES = 3  # cache lines of the next tile a micro-tile call prefetches at most
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_step(n):  # type: ignore[no-untyped-def]
+    """The rows of the next main micro-tile when ``n`` rows are left: ROWS, then 4, 2, 1."""
+    if n >= ROWS:
+        return ROWS
+    if n >= 4:
+        return 4
+    return 2 if n >= 2 else 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_calls(n):  # type: ignore[no-untyped-def]
+    """How many micro-tiles of :func:`_row_step` rows cover ``n`` rows."""
+    calls = 0
+    r = 0
+    while r < n:
+        r += _row_step(n - r)
+        calls += 1
+    return calls
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _micro_tile(  # type: ignore[no-untyped-def]
     rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl,
 ):
-    """The micro-tile intrinsic of this many rows (8, 4 or 1) and lines (3, 2 or 1)."""
-    if rows == 8:
+    """The micro-tile of ``rows`` rows (ROWS, 4, 2 or 1) and ``lines`` vectors (LINES
+    or fewer; LINES is 2 or 3)."""
+    if rows == ROWS:
         if lines == 3:
-            _m8x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+            _micro(ROWS, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+                   relu, nf, nfl)
         elif lines == 2:
-            _m8x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+            _micro(ROWS, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+                   relu, nf, nfl)
         else:
-            _m8x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+            _micro(ROWS, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+                   relu, nf, nfl)
     elif rows == 4:
         if lines == 3:
-            _m4x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+            _micro(4, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
+                   nf, nfl)
         elif lines == 2:
-            _m4x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+            _micro(4, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
+                   nf, nfl)
         else:
-            _m4x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+            _micro(4, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
+                   nf, nfl)
+    elif rows == 2:
+        if lines == 3:
+            _micro(2, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
+                   nf, nfl)
+        elif lines == 2:
+            _micro(2, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
+                   nf, nfl)
+        else:
+            _micro(2, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
+                   nf, nfl)
     elif lines == 3:
-        _m1x3(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+        _micro(1, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
+               nfl)
     elif lines == 2:
-        _m1x2(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+        _micro(1, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
+               nfl)
     else:
-        _m1x1(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+        _micro(1, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
+               nfl)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _quad_tile(  # type: ignore[no-untyped-def]
     rows, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl,
 ):
-    """The 4-line micro-tile intrinsic of this many rows (6, 4, 2 or 1)."""
-    if rows == 6:
-        _m6x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+    """The QUAD_LINES-vector micro-tile of ``rows`` rows (QUAD_ROWS, 4, 2 or 1)."""
+    if rows == QUAD_ROWS:
+        _micro(QUAD_ROWS, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf,
+               tail, nt, relu, nf, nfl)
     elif rows == 4:
-        _m4x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+        _micro(4, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+               relu, nf, nfl)
     elif rows == 2:
-        _m2x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+        _micro(2, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+               relu, nf, nfl)
     else:
-        _m1x4(V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl)
+        _micro(1, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+               relu, nf, nfl)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _quad_rows(n):  # type: ignore[no-untyped-def]
-    """The rows of the next 4-line micro-tile when ``n`` rows are left."""
+    """The rows of the next QUAD_LINES-vector micro-tile when ``n`` rows are left."""
     if n >= QUAD_ROWS:
         return QUAD_ROWS
     if n >= 4:
@@ -509,14 +552,14 @@ def _rows_alias(V, vo, vk, K, C, co, cn, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _next_tile_share(call, calls, nl, nxt, lanes, v):  # type: ignore[no-untyped-def]
+def _next_tile_share(call, calls, nl, nxt, line, v):  # type: ignore[no-untyped-def]
     """(nf, nfl) for micro-tile call ``call`` of ``calls`` at vector offset ``v``: the
     next tile's lines l0.. it prefetches (``nfl`` of them, from V offset ``nf`` relative
     to its own), an even share of that tile's ``nl`` lines; (0, 0) without calls."""
     if calls == 0:
         return 0, 0
     l0 = call * nl // calls
-    return nxt + l0 * lanes - v, (call + 1) * nl // calls - l0
+    return nxt + l0 * line - v, (call + 1) * nl // calls - l0
 
 
 @njit(cache=True, nogil=True)
@@ -535,23 +578,30 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
     same V); its lines are prefetched while this tile computes.  The caller passes it
     only for a tile that really runs next, so every prefetched line is one that tile
     reads."""
-    lanes = 64 // C.itemsize
+    lanes = VECTOR_BYTES // C.itemsize  # elements of one vector register
+    line = LINE_BYTES // C.itemsize  # ... of one cache line
     w = LINES * lanes
     nt = False
     v = 0
-    if stream and first and mv >= lanes:
+    # Streaming whole lines needs strips of whole lines (with 16-byte vectors and two
+    # of them a strip is half a line: its halves would leave the write-combining buffer
+    # apart, as partial writes).
+    if stream and first and mv >= line and w * C.itemsize >= LINE_BYTES:
         # Whole lines need every row to start at the same offset within a line.
         addr = element_address(C, co)
-        if addr % C.itemsize == 0 and (n == 1 or (cn * C.itemsize) % 64 == 0):
+        if addr % C.itemsize == 0 and (n == 1 or (cn * C.itemsize) % LINE_BYTES == 0):
             nt = True
             v = to_next_line(addr, C.itemsize)
-            if v > 0:  # the first partial line, up to the next line boundary
+            pre = 0
+            while pre < v:  # the first partial line, up to the next line boundary
                 r = 0
                 while r < n:
-                    rows = ROWS if r + ROWS <= n else (4 if r + 4 <= n else 1)
-                    _micro_tile(rows, 1, V, vo, vk, S, so + r * sn, sk, sn, C, co + r * cn,
-                                cn, K, first, 0, v, False, relu, 0, 0)
+                    rows = _row_step(n - r)
+                    _micro_tile(rows, 1, V, vo + pre, vk, S, so + r * sn, sk, sn, C,
+                                co + r * cn + pre, cn, K, first, 0, min(lanes, v - pre),
+                                False, relu, 0, 0)
                     r += rows
+                pre += lanes
     # Each micro-tile's first row block prefetches the lines of a later micro-tile
     # along the vector axis (the K rows are far apart: too many streams for the hardware
     # prefetchers).  With two full row blocks or more, two on: one on arrives too late
@@ -563,10 +613,10 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
     # lines) are prefetched into L2 spread evenly over this tile's micro-tile calls, so
     # that its reads from memory overlap this tile's arithmetic.  Only for small tiles:
     # two large tiles' lines in L2 at once evict each other.
-    nl = (mv + lanes - 1) // lanes
+    nl = (mv + line - 1) // line
     calls = 0
-    if nxt != 0 and K * nl * 64 <= NEXT_TILE_PREFETCH_BYTES:  # lower.vec_line_bytes
-        calls = ((mv - v + w - 1) // w) * (n // ROWS + (n % ROWS) // 4 + n % 4)
+    if nxt != 0 and K * nl * LINE_BYTES <= NEXT_TILE_PREFETCH_BYTES:  # lower.vec_line_bytes
+        calls = ((mv - v + w - 1) // w) * _row_calls(n)
     call = 0
     left_lines = (mv - v + lanes - 1) // lanes
     if n >= QUAD_ROWS and left_lines == QUAD_LINES:
@@ -580,7 +630,7 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         r = 0
         while r < n:
             rows = _quad_rows(n - r)
-            nf, nfl = _next_tile_share(call, calls, nl, nxt, lanes, v)
+            nf, nfl = _next_tile_share(call, calls, nl, nxt, line, v)
             call += 1
             _quad_tile(rows, V, vo + v, vk, S, so + r * sn, sk, sn, C, co + r * cn + v, cn,
                        K, first, 0, tail, nt, relu, nf, nfl)
@@ -596,12 +646,12 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         # from the stored ones (see _rows_alias).
         r = 0
         while r < n:
-            rows = ROWS if r + ROWS <= n else (4 if r + 4 <= n else 1)
+            rows = _row_step(n - r)
             for half in range(2):
                 vv = v + half * w
                 # The first row block fetches this strip's successor in the next pair.
                 pf = 2 * w if r == 0 and vv + 3 * w <= mv else 0
-                nf, nfl = _next_tile_share(call, calls, nl, nxt, lanes, vv)
+                nf, nfl = _next_tile_share(call, calls, nl, nxt, line, vv)
                 call += 1
                 _micro_tile(rows, LINES, V, vo + vv, vk, S, so + r * sn, sk, sn, C,
                             co + r * cn + vv, cn, K, first, pf, lanes, nt, relu, nf, nfl)
@@ -611,24 +661,24 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         left = mv - v
         left_lines = (left + lanes - 1) // lanes
         lines = min(LINES, left_lines)
-        if left_lines == 4:
-            # 2 + 2 lines, not 3 + 1: a 1-line strip's K steps wait on nine loads for
-            # eight products (measured on one core, 64 x 112 x 128 tiles, 3 + 2 + 2
-            # against 3 + 3 + 1: 174-180 -> 195-200 GFLOP/s; 256 wide, +1-5%).
+        if left_lines == 4 and LINES == 3:
+            # 2 + 2 vectors, not 3 + 1: a 1-vector strip's K steps wait on nine loads for
+            # eight products (measured on one core, AVX-512, 64 x 112 x 128 tiles,
+            # 3 + 2 + 2 against 3 + 3 + 1: 174-180 -> 195-200 GFLOP/s; 256 wide, +1-5%).
             lines = 2
         tail = min(lanes, left - (lines - 1) * lanes)
         far = ahead * w if v + (ahead + 1) * w <= mv else 0
         near = w if v + 2 * w <= mv else 0
         r = 0
         while r < n:
-            rows = ROWS if r + ROWS <= n else (4 if r + 4 <= n else 1)
+            rows = _row_step(n - r)
             pf = 0
             if rows == ROWS:
                 if r == 0:
                     pf = near if v == start else far
                 elif r == ROWS and v == start and ahead == 2:
                     pf = far
-            nf, nfl = _next_tile_share(call, calls, nl, nxt, lanes, v)
+            nf, nfl = _next_tile_share(call, calls, nl, nxt, line, v)
             call += 1
             _micro_tile(rows, lines, V, vo + v, vk, S, so + r * sn, sk, sn, C,
                         co + r * cn + v, cn, K, first, pf, tail, nt, relu, nf, nfl)

@@ -42,10 +42,12 @@ from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.microkernel import (
+    LINE_BYTES,
+    VECTOR_BYTES,
     array_data,
     as_intp,
     element_address,
-    line_vector,
+    reg_vector,
     splat,
     store_line_nt,
     to_next_line,
@@ -53,16 +55,18 @@ from teir_plan.executor.microkernel import (
     vector_ops,
 )
 from teir_plan.executor.threads import renew_after_fork
+from teir_plan.isa import target
 
-# Rows of the largest micro-tile: its accumulators, the line of V and a broadcast take
-# 26 of the 32 vector registers.  Measured on one core in L1, float32, K = 24: 20 rows
-# at 138 GFLOP/s, against 102 for 16 rows (the epilogue's transposes weigh more).
-MAX_ROWS = 24
+# Rows of the largest micro-tile: its accumulators, the vector of V and a broadcast
+# take 26 of 32 vector registers (AVX-512, NEON), 14 of 16 with 12 rows (AVX2).
+# Measured on one core in L1, AVX-512, float32, K = 24: 20 rows at 138 GFLOP/s, against
+# 102 for 16 rows (the epilogue's transposes weigh more).
+MAX_ROWS = 24 if target().registers >= 32 else 12
 
 
 def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
     """An intrinsic computing, for r < nrows (at most ``rmax``) and v < tail (at most L,
-    the elements of one 64-byte line),
+    the elements of one vector register),
 
         C[co + v*cv + r]  (=, or += unless ``first``)
             sum_{p < K} V[vo + p*vk + v] * S[so + p*sk + r]
@@ -81,7 +85,7 @@ def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
         def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
             tys = signature.args
             dt = tys[0].dtype
-            lanes, elem, vty, size = line_vector(context, dt)
+            lanes, elem, vty, size = reg_vector(context, dt)
             v_data, s_data, c_data = (array_data(context, builder, tys[i], args[i])
                                       for i in (0, 3, 6))
             vo_, vk_, so_, sk_, co_, cv_, k_, pf_, tail_, nrows_ = (
@@ -241,7 +245,7 @@ def scratch_elements(rows: int, k: int, itemsize: int) -> int:
     rows and ``k`` K steps: one line of the vector axis across the rows and a line
     carried over (a streamed output), then S's rows x K block padded to a multiple of
     4 rows (S's rows not one element apart, or not a multiple of 4)."""
-    lanes = 64 // itemsize
+    lanes = max(VECTOR_BYTES, LINE_BYTES) // itemsize
     return rows * lanes + lanes + (rows + 3) // 4 * 4 * max(k, 1)
 
 
@@ -264,9 +268,11 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
     its last are written with ordinary stores.  Those stores are weakly ordered: the
     caller runs :func:`~teir_plan.executor.microkernel.store_fence` before another
     thread reads the output."""
-    lanes = 64 // C.itemsize
+    lanes = VECTOR_BYTES // C.itemsize  # the vector axis' step: one vector register
+    line = LINE_BYTES // C.itemsize  # non-temporal stores: one cache line
     region = mv * n
-    staged = n * lanes + lanes  # buf[:staged]: the streamed output's lines
+    # buf[:staged]: the streamed output's vectors and up to a line carried over
+    staged = n * max(lanes, line) + max(lanes, line)
     if sn != 1 or n % 4 != 0:
         npad = (n + 3) // 4 * 4
         for p in range(K):
@@ -304,9 +310,9 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
             C[co + done] = buf[done - held]
             done += 1
         if done >= head:
-            while done + lanes <= end:
+            while done + line <= end:
                 store_line_nt(C, co + done, buf, done - held)
-                done += lanes
+                done += line
         for i in range(end - done):  # the rest of a line: to the front of buf
             buf[i] = buf[done - held + i]
         held = done

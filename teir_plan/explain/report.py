@@ -411,6 +411,7 @@ def executor_note(teir: Any) -> str:
     from teir_plan.executor import kernels
     from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan, lower
     from teir_plan.explain.pseudocode import prim_axes_by_role
+    from teir_plan.isa import target
 
     if teir.is_unary:
         low = lower(teir)
@@ -447,6 +448,7 @@ def executor_note(teir: Any) -> str:
         along, rows = ("m", n) if vec == 1 else ("n", m)
         streamed = (", written to memory with non-temporal stores (out is written once and "
                     "too large for the cache to keep)") if tile[kernels.T_STREAM] else ""
+        streamed += f"; kernels generated for {target().describe()}"
         if tile[kernels.T_VEC_T]:
             return (f"executor: each tile runs the transposed vector kernel: "
                     f"{along}={m if vec == 1 else n} along the unit stride of "

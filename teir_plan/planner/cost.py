@@ -33,6 +33,7 @@ from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 from teir_plan.executor.lower import (
     DOT_MIN_K,
     SMALL_TILE_FLOPS,
+    VEC_BYTES,
     VEC_LINES,
     VEC_MIN_ROWS,
     VEC_STREAM_K,
@@ -200,7 +201,8 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
     if m_ax == NO_AXIS or n_ax == NO_AXIS:
         return 0
     am, an = ax[m_ax], ax[n_ax]
-    shortest = min(VEC_LINES, VEC_T_MIN_LINES) * 64 // c.dtype.itemsize  # vector axis
+    # The shortest vector axis of any vector kernel (vec_axis, vec_t_axis).
+    shortest = min(VEC_LINES * VEC_BYTES, VEC_T_MIN_LINES * 64) // c.dtype.itemsize
     if not ((am.strides[0] == 1 and (am.strides[2] == 1 or an.strides[2] == 1)
              and am.extent >= shortest)
             or (an.strides[1] == 1 and (an.strides[2] == 1 or am.strides[2] == 1)
@@ -434,7 +436,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
     e = c._elements
     memory = isz * (e[0] + e[1] + e[2]) / first_read_rate(c, params)
     gemm, vec = params.gemm_flops(dt), params.vec_flops(dt)
-    micro = VEC_LINES * 64 // isz
+    micro = VEC_LINES * VEC_BYTES // isz
     lanes = 64 // isz
     threads = max(1, threads)
     out = []
@@ -452,10 +454,10 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
             rate = params.loop_flops
             if m * n * k >= SMALL_TILE_FLOPS:  # BLAS, either way round, in any form
                 rate = max(rate, gemm * best_gemm_efficiency(params, m, n, k))
-            if max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:  # the vector kernel
+            if VEC_BYTES and max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:  # vector kernel
                 rate = max(rate, vec * max(vec_efficiency(m, n, k, isz),
                                            vec_efficiency(n, m, k, isz)))
-            if (max(m, n) >= VEC_T_MIN_LINES * lanes
+            if (VEC_BYTES and max(m, n) >= VEC_T_MIN_LINES * lanes
                     and 2 <= min(m, n) <= VEC_T_MAX_ROWS):  # the transposed kernel
                 rate = max(rate, vec * max(vec_t_efficiency(m, n, k, isz),
                                            vec_t_efficiency(n, m, k, isz)))

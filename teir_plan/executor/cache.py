@@ -1,0 +1,111 @@
+"""numba's disk cache for the executor, keyed so that compiled code is never stale.
+
+numba checks a cached function against its own source file only.  The executor's
+kernels inline functions from other modules (the walker inlines the tile kinds, the
+tile kinds the micro-kernels), so an edit to one file, or an upgrade of teir_plan, would
+leave every function that inlined it running its old machine code.  Kernels are also
+generated for a vector target (:mod:`teir_plan.isa`) that numba's own key does not see
+when ``TEIR_PLAN_VECTOR_BYTES`` narrows it.
+
+This locator takes every function defined in ``teir_plan/executor/``: its cache lives in
+a folder named by the vector target, and its source stamp is a hash of every executor
+source file together with that target and llvmlite's version (numba adds its own version
+and the CPU).  Any edit to any executor file, a new release or another vector width
+recompiles everything that could have inlined it; functions elsewhere keep numba's own
+locators.  It must be installed before the first ``@njit(cache=True)`` of the executor
+runs (``teir_plan/executor/__init__.py`` installs it first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from numba.core import caching
+
+EXECUTOR_DIR = Path(__file__).resolve().parent
+
+
+def _sources() -> list[Path]:
+    return sorted(EXECUTOR_DIR.glob("*.py"))
+
+
+def source_stamp(target_key: str) -> str:
+    """A hash of every executor source file, the vector target and llvmlite's version."""
+    import llvmlite
+
+    h = hashlib.sha256()
+    for path in _sources():
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    h.update(target_key.encode())
+    h.update(llvmlite.__version__.encode())
+    return h.hexdigest()
+
+
+def _target_key() -> str:
+    from teir_plan.isa import target
+
+    return target().key
+
+
+class ExecutorCacheLocator(caching._CacheLocator):
+    """numba cache locator for the executor's functions (see the module docstring)."""
+
+    _stamp: dict[str, str] = {}  # per target key: hashing the sources once per process
+
+    def __init__(self, py_func, py_file: str, cache_path: Path, stamp: str) -> None:  # type: ignore[no-untyped-def]
+        self._lineno = py_func.__code__.co_firstlineno
+        self._py_file = py_file
+        self._cache_path = str(cache_path)
+        self._stamp_value = stamp
+
+    def get_cache_path(self) -> str:
+        return self._cache_path
+
+    def get_source_stamp(self) -> str:
+        return self._stamp_value
+
+    def get_disambiguator(self) -> str:
+        return str(self._lineno)
+
+    @classmethod
+    def from_function(cls, py_func, py_file):  # type: ignore[no-untyped-def]
+        try:
+            if Path(py_file).resolve().parent != EXECUTOR_DIR:
+                return None
+        except OSError:
+            return None
+        key = _target_key()
+        stamp = cls._stamp.get(key)
+        if stamp is None:
+            stamp = cls._stamp[key] = source_stamp(key)
+        for root in _cache_roots():
+            self = cls(py_func, py_file, root / key, stamp)
+            try:
+                self.ensure_cache_path()
+            except OSError:
+                continue
+            return self
+        return None
+
+
+def _cache_roots() -> list[Path]:
+    """Where compiled kernels go: numba's cache folder if the user set one, else beside
+    the sources (as numba does), else the user's cache folder."""
+    roots = []
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        roots.append(Path(os.environ["NUMBA_CACHE_DIR"]) / "teir_plan")
+    roots.append(EXECUTOR_DIR / "__pycache__")
+    roots.append(Path(os.environ.get("TEIR_PLAN_CACHE_DIR",
+                                     Path.home() / ".cache" / "teir_plan")) / "numba")
+    return roots
+
+
+def install() -> None:
+    """Put the locator first in numba's list (once)."""
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.62
+    classes = impl._locator_classes
+    if ExecutorCacheLocator not in classes:
+        classes.insert(0, ExecutorCacheLocator)
