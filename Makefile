@@ -22,7 +22,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: $(STAMP) lint typecheck
-	$(PY) -m pytest -q -n 2 tests --doctest-modules teir_plan
+	$(PY) -m pytest -q -n 2 --durations=25 tests --doctest-modules teir_plan
 	$(MAKE) notebooks docs-check
 
 # The notebooks run top to bottom (small sizes); their outputs stay stripped in git.
@@ -51,7 +51,8 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.mixed --rounds 2
 	$(PY) -m benchmarks.tccg --quick
 
-# numba's compiled-code cache (see docs/architecture.md: it does not follow dependencies).
+# numba's compiled-code cache. Not needed for correctness: the executor's cache is keyed on
+# every executor source file and the vector target (teir_plan/executor/cache.py).
 clean-cache:
 	find teir_plan -name '*.nbi' -delete -o -name '*.nbc' -delete
 

@@ -19,6 +19,7 @@ runs (``teir_plan/executor/__init__.py`` installs it first).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _target_key() -> str:
 class ExecutorCacheLocator(caching._CacheLocator):
     """numba cache locator for the executor's functions (see the module docstring)."""
 
-    _stamp: dict[str, str] = {}  # per target key: hashing the sources once per process
+    _stamp: dict[str, str] = {}  # per folder and target: the sources hashed once a process
 
     def __init__(self, py_func, py_file: str, cache_path: Path, stamp: str) -> None:  # type: ignore[no-untyped-def]
         self._lineno = py_func.__code__.co_firstlineno
@@ -78,9 +79,10 @@ class ExecutorCacheLocator(caching._CacheLocator):
         except OSError:
             return None
         key = _target_key()
-        stamp = cls._stamp.get(key)
+        memo = f"{EXECUTOR_DIR}:{key}"
+        stamp = cls._stamp.get(memo)
         if stamp is None:
-            stamp = cls._stamp[key] = source_stamp(key)
+            stamp = cls._stamp[memo] = source_stamp(key)
         for root in _cache_roots():
             self = cls(py_func, py_file, root / key, stamp)
             try:
@@ -105,7 +107,34 @@ def _cache_roots() -> list[Path]:
 
 def install() -> None:
     """Put the locator first in numba's list (once)."""
-    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.62
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # type: ignore[attr-defined]
     classes = impl._locator_classes
     if ExecutorCacheLocator not in classes:
         classes.insert(0, ExecutorCacheLocator)
+
+
+_seen: set[int] = set()  # ids of the runners this process has called
+_announced = False
+
+
+def first_call(runner) -> None:  # type: ignore[no-untyped-def]
+    """Called before a runner's first call in this process: when its compiled code is
+    not on disk yet, say once that the kernels are being compiled (tens of seconds,
+    once per machine and release), and where they go."""
+    global _announced
+    _seen.add(id(runner))
+    if _announced or runner.signatures:
+        return
+    cache = getattr(runner, "_cache", None)
+    try:
+        cached = bool(cache._cache_file._load_index())  # type: ignore[union-attr]
+        where = cache.cache_path  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - a numba without these internals: say nothing
+        return
+    if not cached:
+        _announced = True
+        from teir_plan.isa import target
+
+        logging.getLogger("teir_plan").warning(
+            "teir_plan: compiling the executor's kernels for %s; this happens once per "
+            "machine and teir_plan version (cached in %s)", target().describe(), where)

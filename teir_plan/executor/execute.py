@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager, nullcontext
 import numpy as np
 
 from teir_plan.executor import kernels as K
+from teir_plan.executor.cache import _seen, first_call
 from teir_plan.executor.checks import check_arrays, flat_view
 from teir_plan.executor.lower import Lowered, lower, prefetch_ahead
 from teir_plan.executor.threads import (
@@ -66,6 +67,13 @@ def execute(teir: TEIR, *arrays: np.ndarray) -> None:
     run_lowered(lower(teir), arrays)
 
 
+def _runner(run):  # type: ignore[no-untyped-def]
+    """``run``, announced before its first compile (see cache.first_call)."""
+    if id(run) not in _seen:
+        first_call(run)
+    return run
+
+
 def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
     """Run an already lowered program on arrays that have passed :func:`check_arrays`."""
     x0, o0 = flat_view(arrays[0])
@@ -84,14 +92,14 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     if low.copy_runs is not None:
         if nchunks > 1:
             with numba_threads(threads), parallel_region():
-                K.run_copy_runs(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
+                _runner(K.run_copy_runs)(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
         else:
-            K.copy_runs_chunk(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
+            _runner(K.copy_runs_chunk)(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
                               int(np.prod(low.loops[:low.npar, 0])))
     elif nchunks > 1:
         run = K.run_blas_tiles if low.plain_blas else K.run_parallel
         with _blas_limit(low), numba_threads(threads), parallel_region():
-            run(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
+            _runner(run)(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
     elif low.tile[K.T_MODE] == K.MODE_BLAS:
         # Splitting a tile across workers pays off only on large tiles; on small ones
         # the parallel region costs more than it saves.  BLAS itself always runs on one
@@ -101,18 +109,19 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         workers = min(threads, max(int(t[K.T_M]), int(t[K.T_N])))
         if workers > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
             with blas_threads(1), numba_threads(threads), parallel_region():
-                K.run_split(x0, x1, y, low.loops, tile, consts, workers)
+                _runner(K.run_split)(x0, x1, y, low.loops, tile, consts, workers)
         else:
             chunk = K.blas_tiles_chunk if low.plain_blas else K.run_chunk
             with _blas_limit(low, serial=True):
-                chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+                _runner(chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
         with numba_threads(threads), parallel_region():
-            K.run_dot_split(x0, x1, y, tile, consts, threads)
+            _runner(K.run_dot_split)(x0, x1, y, tile, consts, threads)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
-        K.run_chunk(x0, x1, y, low.loops, low.npar, tile, consts, 0, low.parallel_iterations)
+        _runner(K.run_chunk)(x0, x1, y, low.loops, low.npar, tile, consts, 0,
+                             low.parallel_iterations)
     else:
-        K.run_chunk(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+        _runner(K.run_chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
 
 
 def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elements: int,
@@ -132,12 +141,12 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     consts = _CONSTS[low.dtype]
     if nchunks > 1:
         with _blas_limit(low), numba_threads(threads), parallel_region():
-            K.run_blocked(x0, x1, y, outer, low.loops, tile, block, stage_elements, consts,
-                          nchunks)
+            _runner(K.run_blocked)(x0, x1, y, outer, low.loops, tile, block, stage_elements,
+                                   consts, nchunks)
     else:
         with _blas_limit(low):
-            K.blocked_chunk(x0, x1, y, outer, low.loops, tile, block, stage_elements, consts,
-                            0, total)
+            _runner(K.blocked_chunk)(x0, x1, y, outer, low.loops, tile, block,
+                                     stage_elements, consts, 0, total)
 
 
 def _blas_limit(low: Lowered, serial: bool = False) -> AbstractContextManager[None]:
