@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from numba import njit
 
 import teir_plan as tp
+from teir_plan.executor import entries as E
 from teir_plan.executor import kernels as K
 from teir_plan.executor import transposed_kernel as T
 from teir_plan.executor.lower import lower, vec_axis, vec_t_axis
@@ -202,7 +203,8 @@ def test_concurrent_first_plans_share_one_compiled_kernel() -> None:
     code kept alive by the module, however many ask at once."""
     # Plans lowered earlier in this process hold the previous compilation's address:
     # it stays alive here.
-    _EARLIER.append(T._COMPILED.pop(np.dtype(np.float64), None))
+    key = (f"{T._entry.__module__}.{T._entry.__qualname__}", np.dtype(np.float64))
+    _EARLIER.append(E._COMPILED.pop(key, None))
     with ThreadPoolExecutor(4) as pool:
         addresses = set(pool.map(lambda _: T.entry_address(np.dtype(np.float64)), range(8)))
     assert len(addresses) == 1 and addresses.pop() == T.entry_address(np.float64)

@@ -29,10 +29,10 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
+from teir_plan.executor.entries import call_entry
 from teir_plan.executor.microkernel import (
     array_data,
     element_address,
-    gemm_vec,
     line_vector,
     splat,
     store_fence,
@@ -43,7 +43,6 @@ from teir_plan.executor.microkernel import (
 )
 from teir_plan.executor.microkernel import as_intp as _as_intp
 from teir_plan.executor.microkernel import store_line_nt as _store_line_nt
-from teir_plan.executor.transposed_kernel import call_entry
 
 # Primitive kinds.
 KIND_COPY = 0
@@ -105,7 +104,10 @@ T_VEC_T = 31
 # each tile first transposes its K x length block into the worker's buffer (rows T_VEC_P
 # elements apart) and runs the vector kernel on that; 0: no.
 T_VEC_P = 32
-TILE_LEN = 33
+# MODE_VEC, not transposed: the address of the vector kernel compiled for the program's
+# dtype (microkernel.entry_address), called through it.
+T_VEC_FN = 33
+TILE_LEN = 34
 
 _ORD_N = 78
 _ORD_T = 84
@@ -735,20 +737,23 @@ def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scra
     # iparams[0]: 1 + the block's offset the buffer holds (0: none yet; BLAS tiles use
     # iparams, and a program's tiles are all of one mode): the tile before on this
     # worker may have read the same block (a loop over the rows around the tiles).
+    fn = tile[T_VEC_FN]
     if tile[T_SWAP]:  # along N: in1's K x n block, in0 broadcast
         if iparams[0] != o1 + 1:
             _copy_transposed(x1, o1, scratch, base, tile[T_N], k, tile[T_B_N], ld, plain,
                              scratch, none, none, none)
             iparams[0] = o1 + 1
-        gemm_vec(scratch, base, ld, x0, o0, tile[T_A_K], tile[T_A_M], y, o2, tile[T_C_M],
-                 tile[T_N], tile[T_M], k, zero_first, stream, relu, none + 1)
+        call_entry(fn, scratch, base, ld, x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
+                   tile[T_C_M], tile[T_N], tile[T_M], k, zero_first, stream, relu, scratch,
+                   none + 1)
     else:  # along M: in0's m x K block, in1 broadcast
         if iparams[0] != o0 + 1:
             _copy_transposed(x0, o0, scratch, base, tile[T_M], k, tile[T_A_M], ld, plain,
                              scratch, none, none, none)
             iparams[0] = o0 + 1
-        gemm_vec(scratch, base, ld, x1, o1, tile[T_B_K], tile[T_B_N], y, o2, tile[T_C_N],
-                 tile[T_M], tile[T_N], k, zero_first, stream, relu, none + 1)
+        call_entry(fn, scratch, base, ld, x1, o1, tile[T_B_K], tile[T_B_N], y, o2,
+                   tile[T_C_N], tile[T_M], tile[T_N], k, zero_first, stream, relu, scratch,
+                   none + 1)
 
 
 # _run_tile and _walk_seq are inlined into the runners that call them: numba compiles
@@ -778,28 +783,24 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
         # The kernel applies the ReLU as it stores the last visit's sums.
         relu = last and tile[T_LAST_RELU] != 0
         stream = tile[T_STREAM] != 0
-        if tile[T_VEC_T]:  # out has its unit stride along the rows
-            if tile[T_SWAP]:  # along N: B has unit stride along N, C along M
-                call_entry(tile[T_VEC_T], x1, o1, tile[T_B_K], x0, o0, tile[T_A_K],
-                           tile[T_A_M], y, o2, tile[T_C_N], tile[T_N], tile[T_M], tile[T_K],
-                           zero_first, stream, relu, scratch)
-            else:
-                call_entry(tile[T_VEC_T], x0, o0, tile[T_A_K], x1, o1, tile[T_B_K],
-                           tile[T_B_N], y, o2, tile[T_C_M], tile[T_M], tile[T_N], tile[T_K],
-                           zero_first, stream, relu, scratch)
-        elif tile[T_VEC_P]:
+        if tile[T_VEC_P]:
             _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch,
                              iparams)
-        elif tile[T_SWAP]:  # along N: B and C have unit stride along N, A is broadcast
+            return
+        # The transposed kernel (out has its unit stride along the rows) is given out's
+        # stride along the vector axis, the vector kernel out's stride along the rows.
+        transposed = tile[T_VEC_T] != 0
+        fn = tile[T_VEC_T] if transposed else tile[T_VEC_FN]
+        if tile[T_SWAP]:  # along N: B has unit stride along N, A is broadcast
             nxt = n1 - o1 if n1 >= 0 else 0
-            gemm_vec(x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
-                     tile[T_C_M], tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu,
-                     nxt)
-        else:
+            cv = tile[T_C_N] if transposed else tile[T_C_M]
+            call_entry(fn, x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2, cv,
+                       tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu, scratch, nxt)
+        else:  # along M: A has unit stride along M, B is broadcast
             nxt = n0 - o0 if n0 >= 0 else 0
-            gemm_vec(x0, o0, tile[T_A_K], x1, o1, tile[T_B_K], tile[T_B_N], y, o2,
-                     tile[T_C_N], tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu,
-                     nxt)
+            cv = tile[T_C_M] if transposed else tile[T_C_N]
+            call_entry(fn, x0, o0, tile[T_A_K], x1, o1, tile[T_B_K], tile[T_B_N], y, o2, cv,
+                       tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu, scratch, nxt)
         return
     elif tile[T_MODE] == MODE_ROW:
         _row_tile(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,

@@ -17,6 +17,7 @@ import numpy as np
 
 from teir_plan.executor import kernels as K
 from teir_plan.executor.blas import gemm_address
+from teir_plan.executor.microkernel import entry_address as vec_entry_address
 from teir_plan.executor.transposed_kernel import MAX_ROWS, entry_address, scratch_elements
 from teir_plan.isa import target
 from teir_plan.teir.enums import DimType, ExecType, Prim
@@ -540,6 +541,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
+        tile[K.T_VEC_FN] = vec_entry_address(dtype)
         tile[K.T_SWAP] = int(vec == 2)
         tile[K.T_STREAM] = int(streamed)
         tile[K.T_AHEAD] = 1  # see prefetch_ahead for blocked programs
@@ -558,6 +560,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     vec = vec_p_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
+        tile[K.T_VEC_FN] = vec_entry_address(dtype)
         tile[K.T_SWAP] = int(vec == 2)
         tile[K.T_STREAM] = int(streamed)
         length = n if vec == 2 else m

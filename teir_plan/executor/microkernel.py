@@ -31,11 +31,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from teir_plan.executor.entries import compiled_address
 from teir_plan.isa import LINE_BYTES, target
 
 # The vector registers the kernels are generated for (teir_plan.isa): their width and
@@ -686,3 +688,18 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         v += lines * lanes
     if nt:
         store_fence()
+
+
+def _entry(vp, vn, vo, vk, sp, sn_, so, sk, sn, cp, cn_, co, cn, mv, n, k, flags, bp, bn,  # type: ignore[no-untyped-def]
+           nxt):
+    """gemm_vec on arrays given as (pointer, size); ``flags``: first (1), stream (2),
+    relu (4); ``nxt`` the next tile's offset in V; the buffer unused."""
+    gemm_vec(carray(vp, (vn,)), vo, vk, carray(sp, (sn_,)), so, sk, sn, carray(cp, (cn_,)),
+             co, cn, mv, n, k, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0, nxt)
+
+
+def entry_address(dtype: np.dtype) -> int:
+    """The address of the compiled :func:`gemm_vec` for arrays of ``dtype`` (float32 or
+    float64), for :func:`teir_plan.executor.entries.call_entry` (linked into the walker,
+    its micro-tiles were compiled into every runner on a cold first call)."""
+    return compiled_address(_entry, dtype)

@@ -32,15 +32,12 @@ reach as for any GEMM tile cover it.
 
 from __future__ import annotations
 
-import sys
-import threading
-
-import numba
 import numpy as np
 from llvmlite import ir
-from numba import carray, cfunc, njit, types
+from numba import carray, njit, types
 from numba.extending import intrinsic
 
+from teir_plan.executor.entries import compiled_address
 from teir_plan.executor.microkernel import (
     LINE_BYTES,
     VECTOR_BYTES,
@@ -54,7 +51,6 @@ from teir_plan.executor.microkernel import (
     transpose_lines,
     vector_ops,
 )
-from teir_plan.executor.threads import renew_after_fork
 from teir_plan.isa import target
 
 # Rows of the largest micro-tile: its accumulators, the vector of V and a broadcast
@@ -324,77 +320,22 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
     # 20 x 20 x 24: a fence each made them 4x slower).
 
 
-# --- Compiled on demand --------------------------------------------------------------
-# The executor's loop walker calls the kernel through an address (as it calls BLAS):
-# linked into the walker, the kernel's micro-tiles would be compiled again into every
-# runner that contains the walker, on every first call of a process with a cold numba
-# cache, whether its program uses them or not (10.3 -> 13.5 s for a first 64 x 64
-# product).  As a C callback, it is compiled once, when a program first needs it, and
-# cached on disk like the rest.
+# --- Compiled on demand (executor/entries.py) ------------------------------------------
+# Linked into the walker, the kernel's micro-tiles were compiled into every runner on
+# every cold first call, whether its program used them or not (10.3 -> 13.5 s for a
+# first 64 x 64 product).
 
 
-def _entry(vp, vn, vo, vk, sp, sn_, so, sk, sn, cp, cn_, co, cv, mv, n, k, flags, bp, bn):  # type: ignore[no-untyped-def]
+def _entry(vp, vn, vo, vk, sp, sn_, so, sk, sn, cp, cn_, co, cv, mv, n, k, flags, bp, bn,  # type: ignore[no-untyped-def]
+           extra):
     """gemm_vec_t on arrays given as (pointer, size); ``flags``: first (1), stream (2),
-    relu (4)."""
+    relu (4); ``extra`` unused."""
     gemm_vec_t(carray(vp, (vn,)), vo, vk, carray(sp, (sn_,)), so, sk, sn, carray(cp, (cn_,)),
                co, cv, mv, n, k, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0,
                carray(bp, (bn,)))
 
 
-# The compiled entry points, one per dtype: kept here so that their code lives as long
-# as the process (plans hold only the address), made under a lock so that concurrent
-# first plans compile once.
-_COMPILED: dict[np.dtype, object] = {}
-_COMPILE_LOCK = threading.Lock()
-renew_after_fork(sys.modules[__name__], "_COMPILE_LOCK", threading.Lock)
-
-
 def entry_address(dtype: np.dtype) -> int:
     """The address of the compiled :func:`gemm_vec_t` for arrays of ``dtype`` (float32
-    or float64), a C function of the arguments :func:`call_entry` passes."""
-    dtype = np.dtype(dtype)
-    with _COMPILE_LOCK:
-        compiled = _COMPILED.get(dtype)
-        if compiled is None:
-            ptr = types.CPointer(numba.from_dtype(dtype))
-            i = types.int64
-            sig = types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i)
-            compiled = _COMPILED[dtype] = cfunc(sig, cache=True)(_entry)
-    address = compiled.address  # type: ignore[attr-defined]
-    assert address, "a compiled C callback has an address"
-    return int(address)
-
-
-@intrinsic
-def _call(typingctx, fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b):  # type: ignore[no-untyped-def]
-    """Call the function at address ``fn`` (see entry_address) with each array as its
-    data pointer and size."""
-    sig = types.void(fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        tys = signature.args
-        i64 = ir.IntType(64)
-        i8p = ir.IntType(8).as_pointer()
-        values = []
-        for a, ty in zip(args[1:], tys[1:]):
-            if isinstance(ty, types.Array):
-                ary = context.make_array(ty)(context, builder, a)
-                values += [builder.bitcast(ary.data, i8p), builder.extract_value(
-                    ary.shape, 0)]
-            else:
-                values.append(context.cast(builder, a, ty, types.int64))
-        fnty = ir.FunctionType(ir.VoidType(), [v.type for v in values])
-        fptr = builder.inttoptr(as_intp(context, builder, args[0], tys[0]), fnty.as_pointer())
-        assert all(v.type in (i64, i8p) for v in values)
-        builder.call(fptr, values)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@njit(cache=True, nogil=True, inline="always")
-def call_entry(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, relu, buf):  # type: ignore[no-untyped-def]
-    """gemm_vec_t through its compiled address ``fn`` (:func:`entry_address` of the
-    arrays' dtype)."""
-    flags = (1 if first else 0) + (2 if stream else 0) + (4 if relu else 0)
-    _call(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, flags, buf)
+    or float64), for :func:`teir_plan.executor.entries.call_entry`."""
+    return compiled_address(_entry, dtype)

@@ -1,0 +1,93 @@
+"""Vector kernels compiled on demand and called through an address.
+
+The executor's loop walker calls the vector kernels through an address, as it calls
+BLAS: linked into the walker, every kernel's micro-tiles would be compiled again into
+every runner that contains the walker (serial, parallel, blocked), on the first call
+of a process with a cold numba cache, whether its program uses them or not.  As C
+callbacks, each kernel is compiled once per dtype, when a program first needs it, and
+cached on disk like the rest (executor/cache.py).
+
+Every entry point has one C signature: three arrays as (data pointer, size) around the
+scalars of a vector-kernel tile, then a buffer and one more integer whose meaning is
+the kernel's (see :func:`call_entry`).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import cfunc, njit, types
+from numba.extending import intrinsic
+
+from teir_plan.executor.threads import renew_after_fork
+
+# The compiled entry points, per (kernel, dtype): kept here so that their code lives as
+# long as the process (plans hold only the address), made under a lock so that
+# concurrent first plans compile once.
+_COMPILED: dict[tuple[str, np.dtype], object] = {}
+_COMPILE_LOCK = threading.Lock()
+renew_after_fork(sys.modules[__name__], "_COMPILE_LOCK", threading.Lock)
+
+
+def compiled_address(entry: Callable[..., None], dtype: np.dtype) -> int:
+    """The address of ``entry`` (a plain Python function of the arguments
+    :func:`call_entry` passes) compiled for arrays of ``dtype`` (float32 or float64)."""
+    dtype = np.dtype(dtype)
+    key = (f"{entry.__module__}.{entry.__qualname__}", dtype)
+    with _COMPILE_LOCK:
+        compiled = _COMPILED.get(key)
+        if compiled is None:
+            ptr = types.CPointer(numba.from_dtype(dtype))
+            i = types.int64
+            sig = types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i,
+                             i)
+            compiled = _COMPILED[key] = cfunc(sig, cache=True)(entry)
+    address = compiled.address  # type: ignore[attr-defined]
+    assert address, "a compiled C callback has an address"
+    return int(address)
+
+
+@intrinsic
+def _call(typingctx, fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra):  # type: ignore[no-untyped-def]
+    """Call the function at address ``fn`` with each array as its data pointer and
+    size."""
+    sig = types.void(fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        tys = signature.args
+        i64 = ir.IntType(64)
+        i8p = ir.IntType(8).as_pointer()
+        values = []
+        for a, ty in zip(args[1:], tys[1:]):
+            if isinstance(ty, types.Array):
+                ary = context.make_array(ty)(context, builder, a)
+                values += [builder.bitcast(ary.data, i8p), builder.extract_value(
+                    ary.shape, 0)]
+            else:
+                values.append(context.cast(builder, a, ty, types.int64))
+        fnty = ir.FunctionType(ir.VoidType(), [v.type for v in values])
+        address = context.cast(builder, args[0], tys[0], types.intp)
+        fptr = builder.inttoptr(address, fnty.as_pointer())
+        assert all(v.type in (i64, i8p) for v in values)
+        builder.call(fptr, values)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def call_entry(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, relu, buf,  # type: ignore[no-untyped-def]
+               extra):
+    """The vector kernel at address ``fn`` (:func:`compiled_address` of the arrays'
+    dtype) on a tile: V (the operand along the vector axis, ``mv`` long) from ``vo``,
+    K rows ``vk`` apart; S (the broadcast operand) from ``so``, K rows ``sk`` apart and
+    ``n`` rows ``sn`` apart; C from ``co``, its stride ``cv`` the kernel's (rows for
+    the vector kernel, the vector axis for the transposed one); ``buf`` a per-worker
+    buffer and ``extra`` the kernel's own integer."""
+    flags = (1 if first else 0) + (2 if stream else 0) + (4 if relu else 0)
+    _call(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, flags, buf, extra)
