@@ -7,9 +7,10 @@ of a process with a cold numba cache, whether its program uses them or not.  As 
 callbacks, each kernel is compiled once per dtype, when a program first needs it, and
 cached on disk like the rest (executor/cache.py).
 
-Every entry point has one C signature: three arrays as (data pointer, size) around the
-scalars of a vector-kernel tile, then a buffer and one more integer whose meaning is
-the kernel's (see :func:`call_entry`).
+Two C signatures serve every entry point, each array passed as (data pointer, size):
+the vector kernels' (three arrays around the scalars of a vector-kernel tile, then a
+buffer and one more integer whose meaning is the kernel's: :func:`call_entry`), and the
+tile kinds' (the loop walker's own arguments: :func:`call_tile`).
 """
 
 from __future__ import annotations
@@ -34,50 +35,81 @@ _COMPILE_LOCK = threading.Lock()
 renew_after_fork(sys.modules[__name__], "_COMPILE_LOCK", threading.Lock)
 
 
-def compiled_address(entry: Callable[..., None], dtype: np.dtype) -> int:
+def _vector_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
+    ptr = types.CPointer(numba.from_dtype(dtype))
+    i = types.int64
+    return types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i, i)
+
+
+def _tile_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
+    ptr = types.CPointer(numba.from_dtype(dtype))
+    iptr = types.CPointer(types.int64)
+    i = types.int64
+    return types.void(ptr, i, i, ptr, i, i, ptr, i, i, iptr, i, i, i, ptr, i, iptr, i, ptr, i,
+                      i, i, i)
+
+
+def compiled_address(entry: Callable[..., None], dtype: np.dtype, tile_abi: bool = False
+                     ) -> int:
     """The address of ``entry`` (a plain Python function of the arguments
-    :func:`call_entry` passes) compiled for arrays of ``dtype`` (float32 or float64)."""
+    :func:`call_entry` passes, or with ``tile_abi`` those of :func:`call_tile`) compiled
+    for arrays of ``dtype`` (float32 or float64)."""
     dtype = np.dtype(dtype)
     key = (f"{entry.__module__}.{entry.__qualname__}", dtype)
     with _COMPILE_LOCK:
         compiled = _COMPILED.get(key)
         if compiled is None:
-            ptr = types.CPointer(numba.from_dtype(dtype))
-            i = types.int64
-            sig = types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i,
-                             i)
+            sig = _tile_signature(dtype) if tile_abi else _vector_signature(dtype)
             compiled = _COMPILED[key] = cfunc(sig, cache=True)(entry)
     address = compiled.address  # type: ignore[attr-defined]
     assert address, "a compiled C callback has an address"
     return int(address)
 
 
+def _call_codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    """Call the function at address args[0] with each array as its data pointer and
+    size, every other argument as an int64."""
+    tys = signature.args
+    i64 = ir.IntType(64)
+    i8p = ir.IntType(8).as_pointer()
+    values = []
+    for a, ty in zip(args[1:], tys[1:]):
+        if isinstance(ty, types.Array):
+            ary = context.make_array(ty)(context, builder, a)
+            values += [builder.bitcast(ary.data, i8p), builder.extract_value(
+                ary.shape, 0)]
+        else:
+            values.append(context.cast(builder, a, ty, types.int64))
+    fnty = ir.FunctionType(ir.VoidType(), [v.type for v in values])
+    address = context.cast(builder, args[0], tys[0], types.intp)
+    fptr = builder.inttoptr(address, fnty.as_pointer())
+    assert all(v.type in (i64, i8p) for v in values)
+    builder.call(fptr, values)
+    return context.get_dummy_value()
+
+
 @intrinsic
 def _call(typingctx, fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra):  # type: ignore[no-untyped-def]
-    """Call the function at address ``fn`` with each array as its data pointer and
-    size."""
     sig = types.void(fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra)
+    return sig, _call_codegen
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        tys = signature.args
-        i64 = ir.IntType(64)
-        i8p = ir.IntType(8).as_pointer()
-        values = []
-        for a, ty in zip(args[1:], tys[1:]):
-            if isinstance(ty, types.Array):
-                ary = context.make_array(ty)(context, builder, a)
-                values += [builder.bitcast(ary.data, i8p), builder.extract_value(
-                    ary.shape, 0)]
-            else:
-                values.append(context.cast(builder, a, ty, types.int64))
-        fnty = ir.FunctionType(ir.VoidType(), [v.type for v in values])
-        address = context.cast(builder, args[0], tys[0], types.intp)
-        fptr = builder.inttoptr(address, fnty.as_pointer())
-        assert all(v.type in (i64, i8p) for v in values)
-        builder.call(fptr, values)
-        return context.get_dummy_value()
 
-    return sig, codegen
+@intrinsic
+def _call_tile(typingctx, fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams,  # type: ignore[no-untyped-def]
+               consts, n0, n1, p2):
+    sig = types.void(fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts,
+                     n0, n1, p2)
+    return sig, _call_codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def call_tile(fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1,  # type: ignore[no-untyped-def]
+              p2):
+    """The tile kernel at address ``fn`` (:func:`compiled_address` with ``tile_abi``) on
+    the tile at offsets o0, o1, o2: the loop walker's own arguments (see
+    kernels._run_tile); ``first`` and ``last`` as 0/1."""
+    _call_tile(fn, x0, o0, x1, o1, y, o2, tile, 1 if first else 0, 1 if last else 0, scratch,
+               iparams, consts, n0, n1, p2)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
-from teir_plan.executor.entries import call_entry
+from teir_plan.executor.entries import call_entry, call_tile, compiled_address
 from teir_plan.executor.microkernel import (
     array_data,
     element_address,
@@ -107,7 +107,10 @@ T_VEC_P = 32
 # MODE_VEC, not transposed: the address of the vector kernel compiled for the program's
 # dtype (microkernel.entry_address), called through it.
 T_VEC_FN = 33
-TILE_LEN = 34
+# Copy/ReLU, BLAS and packed vector tiles: the address of the tile kind's entry point
+# compiled for the program's dtype (tile_entry_address), called through it (_run_tile).
+T_TILE_FN = 34
+TILE_LEN = 35
 
 _ORD_N = 78
 _ORD_T = 84
@@ -716,7 +719,7 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
                     y[pc] = y[pc] + v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch, iparams):  # type: ignore[no-untyped-def]
     """A vector-kernel tile whose vector operand has unit stride along K (B^T along N,
     A^T along M): its K x length block is transposed into the worker's buffer, rows
@@ -770,22 +773,20 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
     ran before it (see _copy_transposed)."""
     kind = tile[T_KIND]
     if kind in (KIND_COPY, KIND_RELU):
-        _copy_tile(
-            x0, o0, y, o2, tile[T_M], tile[T_N], tile[T_A_M], tile[T_A_K],
-            tile[T_C_M], tile[T_C_N], kind == KIND_RELU, tile[T_STREAM] != 0, scratch,
-            p2, n0, n1,
-        )
+        call_tile(tile[T_TILE_FN], x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams,
+                  consts, n0, n1, p2)
         return
     zero_first = first and tile[T_FIRST_ZERO] != 0
     if tile[T_MODE] == MODE_BLAS:
-        _gemm_blas(x0, o0, x1, o1, y, o2, tile, zero_first, scratch, iparams, consts)
+        call_tile(tile[T_TILE_FN], x0, o0, x1, o1, y, o2, tile, zero_first, last, scratch,
+                  iparams, consts, n0, n1, p2)
     elif tile[T_MODE] == MODE_VEC:
         # The kernel applies the ReLU as it stores the last visit's sums.
         relu = last and tile[T_LAST_RELU] != 0
         stream = tile[T_STREAM] != 0
-        if tile[T_VEC_P]:
-            _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch,
-                             iparams)
+        if tile[T_VEC_P]:  # _gemm_vec_packed, through _packed_entry: ``last`` is relu
+            call_tile(tile[T_TILE_FN], x0, o0, x1, o1, y, o2, tile, zero_first, relu, scratch,
+                      iparams, consts, n0, n1, p2)
             return
         # The transposed kernel (out has its unit stride along the rows) is given out's
         # stride along the vector axis, the vector kernel out's stride along the rows.
@@ -1420,3 +1421,45 @@ def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nc
         if start < stop:
             blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts,
                           start, stop)
+
+
+# --- Tile kinds compiled on demand (executor/entries.py) -----------------------------
+# Copy/ReLU and BLAS tiles run through their addresses: linked into the walker, each was
+# compiled again into every runner on a cold first call, whether its program had such
+# tiles or not (a first vector-kernel product: 23-31 s, most of it these).
+
+
+def _copy_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, sp, sn,  # type: ignore[no-untyped-def]
+                ip, i_n, cp, cn, n0, n1, p2):
+    """A Copy or ReLU tile (see _run_tile's arguments)."""
+    tile = carray(tp, (tn,))
+    _copy_tile(carray(x0p, (x0n,)), o0, carray(yp, (yn,)), o2, tile[T_M], tile[T_N],
+               tile[T_A_M], tile[T_A_K], tile[T_C_M], tile[T_C_N], tile[T_KIND] == KIND_RELU,
+               tile[T_STREAM] != 0, carray(sp, (sn,)), p2, n0, n1)
+
+
+def _blas_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, sp, sn,  # type: ignore[no-untyped-def]
+                ip, i_n, cp, cn, n0, n1, p2):
+    """A BLAS tile; ``first``: written over rather than added to."""
+    _gemm_blas(carray(x0p, (x0n,)), o0, carray(x1p, (x1n,)), o1, carray(yp, (yn,)), o2,
+               carray(tp, (tn,)), first != 0, carray(sp, (sn,)), carray(ip, (i_n,)),
+               carray(cp, (cn,)))
+
+
+def _packed_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, sp, sn,  # type: ignore[no-untyped-def]
+                  ip, i_n, cp, cn, n0, n1, p2):
+    """A packed vector-kernel tile (_gemm_vec_packed); ``first``: written over rather
+    than added to; ``last``: ReLU applied."""
+    tile = carray(tp, (tn,))
+    _gemm_vec_packed(carray(x0p, (x0n,)), o0, carray(x1p, (x1n,)), o1, carray(yp, (yn,)),
+                     o2, tile, first != 0, tile[T_STREAM] != 0, last != 0, carray(sp, (sn,)),
+                     carray(ip, (i_n,)))
+
+
+_TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "packed": _packed_entry}
+
+
+def tile_entry_address(kind: str, dtype: np.dtype) -> int:
+    """The address of tile kind ``kind``'s ("copy", "blas", "packed") entry point for arrays of
+    ``dtype``, for :func:`teir_plan.executor.entries.call_tile`."""
+    return compiled_address(_TILE_ENTRIES[kind], dtype, tile_abi=True)

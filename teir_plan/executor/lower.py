@@ -383,6 +383,7 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     prim = s.prim_axes()
     if teir.is_unary:
         tile[K.T_KIND] = K.KIND_RELU if p.prim_main is Prim.RELU else K.KIND_COPY
+        tile[K.T_TILE_FN] = K.tile_entry_address("copy", dtype)
         a0 = prim[0] if len(prim) > 0 else None
         a1 = prim[1] if len(prim) > 1 else None
         tile[K.T_M] = s.dim_sizes[a0] if a0 is not None else 1
@@ -561,6 +562,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
         tile[K.T_VEC_FN] = vec_entry_address(dtype)
+        tile[K.T_TILE_FN] = K.tile_entry_address("packed", dtype)
         tile[K.T_SWAP] = int(vec == 2)
         tile[K.T_STREAM] = int(streamed)
         length = n if vec == 2 else m
@@ -577,6 +579,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
         tile[K.T_MODE] = K.MODE_LOOPS
         return
     tile[K.T_MODE] = K.MODE_BLAS
+    tile[K.T_TILE_FN] = K.tile_entry_address("blas", dtype)
     tile[K.T_SWAP] = int(plan.swap)
     tile[K.T_TRANSA], tile[K.T_LDA] = plan.transa, plan.lda
     tile[K.T_TRANSB], tile[K.T_LDB] = plan.transb, plan.ldb
