@@ -11,6 +11,9 @@ The pipeline, one package per stage::
 [3.0, 3.0, 3.0, 3.0]
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from teir_plan.api import einsum, plan, plan_cache
 from teir_plan.errors import (
     DTypeError,
@@ -26,7 +29,13 @@ from teir_plan.plan.plan import Plan
 from teir_plan.planner.machine import MachineParams, calibrate, machine_params
 from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, Schedule
 
+try:
+    __version__ = _version("teir_plan")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "explain",
     "Report",
     "einsum",

@@ -231,3 +231,12 @@ def test_bad_files_and_sizes_are_one_line_errors(tmp_path, args, words):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     for w in words:
         assert w in r.stderr
+
+
+def test_the_package_reports_its_version() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    match = re.search(r'^version = "([^"]+)"', text, re.M)
+    assert match is not None and tp.__version__ == match.group(1)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -183,25 +181,31 @@ def test_autotune_times_the_candidates_in_turns_and_keeps_the_fastest(monkeypatc
     alts = plan.alternatives[:3]
     assert len(alts) == 3
     order: list[int] = []
+    now = [0.0]  # the clock the timings read: each run advances it by its cost
 
-    def recording(i, run, delay=0.0):
+    def clock() -> float:
+        return now[0]
+
+    def recording(i, run, cost=0.001):
         def wrapped(arrays, out):
             order.append(i)
-            time.sleep(delay)
+            now[0] += cost
             run(arrays, out)
         return wrapped
 
     for i, alt in enumerate(alts):
-        alt.run = recording(i, alt.run, delay=0.02 if i == 0 else 0.0)
-    seconds = time_in_turns(alts, [a, b], repeats=2)
+        alt.run = recording(i, alt.run, cost=0.02 if i == 0 else 0.001)
+    seconds = time_in_turns(alts, [a, b], repeats=2, clock=clock)
     assert order == [0, 1, 2] * 3  # a warm-up run of each, then two rounds
-    assert seconds[0] >= 0.02 > max(seconds[1:])
+    assert seconds == pytest.approx([0.02, 0.001, 0.001])
 
     # autotune keeps the fastest candidate, whichever the cost model ranked first.
     slowed = plan.alternatives
     slowed_first = slowed[0]
-    slowed_first.run = recording(0, slowed_first.run, delay=0.02)
+    slowed_first.run = recording(0, slowed_first.run, cost=0.02)
+    for alt in slowed[1:3]:
+        alt.run = recording(1, alt.run)
     monkeypatch.setattr(type(plan), "alternatives", property(lambda self: slowed))
-    tuned = autotune(plan, [a, b], top=3)
+    tuned = autotune(plan, [a, b], top=3, clock=clock)
     assert tuned is not slowed_first and tuned in slowed[1:3]
     np.testing.assert_allclose(tuned(a, b), np.einsum("trus,pqtu->pqrs", a, b), atol=1e-12)

@@ -7,7 +7,7 @@ the result is remembered with the plan in the plan cache.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -24,13 +24,15 @@ def time_plan(plan: Plan, arrays: Sequence[np.ndarray], repeats: int = 3) -> flo
 
 
 def time_in_turns(plans: Sequence[Plan], arrays: Sequence[np.ndarray],
-                  repeats: int = 3) -> list[float]:
+                  repeats: int = 3, clock: Callable[[], float] = time.perf_counter
+                  ) -> list[float]:
     """Best-of-``repeats`` seconds of each plan on ``arrays``: one warm-up run each, then
     ``repeats`` rounds of one run of each.  In turns, a busy spell of a shared machine
     slows every plan's run of that round instead of all the runs of whichever plan it
     fell on (timed one plan after another, the cost model's choice for adec,ebd->abc
     measured 1.40x slower than an alternative; in turns, the two within 3 %).  Each plan
-    writes its own :meth:`Plan.empty_out`, one array per distinct layout."""
+    writes its own :meth:`Plan.empty_out`, one array per distinct layout.  ``clock``:
+    seconds as a float (the tests give one of their own)."""
     outs: dict[object, np.ndarray] = {}
     for plan in plans:
         if plan.out_spec not in outs:
@@ -40,17 +42,18 @@ def time_in_turns(plans: Sequence[Plan], arrays: Sequence[np.ndarray],
     best = [float("inf")] * len(plans)
     for _ in range(repeats):
         for i, plan in enumerate(plans):
-            t = time.perf_counter()
+            t = clock()
             plan.run(arrays, outs[plan.out_spec])
-            best[i] = min(best[i], time.perf_counter() - t)
+            best[i] = min(best[i], clock() - t)
     return best
 
 
-def autotune(plan: Plan, arrays: Sequence[np.ndarray], top: int = AUTOTUNE_CANDIDATES) -> Plan:
+def autotune(plan: Plan, arrays: Sequence[np.ndarray], top: int = AUTOTUNE_CANDIDATES,
+             clock: Callable[[], float] = time.perf_counter) -> Plan:
     """The fastest of the plan's top ``top`` alternatives, measured on ``arrays`` in
     turns (:func:`time_in_turns`)."""
     alts = plan.alternatives[:top]
-    for alt, seconds in zip(alts, time_in_turns(alts, arrays)):
+    for alt, seconds in zip(alts, time_in_turns(alts, arrays, clock=clock)):
         alt.measured_seconds = seconds
     best = min(alts, key=lambda p: p.measured_seconds or float("inf"))
     best.tuning = [(a.main_step.chosen if a.main_step else None, a.measured_seconds)  # type: ignore[attr-defined]
