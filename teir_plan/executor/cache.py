@@ -117,24 +117,47 @@ _seen: set[int] = set()  # ids of the runners this process has called
 _announced = False
 
 
+def _announce(where: str) -> None:
+    global _announced
+    _announced = True
+    from teir_plan.isa import target
+
+    logging.getLogger("teir_plan").warning(
+        "teir_plan: compiling the executor's kernels for %s; this happens once per machine "
+        "and teir_plan version (cached in %s)", target().describe(), where)
+
+
+def _cold(cache) -> str | None:  # type: ignore[no-untyped-def]
+    """The cache folder when ``cache`` (a numba FunctionCache) holds nothing valid."""
+    try:
+        if cache._cache_file._load_index():
+            return None
+        return str(cache.cache_path)
+    except Exception:  # noqa: BLE001 - a numba without these internals: say nothing
+        return None
+
+
 def first_call(runner) -> None:  # type: ignore[no-untyped-def]
     """Called before a runner's first call in this process: when its compiled code is
     not on disk yet, say once that the kernels are being compiled (tens of seconds,
     once per machine and release), and where they go."""
-    global _announced
     _seen.add(id(runner))
     if _announced or runner.signatures:
         return
     cache = getattr(runner, "_cache", None)
-    try:
-        cached = bool(cache._cache_file._load_index())  # type: ignore[union-attr]
-        where = cache.cache_path  # type: ignore[union-attr]
-    except Exception:  # noqa: BLE001 - a numba without these internals: say nothing
-        return
-    if not cached:
-        _announced = True
-        from teir_plan.isa import target
+    where = _cold(cache) if cache is not None else None
+    if where is not None:
+        _announce(where)
 
-        logging.getLogger("teir_plan").warning(
-            "teir_plan: compiling the executor's kernels for %s; this happens once per "
-            "machine and teir_plan version (cached in %s)", target().describe(), where)
+
+def announce_if_cold(py_func) -> None:  # type: ignore[no-untyped-def]
+    """As :func:`first_call`, before ``py_func`` is compiled as a C callback."""
+    if _announced:
+        return
+    try:
+        cache = caching.FunctionCache(py_func)
+    except Exception:  # noqa: BLE001 - no locator: nothing to say
+        return
+    where = _cold(cache)
+    if where is not None:
+        _announce(where)

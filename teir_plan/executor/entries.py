@@ -49,21 +49,48 @@ def _tile_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
                       i, i, i)
 
 
-def compiled_address(entry: Callable[..., None], dtype: np.dtype, tile_abi: bool = False
+def _chunk_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
+    ptr = types.CPointer(numba.from_dtype(dtype))
+    iptr = types.CPointer(types.int64)
+    i = types.int64
+    return types.void(ptr, i, ptr, i, ptr, i, iptr, i, i, iptr, i, ptr, i, i, i)
+
+
+def _blocked_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
+    ptr = types.CPointer(numba.from_dtype(dtype))
+    iptr = types.CPointer(types.int64)
+    i = types.int64
+    return types.void(ptr, i, ptr, i, ptr, i, iptr, i, iptr, i, iptr, i, iptr, i, i, ptr, i,
+                      i, i)
+
+
+_SIGNATURES = {"vector": _vector_signature, "tile": _tile_signature,
+               "chunk": _chunk_signature, "blocked": _blocked_signature}
+# Addresses already compiled, read without the lock (the executor asks on every call).
+_ADDRESSES: dict[tuple[str, np.dtype], int] = {}
+
+
+def compiled_address(entry: Callable[..., None], dtype: np.dtype, abi: str = "vector"
                      ) -> int:
-    """The address of ``entry`` (a plain Python function of the arguments
-    :func:`call_entry` passes, or with ``tile_abi`` those of :func:`call_tile`) compiled
-    for arrays of ``dtype`` (float32 or float64)."""
+    """The address of ``entry`` (a plain Python function of the arguments that
+    :func:`call_entry`, :func:`call_tile`, :func:`call_chunk` or :func:`call_blocked`
+    passes, as ``abi`` says) compiled for arrays of ``dtype`` (float32 or float64)."""
     dtype = np.dtype(dtype)
     key = (f"{entry.__module__}.{entry.__qualname__}", dtype)
+    address = _ADDRESSES.get(key)
+    if address is not None:
+        return address
     with _COMPILE_LOCK:
         compiled = _COMPILED.get(key)
         if compiled is None:
-            sig = _tile_signature(dtype) if tile_abi else _vector_signature(dtype)
-            compiled = _COMPILED[key] = cfunc(sig, cache=True)(entry)
-    address = compiled.address  # type: ignore[attr-defined]
-    assert address, "a compiled C callback has an address"
-    return int(address)
+            from teir_plan.executor.cache import announce_if_cold
+
+            announce_if_cold(entry)
+            compiled = _COMPILED[key] = cfunc(_SIGNATURES[abi](dtype), cache=True)(entry)
+        address = int(compiled.address)  # type: ignore[attr-defined]
+        assert address, "a compiled C callback has an address"
+        _ADDRESSES[key] = address
+    return address
 
 
 def _call_codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
@@ -105,7 +132,7 @@ def _call_tile(typingctx, fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch,
 @njit(cache=True, nogil=True, inline="always")
 def call_tile(fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1,  # type: ignore[no-untyped-def]
               p2):
-    """The tile kernel at address ``fn`` (:func:`compiled_address` with ``tile_abi``) on
+    """The tile kernel at address ``fn`` (:func:`compiled_address`, ``abi="tile"``) on
     the tile at offsets o0, o1, o2: the loop walker's own arguments (see
     kernels._run_tile); ``first`` and ``last`` as 0/1."""
     _call_tile(fn, x0, o0, x1, o1, y, o2, tile, 1 if first else 0, 1 if last else 0, scratch,
@@ -123,3 +150,33 @@ def call_entry(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream,
     buffer and ``extra`` the kernel's own integer."""
     flags = (1 if first else 0) + (2 if stream else 0) + (4 if relu else 0)
     _call(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, flags, buf, extra)
+
+
+@intrinsic
+def _call_chunk(typingctx, fn, x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
+    sig = types.void(fn, x0, x1, y, loops, npar, tile, consts, start, stop)
+    return sig, _call_codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def call_chunk(fn, x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
+    """The chunk runner at address ``fn`` (kernels.chunk_address): iterations [start,
+    stop) of a program's first ``npar`` loop rows (``loops``: rows of 5)."""
+    _call_chunk(fn, x0, x1, y, loops, npar, tile, consts, start, stop)
+
+
+@intrinsic
+def _call_blocked(typingctx, fn, x0, x1, y, outer, inner, tile, block, stage_elements,  # type: ignore[no-untyped-def]
+                  consts, start, stop):
+    sig = types.void(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start,
+                     stop)
+    return sig, _call_codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def call_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start,  # type: ignore[no-untyped-def]
+                 stop):
+    """The blocked chunk runner at address ``fn`` (kernels.blocked_address): blocks
+    [start, stop) (``outer``: rows of 4, ``inner``: rows of 5, ``block``: rows of 3)."""
+    _call_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start,
+                  stop)

@@ -97,9 +97,13 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             _runner(K.copy_runs_chunk)(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
                               int(np.prod(low.loops[:low.npar, 0])))
     elif nchunks > 1:
-        run = K.run_blas_tiles if low.plain_blas else K.run_parallel
         with _blas_limit(low), numba_threads(threads), parallel_region():
-            _runner(run)(x0, x1, y, low.loops, low.npar, tile, consts, nchunks)
+            if low.plain_blas:
+                _runner(K.run_blas_tiles)(x0, x1, y, low.loops, low.npar, tile, consts,
+                                          nchunks)
+            else:
+                _runner(K.run_parallel)(K.chunk_address(low.dtype), x0, x1, y, low.loops,
+                                        low.npar, tile, consts, nchunks)
     elif low.tile[K.T_MODE] == K.MODE_BLAS:
         # Splitting a tile across workers pays off only on large tiles; on small ones
         # the parallel region costs more than it saves.  BLAS itself always runs on one
@@ -109,19 +113,24 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         workers = min(threads, max(int(t[K.T_M]), int(t[K.T_N])))
         if workers > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
             with blas_threads(1), numba_threads(threads), parallel_region():
-                _runner(K.run_split)(x0, x1, y, low.loops, tile, consts, workers)
+                _runner(K.run_split)(K.chunk_address(low.dtype), x0, x1, y, low.loops, tile,
+                                     consts, workers)
         else:
-            chunk = K.blas_tiles_chunk if low.plain_blas else K.run_chunk
             with _blas_limit(low, serial=True):
-                _runner(chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+                if low.plain_blas:
+                    _runner(K.blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+                else:
+                    _runner(K.run_chunk_at)(K.chunk_address(low.dtype), x0, x1, y, low.loops,
+                                            0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
         with numba_threads(threads), parallel_region():
             _runner(K.run_dot_split)(x0, x1, y, tile, consts, threads)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
-        _runner(K.run_chunk)(x0, x1, y, low.loops, low.npar, tile, consts, 0,
-                             low.parallel_iterations)
+        _runner(K.run_chunk_at)(K.chunk_address(low.dtype), x0, x1, y, low.loops, low.npar,
+                                tile, consts, 0, low.parallel_iterations)
     else:
-        _runner(K.run_chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+        _runner(K.run_chunk_at)(K.chunk_address(low.dtype), x0, x1, y, low.loops, 0, tile,
+                                consts, 0, 1)
 
 
 def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elements: int,
@@ -141,12 +150,13 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     consts = _CONSTS[low.dtype]
     if nchunks > 1:
         with _blas_limit(low), numba_threads(threads), parallel_region():
-            _runner(K.run_blocked)(x0, x1, y, outer, low.loops, tile, block, stage_elements,
-                                   consts, nchunks)
+            _runner(K.run_blocked)(K.blocked_address(low.dtype), x0, x1, y, outer, low.loops,
+                                   tile, block, stage_elements, consts, nchunks)
     else:
         with _blas_limit(low):
-            _runner(K.blocked_chunk)(x0, x1, y, outer, low.loops, tile, block,
-                                     stage_elements, consts, 0, total)
+            _runner(K.blocked_chunk_at)(K.blocked_address(low.dtype), x0, x1, y, outer,
+                                        low.loops, tile, block, stage_elements, consts, 0,
+                                        total)
 
 
 def _blas_limit(low: Lowered, serial: bool = False) -> AbstractContextManager[None]:

@@ -29,7 +29,13 @@ from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.blas import call_gemm
-from teir_plan.executor.entries import call_entry, call_tile, compiled_address
+from teir_plan.executor.entries import (
+    call_blocked,
+    call_chunk,
+    call_entry,
+    call_tile,
+    compiled_address,
+)
 from teir_plan.executor.microkernel import (
     array_data,
     element_address,
@@ -636,7 +642,7 @@ def _set_int(i64, i32, width, q, v):  # type: ignore[no-untyped-def]
         i32[q] = v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
 def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts):  # type: ignore[no-untyped-def]
     """C (+)= sum_br A_br B_br through BLAS, packing the operands BLAS cannot address."""
     m, n, k, br = tile[T_M], tile[T_N], tile[T_K], tile[T_BR]
@@ -719,7 +725,7 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
                     y[pc] = y[pc] + v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
 def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch, iparams):  # type: ignore[no-untyped-def]
     """A vector-kernel tile whose vector operand has unit stride along K (B^T along N,
     A^T along M): its K x length block is transposed into the worker's buffer, rows
@@ -1019,7 +1025,7 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
                 break
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
 def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
     """Run iterations [start, stop) of a program's first ``npar`` loop rows (collapsed
     into one range), each with all of its sequential loops; with ``npar`` 0 and the
@@ -1043,21 +1049,28 @@ def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
         store_fence()
 
 
+@njit(cache=True, nogil=True)
+def run_chunk_at(fn, x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
+    """:func:`run_chunk` through its compiled address ``fn`` (:func:`chunk_address`)."""
+    call_chunk(fn, x0, x1, y, loops, npar, tile, consts, start, stop)
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def run_parallel(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
+def run_parallel(fn, x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a program whose first ``npar`` loop rows are parallel (collapsed into one range).
 
     The parallel iterations are split into ``nchunks`` contiguous chunks, one
-    :func:`run_chunk` per worker.  Parallel axes never carry K (validation rejects it),
+    :func:`run_chunk` per worker, called through its compiled address ``fn``
+    (:func:`chunk_address`).  Parallel axes never carry K (validation rejects it),
     so workers write disjoint output tiles, and each tile still sees its K iterations in
-    schedule order.  run_chunk is called, not inlined: compiling this parallel region
-    then reuses its compiled code instead of compiling the whole executor again.
+    schedule order.  Linked in, run_chunk would be optimized again inside the parallel
+    region on a cold first call (about a third of that call's compile time).
     """
     total = _iterations(loops, npar)
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
-            run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop)
+            call_chunk(fn, x0, x1, y, loops, npar, tile, consts, start, stop)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1071,7 +1084,7 @@ def run_blas_tiles(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: igno
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def run_split(x0, x1, y, loops, tile, consts, nchunks):  # type: ignore[no-untyped-def]
+def run_split(fn, x0, x1, y, loops, tile, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a program without parallel loops whose BLAS tile is large, on ``nchunks``
     workers: each takes a contiguous share of the tile's longer axis (M or N) and runs
     every loop of the program on that part of the tile, calling BLAS on one thread.
@@ -1095,7 +1108,7 @@ def run_split(x0, x1, y, loops, tile, consts, nchunks):  # type: ignore[no-untyp
                 part[T_M] = stop - start
                 part[T_ORIGIN0] += start * tile[T_A_M]
                 part[T_ORIGIN2] += start * tile[T_C_M]
-            run_chunk(x0, x1, y, loops, 0, part, consts, 0, 1)
+            call_chunk(fn, x0, x1, y, loops, 0, part, consts, 0, 1)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -1392,7 +1405,7 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
             copy_runs_chunk(x, y, loops, npar, tile, block, start, stop)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
 def blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, start, stop):  # type: ignore[no-untyped-def]
     """Blocks [start, stop) of a blocked program (see run_blocked, which calls this once
     per worker), with a stage and a scratch buffer of their own."""
@@ -1411,16 +1424,24 @@ def blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, 
     store_fence()
 
 
+@njit(cache=True, nogil=True)
+def blocked_chunk_at(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start,  # type: ignore[no-untyped-def]
+                     stop):
+    """:func:`blocked_chunk` through its compiled address ``fn`` (:func:`blocked_address`)."""
+    call_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start, stop)
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def run_blocked(x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks):  # type: ignore[no-untyped-def]
+def run_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, nchunks):  # type: ignore[no-untyped-def]
     """Run a blocked program: the outer iterations split into ``nchunks`` contiguous
-    chunks, one per worker; each worker owns a stage buffer and a scratch buffer."""
+    chunks, one per worker (:func:`blocked_chunk` through its address ``fn``); each
+    worker owns a stage buffer and a scratch buffer."""
     total = _iterations(outer, outer.shape[0])
     for c in prange(nchunks):
         start, stop = _chunk(c, total, nchunks)
         if start < stop:
-            blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts,
-                          start, stop)
+            call_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts,
+                         start, stop)
 
 
 # --- Tile kinds compiled on demand (executor/entries.py) -----------------------------
@@ -1459,7 +1480,32 @@ def _packed_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, s
 _TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "packed": _packed_entry}
 
 
+def _chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
+    """run_chunk on arrays given as (pointer, size or rows)."""
+    run_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
+              carray(lp, (ln, 5)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start, stop)
+
+
+def _blocked_entry(x0p, x0n, x1p, x1n, yp, yn, op, on, ip, i_n, tp, tn, bp, bn,  # type: ignore[no-untyped-def]
+                   stage_elements, cp, cn, start, stop):
+    """blocked_chunk on arrays given as (pointer, size or rows)."""
+    blocked_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
+                  carray(op, (on, 4)), carray(ip, (i_n, 5)), carray(tp, (tn,)),
+                  carray(bp, (bn, 3)), stage_elements, carray(cp, (cn,)), start, stop)
+
+
+def chunk_address(dtype: np.dtype) -> int:
+    """The address of :func:`run_chunk` compiled for arrays of ``dtype`` (the loop
+    walker with its inline tile kinds), for run_parallel, run_split and run_chunk_at."""
+    return compiled_address(_chunk_entry, dtype, abi="chunk")
+
+
+def blocked_address(dtype: np.dtype) -> int:
+    """The address of :func:`blocked_chunk` compiled for arrays of ``dtype``."""
+    return compiled_address(_blocked_entry, dtype, abi="blocked")
+
+
 def tile_entry_address(kind: str, dtype: np.dtype) -> int:
     """The address of tile kind ``kind``'s ("copy", "blas", "packed") entry point for arrays of
     ``dtype``, for :func:`teir_plan.executor.entries.call_tile`."""
-    return compiled_address(_TILE_ENTRIES[kind], dtype, tile_abi=True)
+    return compiled_address(_TILE_ENTRIES[kind], dtype, abi="tile")

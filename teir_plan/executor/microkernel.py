@@ -564,7 +564,7 @@ def _next_tile_share(call, calls, nl, nxt, line, v):  # type: ignore[no-untyped-
     return nxt + l0 * line - v, (call + 1) * nl // calls - l0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
 def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False, relu=False, nxt=0):  # type: ignore[no-untyped-def]
     """C[co + r*cn + v] = (or +=, unless ``first``) sum_{p < K} V[vo + p*vk + v] *
     S[so + p*sk + r*sn] for v < mv (the vector axis: unit stride in V and C) and

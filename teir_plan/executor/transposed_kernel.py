@@ -245,7 +245,7 @@ def scratch_elements(rows: int, k: int, itemsize: int) -> int:
     return rows * lanes + lanes + (rows + 3) // 4 * 4 * max(k, 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
 def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, relu, buf):  # type: ignore[no-untyped-def]
     """C[co + v*cv + r] = (or +=, unless ``first``) sum_{p < K} V[vo + p*vk + v] *
     S[so + p*sk + r*sn] for v < mv (the vector axis: unit stride in V) and r < n (the
