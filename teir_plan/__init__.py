@@ -13,6 +13,7 @@ The pipeline, one package per stage::
 
 from teir_plan.api import einsum, plan, plan_cache
 from teir_plan.errors import (
+    CalibrationWarning,
     DTypeError,
     EinsumError,
     OperandTypeError,
@@ -52,4 +53,5 @@ __all__ = [
     "PlanError",
     "DTypeError",
     "OperandTypeError",
+    "CalibrationWarning",
 ]
