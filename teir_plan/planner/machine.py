@@ -742,8 +742,19 @@ def quick_calibrate(save: bool = True) -> MachineParams:
         f"teir_plan: no calibration for this machine ({p.machine}); measured a first-use "
         f"estimate in {spent:.1f} s, {where}. Run tp.calibrate() (15-40 s) for the full "
         f"measurement; TEIR_PLAN_AUTOCALIBRATE=0 skips measuring.",
-        CalibrationWarning, stacklevel=3)
+        CalibrationWarning, stacklevel=_caller_stacklevel())
     return p
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first frame outside teir_plan
+    (the user's einsum or plan call, however deep the planning call that measured)."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(
+            package):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
 
 
 def calibrate(save: bool = True) -> MachineParams:
