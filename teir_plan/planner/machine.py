@@ -61,7 +61,7 @@ GRID_MAX_FLOPS = 4e9
 # packing an operand for the vector kernel would have.
 GEMM_FORMS = ("NN", "TN", "NT", "TT")  # index = (transA == 'T') + 2 * (transB == 'T')
 
-# This machine's tables (2-core Xeon, AVX-512, numpy's OpenBLAS 0.3.31): one row per
+# The reference machine's tables (2-core Xeon, AVX-512, numpy's OpenBLAS 0.3.31): one row per
 # form and (m, n), the six k of GEMM_GRID across; each entry the median of three
 # calibrations, as are MachineParams' other measured defaults.
 DEFAULT_GEMM_EFFICIENCY: tuple[float, ...] = (
@@ -210,7 +210,6 @@ DEFAULT_GEMM_EFFICIENCY: tuple[float, ...] = (
     0.161, 0.442, 0.696, 0.864, 0.897, 0.899,  # TT m=4096, n=512
     0.153, 0.427, 0.732, 0.900, 0.899, 0.899,  # TT m=4096, n=4096
 )
-
 
 
 # Where a MachineParams' values come from (see the module docstring).
