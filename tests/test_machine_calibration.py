@@ -78,6 +78,7 @@ def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
         p = tp.machine_params()
     message = str(caught[0].message)
     assert str(fresh / "machine.json") in message and "tp.calibrate()" in message
+    assert caught[0].filename == __file__  # the caller's line, not teir_plan's
     assert p.source == "first-use" and not p.calibrated and p.measured_at
     assert (p.gemm_flops_f32, p.dram_bytes_per_second, p.call_seconds) == (94e9, 30e9, 3e-6)
     # Used for planning at once, and by the next process from the cache, without
