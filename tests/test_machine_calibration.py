@@ -205,6 +205,14 @@ def test_isa_defaults_differ_by_isa() -> None:
     assert "avx2" in rates["avx2"].machine
 
 
+def test_isa_defaults_rate_blas_at_the_cpus_width_and_the_kernels_at_theirs() -> None:
+    # TEIR_PLAN_VECTOR_BYTES=32 on an AVX-512 CPU: the vector kernels run AVX2, BLAS does
+    # not.
+    p = default_params(AVX2, threads=2, l2_bytes=1 << 20, blas_target=AVX512)
+    assert p.gemm_flops_f32 == pytest.approx(188e9)
+    assert p.vec_flops_f32 == pytest.approx(92.5e9)
+
+
 def test_isa_defaults_scale_bandwidth_with_the_threads() -> None:
     assert default_params(AVX2, threads=8).dram_bytes_per_second == pytest.approx(80e9)
     assert default_params(AVX2, threads=64).llc_bytes_per_second == pytest.approx(480e9)

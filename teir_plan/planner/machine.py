@@ -339,35 +339,43 @@ def _flops_per_cycle(target: VectorTarget, itemsize: int) -> float:
 
 
 def default_params(target: VectorTarget | None = None, threads: int | None = None,
-                   l2_bytes: int | None = None) -> MachineParams:
+                   l2_bytes: int | None = None, blas_target: VectorTarget | None = None
+                   ) -> MachineParams:
     """Parameters derived from the vector ISA when nothing is measured: peak =
     FMA pipes x lanes x 2 x an effective clock; the reference's ratios for what hangs on
     the peak (the vector kernel's rate, float64's), its efficiency table (fractions of
     peak, so its shape carries over), its per-core memory rates times the threads.  The
     Python-side, loop and copy costs are the reference's: they depend on the interpreter
-    and the caches more than on the vector width.  ``target``, ``threads`` and
-    ``l2_bytes`` default to this process's (L2 from sysfs)."""
+    and the caches more than on the vector width.
+
+    ``target`` is the vector kernels' (this process's, narrowed by
+    ``TEIR_PLAN_VECTOR_BYTES``, by default), ``blas_target`` BLAS' (the widest the CPU
+    runs, by default: ``TEIR_PLAN_VECTOR_BYTES`` narrows teir_plan's kernels, not BLAS;
+    ``target`` when that is given); ``threads`` and ``l2_bytes`` default to this
+    process's (L2 from sysfs)."""
     from teir_plan.executor.threads import get_num_threads
     from teir_plan.isa import target as host_target
+    from teir_plan.isa import widest_target
 
     ref = MachineParams.reference()
     host = target is None
     tgt = host_target() if target is None else target
+    blas = blas_target or (widest_target() if host else tgt)
     n = get_num_threads() if threads is None else threads
     if n < 1:
         raise PlanError(f"default_params: threads must be at least 1, got {n}")
-    f32 = _flops_per_cycle(tgt, 4) * EFFECTIVE_CLOCK_HZ
-    f64 = _flops_per_cycle(tgt, 8) * EFFECTIVE_CLOCK_HZ * (
-        ref.gemm_flops_f64 / (ref.gemm_flops_f32 / 2))
+    f64_of_half = ref.gemm_flops_f64 / (ref.gemm_flops_f32 / 2)  # dgemm's share of half
     ref_cores = 2  # the reference machine's
     share = min(n, BANDWIDTH_CORES_CAP) / ref_cores
     l2 = l2_bytes if l2_bytes is not None else ((_l2_bytes() if host else None) or ref.l2_bytes)
     return replace(
         ref,
-        gemm_flops_f32=f32,
-        gemm_flops_f64=f64,
-        vec_flops_f32=f32 * ref.vec_flops_f32 / ref.gemm_flops_f32,
-        vec_flops_f64=f64 * ref.vec_flops_f64 / ref.gemm_flops_f64,
+        gemm_flops_f32=_flops_per_cycle(blas, 4) * EFFECTIVE_CLOCK_HZ,
+        gemm_flops_f64=_flops_per_cycle(blas, 8) * EFFECTIVE_CLOCK_HZ * f64_of_half,
+        vec_flops_f32=_flops_per_cycle(tgt, 4) * EFFECTIVE_CLOCK_HZ * (
+            ref.vec_flops_f32 / ref.gemm_flops_f32),
+        vec_flops_f64=_flops_per_cycle(tgt, 8) * EFFECTIVE_CLOCK_HZ * f64_of_half * (
+            ref.vec_flops_f64 / ref.gemm_flops_f64),
         dram_bytes_per_second=ref.dram_bytes_per_second * share,
         llc_bytes_per_second=ref.llc_bytes_per_second * share,
         l2_bytes=l2,
