@@ -188,6 +188,37 @@ def test_quick_parameters_scale_what_they_do_not_measure() -> None:
     assert p.loop_flops == 1.5e9 and p.parallel_seconds == 6e-6
 
 
+def test_a_narrower_blas_does_not_scale_the_vector_kernel_down() -> None:
+    # BLAS at half the reference's peak with 32-byte kernels on a CPU whose vector kernel
+    # runs 64-byte vectors (OpenBLAS' Haswell kernels on Zen 5): the vector kernel at
+    # 185/188 of twice that peak, 185 GFLOP/s.
+    wide = replace(FAKE, kernel_vector_bytes=64, blas_vector_bytes=32)
+    assert params_from_quick(wide).vec_flops_f32 == pytest.approx(185e9)
+    assert params_from_quick(wide).vec_flops_f64 == pytest.approx(2 * 92e9 * 47 / 89)
+    # Same widths, an unknown BLAS, or a kernel narrower than BLAS: BLAS' peak alone.
+    for kernel, blas in ((64, 64), (64, None), (32, 64)):
+        q = replace(FAKE, kernel_vector_bytes=kernel, blas_vector_bytes=blas)
+        assert params_from_quick(q).vec_flops_f32 == pytest.approx(92.5e9)
+
+
+def test_blas_vector_width_from_openblas_core_name(monkeypatch) -> None:
+    import threadpoolctl
+
+    import teir_plan.executor.blas as blas
+
+    libs = [{"internal_api": "openblas", "filepath": "/x/scipy.libs/libscipy_openblas.so",
+             "architecture": "SkylakeX"},
+            {"internal_api": "openblas", "filepath": "/x/numpy.libs/libscipy_openblas64_.so",
+             "architecture": "Haswell"}]
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: libs)
+    monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 8))  # numpy's, ILP64
+    assert machine._blas_vector_bytes() == 32
+    monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 4))  # scipy's
+    assert machine._blas_vector_bytes() == 64
+    libs[0]["architecture"] = "SomeFutureCore"
+    assert machine._blas_vector_bytes() is None
+
+
 def test_isa_defaults_differ_by_isa() -> None:
     # 2 FMA pipes x lanes x 2 flops x 2.9375 GHz (188 GFLOP/s for 16 float32 lanes).
     rates = {t.name: default_params(t, threads=2, l2_bytes=1 << 20) for t in
