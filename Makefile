@@ -25,9 +25,11 @@ test: $(STAMP) lint typecheck
 	$(PY) -m pytest -q -n 2 --durations=25 tests --doctest-modules teir_plan
 	$(MAKE) notebooks docs-check
 
-# The notebooks run top to bottom (small sizes); their outputs stay stripped in git.
+# The notebooks run top to bottom (small sizes); their outputs stay stripped in git.  They
+# plan against the reference machine parameters, as the tests do: a test run neither
+# measures this machine on first use nor writes into the user's calibration cache.
 notebooks: $(STAMP)
-	$(PY) -m pytest -q -n 2 --nbmake notebooks -p no:cacheprovider
+	TEIR_PLAN_AUTOCALIBRATE=reference $(PY) -m pytest -q -n 2 --nbmake notebooks -p no:cacheprovider
 
 # `make docs` regenerates the pages derived from benchmarks/results and the example's
 # output (tracked files: commit them), then builds the site into site/.

@@ -47,9 +47,20 @@ def machine() -> dict:
     import scipy
 
     import teir_plan as tp
+    from teir_plan.isa import target
 
+    vec = target()
+    # The machine class a results file belongs to (docs/scripts/generate.py keeps one
+    # table per class): the CPU, the vector ISA the kernels were generated for and the
+    # threads, and where the cost model's parameters came from (a full calibration, a
+    # first-use estimate, ISA-derived defaults or the reference machine's): plans ranked
+    # with another machine's numbers are not this machine's best.
+    params = tp.machine_params()
     info = {
         "cpu": cpu,
+        "isa": vec.name,
+        "vector target": vec.key,
+        "params": params.source,
         "cores": os.cpu_count(),
         "threads": tp.get_num_threads(),
         "python": platform.python_version(),

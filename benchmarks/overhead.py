@@ -1,6 +1,6 @@
 """Overheads: planning time, cached-plan call overhead on a tiny contraction (against
-numpy.einsum on the same), and first-call latency in a fresh process (cold and warm
-numba disk cache).
+numpy.einsum on the same), first-call latency in a fresh process (cold and warm numba disk
+cache), and the first-use calibration a process runs when no calibration is cached.
 
 Run: .venv/bin/python -m benchmarks.overhead
 """
@@ -88,7 +88,10 @@ def first_call() -> list[list]:
                 f"a=np.ones(({n},{n}),np.float32); tp.einsum('ij,jk->ik',a,a); "
                 "print(time.perf_counter()-t)")
         with tempfile.TemporaryDirectory() as cache:
-            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+            # The reference parameters: these rows are the compile and the call, the same
+            # whether this machine's calibration is cached or not (first_use_rows times
+            # the measurement a process without one adds).
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache, TEIR_PLAN_AUTOCALIBRATE="reference")
             for label in ("cold numba cache", "warm numba cache"):
                 t = time.perf_counter()
                 out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -100,18 +103,41 @@ def first_call() -> list[list]:
     return rows
 
 
+def first_use_rows() -> list[list]:
+    """The first-use calibration (machine.quick_calibrate) in a fresh process with nothing
+    cached: on a cold numba cache (it compiles the float32 and float64 GEMM kernels it
+    times, which the first einsum would otherwise compile) and on the warm one it left."""
+    pkg = Path(tp.__file__).parent
+    code = ("import time, warnings; import teir_plan as tp; "
+            "from teir_plan.planner import machine as M; warnings.simplefilter('ignore'); "
+            "t=time.perf_counter(); M.quick_calibrate(save=False); "
+            "print(time.perf_counter()-t)")
+    rows = []
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as params:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache, TEIR_PLAN_CACHE_DIR=params)
+        env.pop("TEIR_PLAN_AUTOCALIBRATE", None)
+        for label in ("cold numba cache", "warm numba cache"):
+            t = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                 text=True, check=True, cwd=pkg.parent)
+            rows.append([f"first-use calibration, nothing cached ({label})",
+                         float(out.stdout.strip()), time.perf_counter() - t])
+    return rows
+
+
 def main() -> None:
     info = machine()
     plan_rows = planning_times()
     call_rows = call_overhead()
-    first_rows = first_call()
+    first_rows = first_call() + first_use_rows()
     md = (f"# Overheads\n\n{machine_md(info)}\n\n## Planning (float32)\n\n"
           + md_table(["problem", "fresh plan best (ms)", "median (ms)", "cached lookup (us)"],
                      plan_rows)
           + "\n\n## Per-call overhead, tiny contraction (us per call, best of 5 x 2000)\n\n"
           + md_table(["call", "us per call"], call_rows)
           + "\n\n## First call in a fresh process (seconds)\n\n"
-          + md_table(["case", "import + first call (s)", "process wall time (s)"], first_rows)
+          + md_table(["case", "import + first call or calibration (s)",
+                      "process wall time (s)"], first_rows)
           + "\n")
     print(md)
     print(f"results: {write_results('overhead', {'machine': info, 'planning': plan_rows, 'calls': call_rows, 'first_call': first_rows}, md)}")  # noqa: E501

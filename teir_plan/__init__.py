@@ -16,6 +16,7 @@ from importlib.metadata import version as _version
 
 from teir_plan.api import einsum, plan, plan_cache
 from teir_plan.errors import (
+    CalibrationWarning,
     DTypeError,
     EinsumError,
     OperandTypeError,
@@ -61,4 +62,5 @@ __all__ = [
     "PlanError",
     "DTypeError",
     "OperandTypeError",
+    "CalibrationWarning",
 ]

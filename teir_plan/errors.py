@@ -36,3 +36,10 @@ class DTypeError(TEIRPlanError, TypeError):
 
 class OperandTypeError(TEIRPlanError, TypeError):
     """An operand is not an array (or something numpy converts to a numeric array)."""
+
+
+class CalibrationWarning(UserWarning):
+    """teir_plan measured this machine on first use (a quick estimate, cached); shown once
+    per machine, so that a user knows where the numbers came from and that
+    ``tp.calibrate()`` measures them fully.  Filter it like any warning, or set
+    ``TEIR_PLAN_AUTOCALIBRATE=0`` to plan with ISA-derived defaults instead."""

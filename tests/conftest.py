@@ -4,10 +4,14 @@
   given (``make fuzz`` passes ``-m "slow or not slow"``).
 * Under ``TEIR_PLAN_FUZZ=1`` the session ends with the number of examples each
   counted property ran (``tests.strategies.counted``), summed over xdist workers.
-* Tests plan against the documented default machine parameters, never against a
-  calibration the user's machine has cached: ``TEIR_PLAN_CACHE_DIR`` points at an empty
-  directory of the session's own, so a test that checks the shape of a chosen plan
-  means the same on every machine (and a test run never writes into the user's cache).
+* Tests plan against the fixed reference machine parameters
+  (``MachineParams.reference()``), never against this machine's ISA-derived defaults, a
+  first-use measurement or a calibration the user's machine has cached:
+  ``TEIR_PLAN_AUTOCALIBRATE=reference`` (set before teir_plan is imported), and
+  ``TEIR_PLAN_CACHE_DIR`` points at an empty directory of the session's own, so a test
+  that checks the shape of a chosen plan means the same on every machine (and a test run
+  never writes into the user's cache).  Tests of the calibration itself set the variable
+  back with monkeypatch.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import pytest
 _CACHE_DIR = tempfile.mkdtemp(prefix="teir_plan-test-cache-")
 os.environ["TEIR_PLAN_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
-os.environ.pop("TEIR_PLAN_AUTOCALIBRATE", None)
+os.environ["TEIR_PLAN_AUTOCALIBRATE"] = "reference"
 
 FUZZ = os.environ.get("TEIR_PLAN_FUZZ") == "1"
 _EXAMPLES: Counter[str] = Counter()

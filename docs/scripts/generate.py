@@ -2,7 +2,9 @@
 
 * docs/scripts/first-einsum.out: the real output of the getting-started example
   (docs/scripts/first_einsum.py), run with the cost model's default parameters.
-* docs/performance.md: the benchmark results files benchmarks/results/*-latest.md.
+* docs/performance.md: the benchmark results files benchmarks/results/*-latest.md and,
+  for every other machine class (CPU, vector ISA, threads) with results in
+  benchmarks/results/archive/, that class's newest file: one table per machine class.
 * The GENERATED blocks of docs/cost-model.md and README.md, from the same files.
 
 Two modes, so that testing never edits tracked files:
@@ -86,9 +88,11 @@ def body(markdown: str) -> str:
 
 
 def first_einsum() -> str:
+    # The reference parameters, as the test suite's: the README shows the same plan on
+    # every machine, and the run neither measures this one nor reads its cache.
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "TEIR_PLAN_CACHE_DIR": cache}
-        env.pop("TEIR_PLAN_AUTOCALIBRATE", None)
+        env = {**os.environ, "TEIR_PLAN_CACHE_DIR": cache,
+               "TEIR_PLAN_AUTOCALIBRATE": "reference"}
         out = subprocess.run([sys.executable, str(DOCS / "scripts" / "first_einsum.py")],
                              check=True, capture_output=True, text=True, env=env, cwd=ROOT)
     return out.stdout
@@ -109,14 +113,77 @@ def performance_page() -> str:
     ]
     for stem, title, command, what in BENCHMARKS:
         parts += [f"## {title}", "", what, "", f"Reproduce: `{command}`", ""]
-        path = RESULTS / f"{stem}-latest.md"
-        if path.exists():
-            parts += [demote(body(path.read_text()), 1), ""]
-        else:
+        runs = runs_by_class(stem)
+        if not runs:
             parts += [f"No results yet: `benchmarks/results/{stem}-latest.md` does not exist.",
                       ""]
+        for m, data, md in runs:
+            if len(runs) > 1:  # one table per machine class, the latest run's first
+                parts += [f"### {class_label(m)}", "",
+                          f"Cost-model parameters: {params_label(m, data)}; from "
+                          f"`{md.relative_to(ROOT)}`.", "",
+                          demote(body(md.read_text()), 2), ""]
+            else:
+                parts += [demote(body(md.read_text()), 1), ""]
     parts += archived_runs()
     return "\n".join(parts)
+
+
+def machine_class(m: dict) -> tuple[str, str, str]:
+    """What makes results comparable: the CPU, the vector ISA the kernels were generated
+    for (recorded since the first-use calibration; older files do not say) and the
+    threads."""
+    return (str(m.get("cpu", "unknown CPU")), str(m.get("isa") or "ISA not recorded"),
+            str(m.get("threads")))
+
+
+def class_label(m: dict) -> str:
+    cpu, isa, threads = machine_class(m)
+    return f"{cpu}, {isa}, {threads} threads"
+
+
+def params_label(m: dict, data: dict) -> str:
+    """Which machine parameters the run's plans were ranked with: "calibrated",
+    "first-use estimate", "ISA-derived defaults", "reference machine's" (results files
+    since the first-use calibration say), "defaults" or "not recorded"."""
+    source = m.get("params")
+    if source:
+        return {"calibrated": "calibrated", "first-use": "first-use estimate",
+                "isa": "ISA-derived defaults",
+                "reference": "reference machine's"}.get(source, str(source))
+    params = data.get("params")
+    calibrated = m.get("calibrated", params.get("calibrated") if isinstance(params, dict)
+                       else None)
+    if calibrated is None and "cost model" in m:
+        calibrated = "calibrated" in str(m["cost model"])
+    if calibrated is None:
+        return "not recorded"
+    return "calibrated" if calibrated else "defaults"
+
+
+def runs_by_class(stem: str) -> list[tuple[dict, dict, Path]]:
+    """(machine, data, markdown file) of the newest run of benchmark ``stem`` on each
+    machine class: the latest results file first, then each other class's newest file
+    in benchmarks/results/archive/, newest first."""
+    latest = RESULTS / f"{stem}-latest.json"
+    files = ([latest] if latest.exists() else []) + sorted(
+        (RESULTS / "archive").glob(f"{stem}-[0-9]*.json"))
+    newest: dict[tuple[str, str, str], tuple[dict, dict, Path]] = {}
+    for path in files:
+        md = path.with_suffix(".md")
+        if not md.exists():
+            continue
+        data = json.loads(path.read_text())
+        m = data["machine"]
+        key = machine_class(m)
+        if key not in newest or str(m.get("date", "")) > str(newest[key][0].get("date", "")):
+            newest[key] = (m, data, md)
+    first = []
+    if latest.exists() and latest.with_suffix(".md").exists():
+        key = machine_class(json.loads(latest.read_text())["machine"])
+        first = [newest.pop(key)]
+    return first + sorted(newest.values(), key=lambda r: str(r[0].get("date", "")),
+                          reverse=True)
 
 
 def archived_runs() -> list[str]:
@@ -167,6 +234,13 @@ def _geo(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def _measured_on(data: dict) -> str:
+    """Which machine a summary's numbers come from, and which parameters ranked its plans."""
+    m = data["machine"]
+    return (f"Measured {m.get('date', '')} on {class_label(m)}; cost-model parameters: "
+            f"{params_label(m, data)}.")
+
+
 def _tccg_summary(data: dict) -> str:
     """Per system: geomean GFLOP/s and % of roofline over the TCCG cases it ran."""
     systems = ["tp", "numpy", "opt_einsum", "torch", "etops"]
@@ -188,11 +262,9 @@ def _tccg_summary(data: dict) -> str:
     rows.append(row("geomean % of roofline",
                     lambda c, s: 100 * c["gflops"][s] / c["roofline_gflops"]))
     wins = sum(1 for c in cases if c.get("tp_vs_best_peer", 0) >= 1)
-    m = data["machine"]
     return "\n".join(rows) + (
         f"\n\nteir_plan is at least as fast as every other system measured on {wins} of "
-        f"{len(cases)} cases. Measured {m.get('date', '')} on {m.get('cpu', '')} "
-        f"({m.get('threads')} threads).")
+        f"{len(cases)} cases. {_measured_on(data)}")
 
 
 def _prims_summary(data: dict) -> str:
@@ -202,9 +274,7 @@ def _prims_summary(data: dict) -> str:
     for r in data["rows"]:
         rows.append(f"| {r[col['benchmark']]} | {r[col['teir_plan']]:.1f} | "
                     f"{r[col['numpy']]:.1f} | {r[col['unit']]} |")
-    m = data["machine"]
-    return "\n".join(rows) + (f"\n\nMeasured {m.get('date', '')} on {m.get('cpu', '')} "
-                              f"({m.get('threads')} threads).")
+    return "\n".join(rows) + f"\n\n{_measured_on(data)}"
 
 
 def _everyday_summary(data: dict) -> str:
@@ -220,14 +290,12 @@ def _everyday_summary(data: dict) -> str:
     # Each expression once, however many sizes of it another system won.
     slower = list(dict.fromkeys(f"`{c['expr']}`" for c in data["cases"]
                                 if c["best_peer_over_tp"] < 1.0))
-    m = data["machine"]
     return "\n".join(rows) + (
         f"\n\nOutside TCCG, teir_plan is the fastest on {wins} of {len(data['cases'])} "
         f"everyday cases in this run; another system is faster on {', '.join(slower)} "
         "(a single case moves 10-30 % between runs on this shared machine; a view, "
         "`ijk->kji` or `ii->i`, is a few microseconds in every system, so it ranks by "
-        "call overhead). "
-        f"Measured {m.get('date', '')} on {m.get('cpu', '')} ({m.get('threads')} threads).")
+        f"call overhead). {_measured_on(data)}")
 
 
 def readme(example_output: str) -> str:
@@ -240,15 +308,20 @@ def readme(example_output: str) -> str:
     text = fill(path, text, "docs/scripts/first-einsum.out",
                 f"```text\n{example_output.strip()}\n```")
     parts = []
-    tccg = RESULTS / "tccg-latest.json"
-    if tccg.exists():
-        parts.append(_tccg_summary(json.loads(tccg.read_text())))
-    everyday = RESULTS / "everyday-latest.json"
-    if everyday.exists():
-        parts.append(_everyday_summary(json.loads(everyday.read_text())))
-    prims = RESULTS / "prims-latest.json"
-    if prims.exists():
-        parts.append(_prims_summary(json.loads(prims.read_text())))
+    machines: list[str] = []  # the machine classes the summaries come from
+    for stem, summary in (("tccg", _tccg_summary), ("everyday", _everyday_summary),
+                          ("prims", _prims_summary)):
+        path = RESULTS / f"{stem}-latest.json"
+        if path.exists():
+            data = json.loads(path.read_text())
+            parts.append(summary(data))
+            machines.append(class_label(data["machine"]))
+    if machines:
+        classes = list(dict.fromkeys(machines))
+        parts.insert(0, f"These numbers come from {' and '.join(classes)}: a plan's speed "
+                     "depends on the CPU, its vector ISA and the threads, so read them as "
+                     f"{'that machine' if len(classes) == 1 else 'those machines'}'s. The "
+                     "performance page keeps a table for each machine class with results.")
     return fill(path, text, "benchmarks/results", "\n\n".join(parts) or
                 "No benchmark results yet: run `make bench`.")
 

@@ -94,6 +94,9 @@ class Report:
     alternatives: tuple[AltInfo, ...]
     tree: tuple[str, ...]  # the contraction tree, one line each (empty for one step)
     measured_seconds: float | None = None
+    # The machine parameters planning ranked the candidates with (what the plan recorded;
+    # "" for a plan that ran no cost model, such as a view).
+    machine_params: str = ""
     _plan: Plan | None = field(default=None, repr=False, compare=False)
 
     # ---- data ---------------------------------------------------------------
@@ -121,6 +124,7 @@ class Report:
             "flops": self.total_flops,
             "alternatives": [asdict(a) for a in self.alternatives],
             "contraction_tree": list(self.tree),
+            "machine_params": self.machine_params,
         }
         return json.loads(json.dumps(data))  # JSON-native values (lists, not tuples)
 
@@ -136,6 +140,8 @@ class Report:
         blocks: list[Block] = []
         if self.indices_of != self.expression:
             blocks.append(("text", f"indices of the main step {self.indices_of}"))
+        if self.machine_params:
+            blocks.append(("text", f"ranked with {self.machine_params}"))
         if self.indices:
             blocks.append(("table", rows))
         out.append((head, blocks))
@@ -788,7 +794,8 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
         indices=tuple(indices), indices_of=indices_of, frontend=tuple(_frontend_notes(plan)),
         steps=tuple(infos), cost=_cost_dict(step.chosen.cost) if step is not None else None,
         predicted_seconds=plan.predicted_seconds, total_flops=total_flops,
-        alternatives=tuple(alts), tree=_tree(plan), measured_seconds=measured, _plan=plan,
+        alternatives=tuple(alts), tree=_tree(plan), measured_seconds=measured,
+        machine_params=str(plan.options.get("machine_params", "")), _plan=plan,
     )
 
 

@@ -420,8 +420,10 @@ def _build(
         )
     b.specs[out_id] = out_spec
     final_spec = b.specs[out_id]
+    # Which machine parameters ranked the candidates (reference, ISA-derived, first-use
+    # or calibrated): the explain report shows what planning used, without planning again.
     options = {"dtype": result, "optimize": opt, "casting": casting, "epilogue": epilogue,
-               "threads": threads}
+               "threads": threads, "machine_params": params.describe_source()}
 
     target = out_id
     if final_spec.dtype != result:

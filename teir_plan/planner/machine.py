@@ -1,12 +1,25 @@
-"""What the cost model knows about the machine, and the calibration that measures it.
+"""What the cost model knows about the machine, and the calibrations that measure it.
 
-Before calibration the documented defaults below are used (measured by
-``tp.calibrate()`` on a 2-core Intel Xeon, AVX-512; other CPUs, such as the 2-core AMD
-EPYC the project also runs on, should calibrate once).  ``tp.calibrate()`` measures them
-in 15-20 seconds and caches the result on disk (``$TEIR_PLAN_CACHE_DIR`` or
-``~/.cache/teir_plan``), keyed by the
-CPU model and the thread count; later processes load it.  Set
-``TEIR_PLAN_AUTOCALIBRATE=1`` to calibrate automatically on first use.
+Four sources of parameters, recorded in every plan (``MachineParams.source``) and named by
+``plan.explain()``:
+
+* ``"calibrated"``: ``tp.calibrate()`` measured them (15-40 seconds, every field below
+  that matters most, the BLAS efficiency table included).
+* ``"first-use"``: nothing was cached for this machine, so the first planning call
+  measured what plans depend on most in about a second (:func:`quick_calibrate`: BLAS'
+  float32/float64 peak, memory bandwidth, the copy rate, the call overhead, L2 from
+  sysfs), scaled the rest from the reference machine, cached it and warned once.
+* ``"isa"``: nothing measured (``TEIR_PLAN_AUTOCALIBRATE=0``): rates derived from the
+  vector ISA (:func:`default_params`: vector width, FMA, threads).
+* ``"reference"``: ``MachineParams.reference()``, one 2-core Intel Xeon's calibration
+  (AVX-512), fixed: the test suite and the docs' example plan against these so that their
+  outcomes do not depend on the machine (``TEIR_PLAN_AUTOCALIBRATE=reference``).
+
+Calibrations are cached on disk (``$TEIR_PLAN_CACHE_DIR`` or ``~/.cache/teir_plan``),
+keyed by the CPU model, the vector ISA and the thread count; later processes load them,
+and a full calibration replaces a first-use one.  ``TEIR_PLAN_AUTOCALIBRATE``: unset (or
+``quick``) measures on first use, ``0`` never measures, ``1`` runs the full calibration
+on first use, ``reference`` plans against the reference parameters and ignores the cache.
 """
 
 from __future__ import annotations
@@ -18,15 +31,20 @@ import platform
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from teir_plan.errors import PlanError
+from teir_plan.errors import CalibrationWarning, PlanError
 from teir_plan.executor.threads import renew_after_fork
 from teir_plan.teir import TEIR
+
+if TYPE_CHECKING:
+    from teir_plan.isa import VectorTarget
 
 # Tile extents (per axis) at which calibration measures BLAS on one core.  A product
 # of per-axis saturation curves missed by 1.6x on tiles with one short axis
@@ -43,7 +61,7 @@ GRID_MAX_FLOPS = 4e9
 # packing an operand for the vector kernel would have.
 GEMM_FORMS = ("NN", "TN", "NT", "TT")  # index = (transA == 'T') + 2 * (transB == 'T')
 
-# This machine's tables (2-core Xeon, AVX-512, numpy's OpenBLAS 0.3.31): one row per
+# The reference machine's tables (2-core Xeon, AVX-512, numpy's OpenBLAS 0.3.31): one row per
 # form and (m, n), the six k of GEMM_GRID across; each entry the median of three
 # calibrations, as are MachineParams' other measured defaults.
 DEFAULT_GEMM_EFFICIENCY: tuple[float, ...] = (
@@ -194,11 +212,18 @@ DEFAULT_GEMM_EFFICIENCY: tuple[float, ...] = (
 )
 
 
+# Where a MachineParams' values come from (see the module docstring).
+SOURCES = ("reference", "isa", "first-use", "calibrated")
+
+
 @dataclass(frozen=True)
 class MachineParams:
-    """Parameters of the cost model (all per core unless stated)."""
+    """Parameters of the cost model (all per core unless stated).
 
-    # Measured defaults (calibrate's, on the machine DEFAULT_GEMM_EFFICIENCY names).
+    The field defaults are the reference parameters (``MachineParams.reference()``): the
+    median of three ``tp.calibrate()`` runs on a 2-core Intel Xeon (Emerald Rapids,
+    AVX-512, numpy's OpenBLAS 0.3.31), not a description of any other machine."""
+
     gemm_flops_f32: float = 188e9  # BLAS sgemm peak on large tiles, one core
     gemm_flops_f64: float = 89e9
     # BLAS' measured fraction of peak on tiles of GEMM_GRID extents in each of the
@@ -220,9 +245,18 @@ class MachineParams:
     llc_bytes: int = 32 * 1024 * 1024
     call_seconds: float = 1.9e-6  # Python-side cost of one executor call
     parallel_seconds: float = 6e-6  # starting a parallel region
-    calibrated: bool = False
+    calibrated: bool = False  # measured by the full tp.calibrate()
+    # Where the values come from (one of SOURCES), when they were measured (UTC, "" if
+    # not), and for which machine (CPU / vector ISA / threads): recorded in every plan,
+    # so that explain() says which parameters ranked it.
+    source: str = "reference"
+    measured_at: str = ""
+    machine: str = ""
 
     def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise PlanError(f"MachineParams: source must be one of {SOURCES}, "
+                            f"got {self.source!r}")
         table = tuple(float(v) for v in self.gemm_efficiency)
         size = len(GEMM_GRID) ** 3
         if len(table) == size:  # an N,N table alone (a calibration from before the forms)
@@ -234,6 +268,12 @@ class MachineParams:
                 f"got {len(table)}")
         object.__setattr__(self, "gemm_efficiency", table)
 
+    @classmethod
+    def reference(cls) -> MachineParams:
+        """The reference parameters: one 2-core Intel Xeon's calibration (AVX-512), the
+        same on every machine (what the test suite and the docs' example plan against)."""
+        return cls()
+
     def __hash__(self) -> int:
         # The planner's memos are keyed by the parameters; hashing every field (the
         # efficiency table is 864 floats) on each lookup cost more than some lookups save.
@@ -242,6 +282,22 @@ class MachineParams:
             h = hash(tuple(getattr(self, f.name) for f in fields(self)))
             object.__setattr__(self, "_hash", h)
         return h
+
+    def describe_source(self) -> str:
+        """One line: which parameters these are (what explain() prints)."""
+        where = f" for {self.machine}" if self.machine else ""
+        when = f" at {self.measured_at}" if self.measured_at else ""
+        if self.source == "calibrated":
+            return f"calibrated by tp.calibrate(){when}{where} (full measurement)"
+        if self.source == "first-use":
+            return (f"first-use estimate measured{when}{where} (BLAS peak, memory, copy "
+                    f"rate, call overhead; the rest scaled from the reference; "
+                    f"tp.calibrate() measures fully)")
+        if self.source == "isa":
+            return (f"defaults derived from the vector ISA{where} (nothing measured; "
+                    f"TEIR_PLAN_AUTOCALIBRATE=0)")
+        return ("reference parameters (a 2-core Intel Xeon's calibration, AVX-512; fixed, "
+                "not measured on this machine)")
 
     def first_read_rate(self, nbytes: float) -> float:
         """Bytes per second of the first reads of ``nbytes`` that a call runs on again and
@@ -257,28 +313,125 @@ class MachineParams:
         return self.vec_flops_f32 if np.dtype(dtype).itemsize == 4 else self.vec_flops_f64
 
 
+# ---- defaults derived from the vector ISA -------------------------------------------
+# Two FMA pipes per core on the cores teir_plan targets (Intel's AVX-512 server and
+# AVX2 client cores, AMD Zen 2-5, Arm Neoverse N1/N2): the lanes are what differ.  (Zen 1
+# splits 256-bit FMAs in two, Neoverse V1 and Apple cores have four 128-bit pipes: a
+# calibration corrects those.)
+FMA_PIPES = 2
+# Cycles per second times BLAS' share of the theoretical peak on large tiles, as one
+# number: the reference Xeon's 188 GFLOP/s over its 2 pipes x 16 float32 lanes x 2 flops.
+# The same assumption gives 94 GFLOP/s a core for AVX2, what an earlier calibration
+# measured on the project's 2-core AMD EPYC (docs/cost-model.md).
+EFFECTIVE_CLOCK_HZ = 188e9 / (FMA_PIPES * 16 * 2)
+# Aggregate memory rates grow with the cores that share them, up to what one socket's
+# channels give: the reference's 10 GB/s of DRAM and 30 GB/s of LLC per core, up to 16.
+BANDWIDTH_CORES_CAP = 16
+
+
+def _flops_per_cycle(target: VectorTarget, itemsize: int) -> float:
+    """Peak flops per cycle of one core for elements of ``itemsize`` bytes: FMA pipes x
+    lanes x 2.  Without an FMA vector ISA (``none``) BLAS runs 16-byte SSE vectors on a
+    multiply and an add pipe: lanes x 2 flops, one pipe's worth."""
+    if not target.enabled:
+        return 16 // itemsize * 2
+    return FMA_PIPES * target.lanes(itemsize) * 2
+
+
+def default_params(target: VectorTarget | None = None, threads: int | None = None,
+                   l2_bytes: int | None = None, blas_target: VectorTarget | None = None
+                   ) -> MachineParams:
+    """Parameters derived from the vector ISA when nothing is measured: peak =
+    FMA pipes x lanes x 2 x an effective clock; the reference's ratios for what hangs on
+    the peak (the vector kernel's rate, float64's), its efficiency table (fractions of
+    peak, so its shape carries over), its per-core memory rates times the threads.  The
+    Python-side, loop and copy costs are the reference's: they depend on the interpreter
+    and the caches more than on the vector width.
+
+    ``target`` is the vector kernels' (this process's, narrowed by
+    ``TEIR_PLAN_VECTOR_BYTES``, by default), ``blas_target`` BLAS' (the widest the CPU
+    runs, by default: ``TEIR_PLAN_VECTOR_BYTES`` narrows teir_plan's kernels, not BLAS;
+    ``target`` when that is given); ``threads`` and ``l2_bytes`` default to this
+    process's (L2 from sysfs)."""
+    from teir_plan.executor.threads import get_num_threads
+    from teir_plan.isa import target as host_target
+    from teir_plan.isa import widest_target
+
+    ref = MachineParams.reference()
+    host = target is None
+    tgt = host_target() if target is None else target
+    blas = blas_target or (widest_target() if host else tgt)
+    n = get_num_threads() if threads is None else threads
+    if n < 1:
+        raise PlanError(f"default_params: threads must be at least 1, got {n}")
+    f64_of_half = ref.gemm_flops_f64 / (ref.gemm_flops_f32 / 2)  # dgemm's share of half
+    ref_cores = 2  # the reference machine's
+    share = min(n, BANDWIDTH_CORES_CAP) / ref_cores
+    l2 = l2_bytes if l2_bytes is not None else ((_l2_bytes() if host else None) or ref.l2_bytes)
+    return replace(
+        ref,
+        gemm_flops_f32=_flops_per_cycle(blas, 4) * EFFECTIVE_CLOCK_HZ,
+        gemm_flops_f64=_flops_per_cycle(blas, 8) * EFFECTIVE_CLOCK_HZ * f64_of_half,
+        vec_flops_f32=_flops_per_cycle(tgt, 4) * EFFECTIVE_CLOCK_HZ * (
+            ref.vec_flops_f32 / ref.gemm_flops_f32),
+        vec_flops_f64=_flops_per_cycle(tgt, 8) * EFFECTIVE_CLOCK_HZ * f64_of_half * (
+            ref.vec_flops_f64 / ref.gemm_flops_f64),
+        dram_bytes_per_second=ref.dram_bytes_per_second * share,
+        llc_bytes_per_second=ref.llc_bytes_per_second * share,
+        l2_bytes=l2,
+        source="isa",
+        machine=f"{tgt.describe()} ({tgt.cpu}), {n} threads",
+    )
+
+
+# ---- the parameters in force ----------------------------------------------------------
 _lock = threading.Lock()
+# Held while a calibration measures: a second thread that plans meanwhile waits for its
+# result rather than measuring the machine at the same time (and reading it half as fast).
+_measuring = threading.Lock()
 _current: MachineParams | None = None
 renew_after_fork(sys.modules[__name__], "_lock", threading.Lock)
+renew_after_fork(sys.modules[__name__], "_measuring", threading.Lock)
+
+AUTOCALIBRATE_MODES = {"": "quick", "quick": "quick", "0": "off", "1": "full",
+                       "reference": "reference"}
+
+
+def autocalibrate_mode() -> str:
+    """``TEIR_PLAN_AUTOCALIBRATE`` read: "quick" (unset, the default), "off" (0), "full"
+    (1) or "reference"."""
+    value = os.environ.get("TEIR_PLAN_AUTOCALIBRATE", "").strip().lower()
+    mode = AUTOCALIBRATE_MODES.get(value)
+    if mode is None:
+        raise PlanError(f"TEIR_PLAN_AUTOCALIBRATE must be unset, 'quick', 0, 1 or "
+                        f"'reference', got {value!r}")
+    return mode
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("TEIR_PLAN_CACHE_DIR", Path.home() / ".cache" / "teir_plan"))
 
 
-def _machine_key() -> str:
+def _cpu_model() -> str:
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    from teir_plan.executor.threads import get_num_threads
+    return model
 
-    return f"{model} / {get_num_threads()} threads"
+
+def _machine_key() -> str:
+    """What a calibration is valid for: the CPU model, the vector ISA the kernels are
+    generated for (its key names the compile target's CPU and vector shape: the same
+    model under TEIR_PLAN_VECTOR_BYTES=32 runs other kernels) and the thread count."""
+    from teir_plan.executor.threads import get_num_threads
+    from teir_plan.isa import target
+
+    return f"{_cpu_model()} / {target().key} / {get_num_threads()} threads"
 
 
 def _cache_file() -> Path:
@@ -286,19 +439,37 @@ def _cache_file() -> Path:
 
 
 def machine_params() -> MachineParams:
-    """The parameters in force: calibrated if a calibration is cached, else defaults."""
+    """The parameters in force: a cached calibration (full or first-use), else a first-use
+    measurement, the ISA-derived defaults or the reference, by ``TEIR_PLAN_AUTOCALIBRATE``.
+
+    The first-use measurement runs here, in the first planning call, not on a background
+    thread with the defaults meanwhile: the first plans are then ranked with this
+    machine's numbers (plans made with the defaults would stay in the plan cache, or be
+    dropped and made again); the outcome does not depend on thread timing; and a
+    measurement that ran beside the user's first einsum would compete with it for the
+    cores (two here), reading both the machine and the einsum slow."""
     global _current
     current = _current  # one reference read: no lock needed on the cached path
     if current is not None:
         return current
+    mode = autocalibrate_mode()
     with _lock:
         if _current is not None:
             return _current
+        if mode == "reference":
+            _current = MachineParams.reference()
+            return _current
         loaded = _load()
-    if loaded is None and os.environ.get("TEIR_PLAN_AUTOCALIBRATE") == "1":
+        if loaded is not None:
+            _current = loaded
+            return _current
+    if mode == "full":
         return calibrate()
+    if mode == "quick":
+        return quick_calibrate()
     with _lock:
-        _current = loaded or MachineParams()
+        if _current is None:
+            _current = default_params()
         return _current
 
 
@@ -310,6 +481,8 @@ def _load() -> MachineParams | None:
             return None
         fields = MachineParams.__dataclass_fields__
         known = {k: v for k, v in entry.items() if k in fields}
+        if "source" not in known:  # cached before sources were recorded: a full run
+            known["source"] = "calibrated" if known.get("calibrated") else "first-use"
         # An N,N table alone (calibrated before forms were measured) is completed by
         # MachineParams; a table of another grid raises PlanError: not usable.
         return MachineParams(**known)
@@ -327,20 +500,28 @@ def with_default_forms(nn: Sequence[float]) -> tuple[float, ...]:
                              for form in range(1, len(GEMM_FORMS)) for i, v in enumerate(nn))
 
 
-def _save(params: MachineParams) -> None:
+def _save(params: MachineParams) -> bool:
+    """Cache ``params`` under this machine's key (False when the cache cannot be
+    written, or when a first-use estimate would replace a full calibration another
+    process saved meanwhile)."""
     path = _cache_file()
+    key = _machine_key()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             data = {}
-        data[_machine_key()] = asdict(params)
-        tmp = path.with_suffix(".tmp")
+        old = data.get(key)
+        if params.source == "first-use" and isinstance(old, dict) and old.get("calibrated"):
+            return False
+        data[key] = asdict(params)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(path)
+        return True
     except OSError:
-        pass  # a read-only home: calibration still applies to this process
+        return False  # a read-only home: calibration still applies to this process
 
 
 def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
@@ -350,6 +531,10 @@ def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
         fn()
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 def calibration_program(m: int, n: int, k: int, dtype: str, reps: int = 1, form: int = 0
@@ -368,8 +553,270 @@ def calibration_program(m: int, n: int, k: int, dtype: str, reps: int = 1, form:
     )
 
 
+# ---- measurements shared by the quick and the full calibration (one thread) ----------
+PEAK_SIDE = 768  # the large tile BLAS' peak is read on: about 5 ms at 188 GFLOP/s
+
+
+def _peak_flops(dtype: str, rng: np.random.Generator, repeats: int = 5) -> float:
+    """BLAS through the executor on one PEAK_SIDE^3 tile, best of ``repeats``."""
+    import teir_plan as tp
+
+    s = PEAK_SIDE
+    prog = calibration_program(s, s, s, dtype)
+    arrs = [rng.random(s * s).astype(dtype), rng.random(s * s).astype(dtype),
+            np.zeros(s * s, dtype)]
+    tp.execute(prog, *arrs)
+    return 2 * s**3 / _best(lambda: tp.execute(prog, *arrs), repeats)
+
+
+def _call_seconds() -> float:
+    """Python-side cost of a plan step (a pre-checked executor call), from 200 runs of a
+    one-element copy."""
+    import teir_plan as tp
+    from teir_plan.executor.execute import run_lowered
+    from teir_plan.executor.lower import lower
+
+    one = tp.TEIR.from_fields(
+        data_type="float32", prim_first="none", prim_main="copy", prim_last="none",
+        dim_types=[], exec_types=[], dim_sizes=[], strides=[[], []],
+    )
+    x, y = np.ones(1, np.float32), np.zeros(1, np.float32)
+    lowered = lower(one)
+
+    def run200() -> None:
+        for _ in range(200):
+            run_lowered(lowered, [x, y])
+
+    run200()
+    return _best(run200, 3) / 200
+
+
+def _copy_rate(rng: np.random.Generator) -> float:
+    """Copy tiles in cache (Copy programs and packs): a 512 x 512 float32 block into rows
+    of another stride, one core, bytes copied per second, best of five (the model's
+    transposes run at 0.7 of it: measured 0.64 on the reference).  The earlier default
+    underestimated the reference's by half and more: packs looked too dear
+    (bhqd,bhkd->bhqk's pack of its second operand was predicted 576 us, measured 178)."""
+    import teir_plan as tp
+    from teir_plan.executor.execute import run_lowered
+    from teir_plan.executor.lower import lower
+
+    side = 512
+    copy_prog = tp.TEIR.from_fields(
+        data_type="float32", prim_first="none", prim_main="copy", prim_last="none",
+        dim_types=["c", "c"], exec_types=["prim", "prim"], dim_sizes=[side, side],
+        strides=[[side, 1], [side + 16, 1]],
+    )
+    src = rng.random(side * side).astype(np.float32)
+    dst = np.zeros((side + 16) * side, np.float32)
+    copy_low = lower(copy_prog)
+    run_lowered(copy_low, [src, dst])
+    return src.nbytes / _best(lambda: run_lowered(copy_low, [src, dst]), 5)
+
+
+def _dram_rate(mib: int, repeats: int) -> float:
+    """Memory bandwidth, read plus write, of a ``mib`` MiB numpy.copyto (the first copy
+    faults the destination's pages in; the best of the runs is kept)."""
+    a = np.ones(mib * 1024 * 1024 // 8)
+    b = np.empty_like(a)
+    return 2 * a.nbytes / _best(lambda: np.copyto(b, a), repeats)
+
+
+def _call_seconds_gemm() -> float:
+    """The executor's call overhead as the first-use calibration reads it, from programs
+    of 8 x 8 x 8 float32 BLAS tiles (the kernel the peak was just measured with, already
+    compiled; the one-element copy the full calibration times compiles the copy kernel,
+    12 s on a fresh install): one tile a call against 33, so that the tiles' own cost
+    drops out of the difference."""
+    from teir_plan.executor.execute import run_lowered
+    from teir_plan.executor.lower import lower
+
+    def per_call(reps: int) -> float:
+        lowered = lower(calibration_program(8, 8, 8, "float32", reps), False)
+        arrs = [np.ones(64, np.float32), np.ones(64 * reps, np.float32),
+                np.zeros(64 * reps, np.float32)]
+
+        def run200() -> None:
+            for _ in range(200):
+                run_lowered(lowered, arrs)  # noqa: B023
+
+        run200()
+        return _best(run200, 3) / 200
+
+    one, many = per_call(1), per_call(33)
+    return max(one - (many - one) / 32, 1e-7)
+
+
+def _numpy_copy_rate(rng: np.random.Generator) -> float:
+    """The copy rate in cache as the first-use calibration reads it: numpy.copyto of a
+    512 x 512 float32 block into rows of another stride, the block the full calibration
+    copies with a Copy program (51 GB/s with numpy here, 49 with the executor), without
+    compiling the executor's copy kernel."""
+    side = 512
+    src = rng.random((side, side)).astype(np.float32)
+    dst = np.zeros((side, side + 16), np.float32)[:, :side]
+    np.copyto(dst, src)
+    return src.nbytes / _best(lambda: np.copyto(dst, src), 5)
+
+
+# OpenBLAS' kernel families (its core name, lower case) by the width of the vectors their
+# GEMM kernels use; a core not listed is not compared with teir_plan's vector width.
+OPENBLAS_CORE_VECTOR_BYTES = {
+    "skylakex": 64, "cooperlake": 64, "sapphirerapids": 64, "a64fx": 64,
+    "haswell": 32, "zen": 32, "sandybridge": 32, "neoversev1": 32,
+    "nehalem": 16, "core2": 16, "penryn": 16, "dunnington": 16, "prescott": 16,
+    "atom": 16, "barcelona": 16, "bobcat": 16, "bulldozer": 16, "piledriver": 16,
+    "steamroller": 16, "excavator": 16, "armv8": 16, "cortexa53": 16, "cortexa57": 16,
+    "cortexa72": 16, "cortexa73": 16, "neoversen1": 16, "neoversen2": 16,
+    "thunderx2t99": 16, "thunderx3t110": 16, "vortex": 16, "falkor": 16, "tsv110": 16,
+}
+
+
+def _blas_vector_bytes() -> int | None:
+    """The vector width of the GEMM kernels of the BLAS the executor calls, from
+    OpenBLAS' core name (threadpoolctl), or None (not OpenBLAS, or a core not listed).
+    OpenBLAS 0.3.30-0.3.31 runs its Haswell (AVX2) kernels on AMD's Zen 5, which has
+    AVX-512: its peak there says nothing about what teir_plan's AVX-512 kernel does."""
+    try:
+        import threadpoolctl
+
+        from teir_plan.executor.blas import gemm_address
+
+        ilp64 = gemm_address(np.dtype(np.float32))[1] == 8  # numpy's OpenBLAS, else scipy's
+        where = "numpy.libs" if ilp64 else "scipy.libs"
+        for info in threadpoolctl.threadpool_info():
+            if info.get("internal_api") == "openblas" and where in str(info.get("filepath")):
+                return OPENBLAS_CORE_VECTOR_BYTES.get(str(info.get("architecture")).lower())
+    except Exception:  # noqa: BLE001 - an unknown BLAS set-up: no width, no adjustment
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class QuickMeasurements:
+    """What the first-use calibration measures (rates on one core, DRAM over the copy),
+    and the two vector widths that relate BLAS' peak to the vector kernel's."""
+
+    gemm_flops_f32: float
+    gemm_flops_f64: float
+    dram_bytes_per_second: float
+    copy_bytes_per_second: float
+    call_seconds: float
+    l2_bytes: int | None  # from sysfs; None where Linux does not say
+    kernel_vector_bytes: int = 0  # teir_plan's vector kernels' (isa.target())
+    blas_vector_bytes: int | None = None  # BLAS' GEMM kernels' (None: not known)
+
+
+def measure_quick() -> QuickMeasurements:
+    """The first-use measurements, on one thread: about 0.3 s here once the kernels are
+    compiled (numba's disk cache), plus their first compilation on a fresh install
+    (which the first einsum would pay anyway)."""
+    import teir_plan as tp
+
+    rng = np.random.default_rng(0)
+    saved_threads = tp.get_num_threads()
+    try:
+        tp.set_num_threads(1)
+        # Best of 7, float32 measured before and after float64: one reading in a busy
+        # spell of a shared machine priced every BLAS tile twice too dear (see calibrate).
+        f32 = _peak_flops("float32", rng, 7)
+        f64 = _peak_flops("float64", rng, 5)
+        f32 = max(f32, _peak_flops("float32", rng, 3))
+        call = _call_seconds_gemm()
+        copy = _numpy_copy_rate(rng)
+        # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
+        # about 15 ms a copy at 20 GB/s (the full calibration copies 256 MiB).
+        dram = _dram_rate(128, 3)
+    finally:
+        tp.set_num_threads(saved_threads)
+    from teir_plan.isa import target
+
+    return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
+                             target().vector_bytes, _blas_vector_bytes())
+
+
+def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
+                      ) -> MachineParams:
+    """First-use parameters: the measured fields as measured, and what hangs on them
+    scaled by the measured-to-reference ratio: the vector kernel's rate by the BLAS peak
+    (on the reference it runs at 0.98 of BLAS' peak), the LLC and packing rates by the
+    in-cache copy rate.  The efficiency table is a fraction of the peak, so the
+    reference's keeps its meaning; the loop, tile and parallel-region costs stay the
+    reference's.
+
+    Where BLAS' kernels use narrower vectors than teir_plan's (OpenBLAS' AVX2 kernels on
+    AMD's Zen 5: BLAS at 131 GFLOP/s a core, the AVX-512 vector kernel at 288), the vector
+    kernel's rate is scaled by the width ratio too: scaled by BLAS' peak alone it read
+    130, and the first-use plans matched the full calibration's on 17 of the 24 TCCG
+    cases (22 with the measured rate).  A CPU that splits wide vectors in two (Zen 4's
+    AVX-512) would be over-rated by this if its BLAS ran narrower kernels there; recent
+    OpenBLAS releases run their AVX-512 (SkylakeX/Cooperlake) kernels on Zen 4, so the
+    widths agree (not checked on a Zen 4 here)."""
+    ref = MachineParams.reference()
+    wider = (m.kernel_vector_bytes / m.blas_vector_bytes
+             if m.blas_vector_bytes and m.kernel_vector_bytes > m.blas_vector_bytes else 1.0)
+    f32 = m.gemm_flops_f32 / ref.gemm_flops_f32
+    f64 = m.gemm_flops_f64 / ref.gemm_flops_f64
+    copy = m.copy_bytes_per_second / ref.copy_bytes_per_second
+    return replace(
+        ref,
+        gemm_flops_f32=m.gemm_flops_f32,
+        gemm_flops_f64=m.gemm_flops_f64,
+        vec_flops_f32=ref.vec_flops_f32 * f32 * wider,
+        vec_flops_f64=ref.vec_flops_f64 * f64 * wider,
+        dram_bytes_per_second=m.dram_bytes_per_second,
+        copy_bytes_per_second=m.copy_bytes_per_second,
+        llc_bytes_per_second=ref.llc_bytes_per_second * copy,
+        pack_bytes_per_second=ref.pack_bytes_per_second * copy,
+        call_seconds=m.call_seconds,
+        l2_bytes=m.l2_bytes or ref.l2_bytes,
+        source="first-use",
+        measured_at=measured_at,
+        machine=machine,
+    )
+
+
+def quick_calibrate(save: bool = True) -> MachineParams:
+    """Measure what plans depend on most (about a second), use it, cache it, and say so
+    once (a :class:`~teir_plan.errors.CalibrationWarning`).  ``tp.calibrate()`` measures
+    fully and replaces it.  Another thread that asks for the parameters meanwhile waits
+    for this measurement."""
+    global _current
+    with _measuring:
+        with _lock:
+            if _current is not None:  # measured by the thread this one waited for
+                return _current
+        start = time.perf_counter()
+        measured = measure_quick()
+        spent = time.perf_counter() - start
+        p = params_from_quick(measured, _machine_key(), _now())
+        saved = save and _save(p)
+        with _lock:
+            _current = p
+    where = (f"cached in {_cache_file()}" if saved else "not cached (the cache "
+             f"{_cache_file()} could not be written)")
+    warnings.warn(
+        f"teir_plan: no calibration for this machine ({p.machine}); measured a first-use "
+        f"estimate in {spent:.1f} s, {where}. Run tp.calibrate() (15-40 s) for the full "
+        f"measurement; TEIR_PLAN_AUTOCALIBRATE=0 skips measuring.",
+        CalibrationWarning, stacklevel=_caller_stacklevel())
+    return p
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first frame outside teir_plan
+    (the user's einsum or plan call, however deep the planning call that measured)."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(
+            package):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
 def calibrate(save: bool = True) -> MachineParams:
-    """Measure the cost model's parameters on this machine (15-20 seconds) and use them.
+    """Measure the cost model's parameters on this machine (15-40 seconds) and use them;
+    saved, they replace a first-use estimate.
 
     >>> import teir_plan as tp
     >>> params = tp.calibrate(save=False)  # doctest: +SKIP
@@ -379,7 +826,7 @@ def calibrate(save: bool = True) -> MachineParams:
     from teir_plan.executor.execute import run_lowered
     from teir_plan.executor.lower import lower, vec_efficiency
 
-    p = MachineParams()
+    p = MachineParams.reference()
     rng = np.random.default_rng(0)
 
     def gemm_tiles(m: int, n: int, k: int, dtype: str, reps: int = 1, form: int = 0
@@ -401,13 +848,7 @@ def calibrate(save: bool = True) -> MachineParams:
     saved_threads = tp.get_num_threads()
     try:
         tp.set_num_threads(1)
-
-        def peak(dtype: str) -> float:
-            prog, arrs = gemm_tiles(768, 768, 768, dtype)
-            tp.execute(prog, *arrs)
-            return 2 * 768**3 / _best(lambda: tp.execute(prog, *arrs), 5)  # noqa: B023
-
-        peaks = {dtype: peak(dtype) for dtype in ("float32", "float64")}
+        peaks = {dtype: _peak_flops(dtype, rng) for dtype in ("float32", "float64")}
         # The vector kernel on a tile it takes (one of efbad,cf->abcde's blocks), timed
         # before the grid and again after it, the shorter kept, as the peak is: the
         # planner weighs the two rates against each other, and a single reading in a busy
@@ -434,48 +875,17 @@ def calibrate(save: bool = True) -> MachineParams:
         # around it), which priced every BLAS tile twice too dear against the vector
         # kernel, whose rate is measured apart.
         for dtype in peaks:
-            peaks[dtype] = max(peaks[dtype], peak(dtype))
+            peaks[dtype] = max(peaks[dtype], _peak_flops(dtype, rng))
         peaks["float32"] = max(peaks["float32"], *rates.values())
         eff = {key: min(1.0, rate / peaks["float32"]) for key, rate in rates.items()}
         # The vector kernel at full efficiency: its rate on that tile divided by the
         # tile's modelled efficiency.
         vec_spent = max(min(vec_spent, tile_seconds(vm, vn, vk, True)) - p.tile_seconds, 1e-9)
         vec_f32 = 2 * vm * vn * vk / vec_spent / vec_efficiency(vm, vn, vk, 4)
-        # Python-side cost of a plan step (a pre-checked executor call), from a
-        # one-element copy.
-        one = tp.TEIR.from_fields(
-            data_type="float32", prim_first="none", prim_main="copy", prim_last="none",
-            dim_types=[], exec_types=[], dim_sizes=[], strides=[[], []],
-        )
-        x, y = np.ones(1, np.float32), np.zeros(1, np.float32)
-        lowered = lower(one)
-
-        def run200() -> None:
-            for _ in range(200):
-                run_lowered(lowered, [x, y])
-
-        run200()
-        t_call = _best(run200, 3) / 200
-        # Copy tiles in cache (Copy programs and packs): a 512 x 512 block into rows of
-        # another stride, one core, bytes copied per second (the model's transposes run at
-        # 0.7 of it: measured 0.64 here).  The default underestimated this machine's by
-        # half and more: packs looked too dear (bhqd,bhkd->bhqk's pack of its second
-        # operand was predicted 576 us, measured 178).
-        side = 512
-        copy_prog = tp.TEIR.from_fields(
-            data_type="float32", prim_first="none", prim_main="copy", prim_last="none",
-            dim_types=["c", "c"], exec_types=["prim", "prim"], dim_sizes=[side, side],
-            strides=[[side, 1], [side + 16, 1]],
-        )
-        src = rng.random(side * side).astype(np.float32)
-        dst = np.zeros((side + 16) * side, np.float32)
-        copy_low = lower(copy_prog)
-        run_lowered(copy_low, [src, dst])
-        copy_rate = src.nbytes / _best(lambda: run_lowered(copy_low, [src, dst]), 5)
-        # Memory: a large copy, read plus write.
-        a = np.ones(32 * 1024 * 1024)  # 256 MiB: large enough for the kernel to use huge pages
-        b = np.empty_like(a)
-        dram = 2 * a.nbytes / _best(lambda: np.copyto(b, a), 3)
+        t_call = _call_seconds()
+        copy_rate = _copy_rate(rng)
+        # 256 MiB: large enough for the kernel to use huge pages.
+        dram = _dram_rate(256, 3)
         p = replace(
             p,
             l2_bytes=_l2_bytes() or p.l2_bytes,
@@ -488,6 +898,9 @@ def calibrate(save: bool = True) -> MachineParams:
             copy_bytes_per_second=copy_rate,
             dram_bytes_per_second=dram,
             calibrated=True,
+            source="calibrated",
+            measured_at=_now(),
+            machine=_machine_key(),
         )
     finally:
         tp.set_num_threads(saved_threads)

@@ -1,0 +1,272 @@
+"""Where the cost model's parameters come from: the reference parameters the test suite
+plans against, defaults derived from the vector ISA, the first-use (quick) calibration
+and its cache, and the explain report naming which of them ranked a plan."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import fields, replace
+
+import numpy as np
+import pytest
+
+import teir_plan as tp
+from teir_plan.errors import CalibrationWarning, PlanError
+from teir_plan.explain.report import build_report
+from teir_plan.isa import VectorTarget
+from teir_plan.planner import machine
+from teir_plan.planner.machine import (
+    MachineParams,
+    QuickMeasurements,
+    default_params,
+    params_from_quick,
+    set_machine_params,
+)
+
+# Made-up measurements of a slower machine, injected in place of measure_quick so that
+# the tests are fast and deterministic.
+FAKE = QuickMeasurements(gemm_flops_f32=94e9, gemm_flops_f64=47e9,
+                         dram_bytes_per_second=30e9, copy_bytes_per_second=12e9,
+                         call_seconds=3e-6, l2_bytes=1 << 20)
+
+AVX512 = VectorTarget("avx512", 64, 32, "sapphirerapids")
+AVX2 = VectorTarget("avx2", 32, 16, "znver3")
+NEON = VectorTarget("neon", 16, 32, "neoverse-n1")
+NONE = VectorTarget("none", 0, 16, "core2")
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """An empty calibration cache and no parameters in force; those in force before are
+    restored afterwards (other tests of this worker plan against them)."""
+    saved = tp.machine_params()
+    monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path))
+    set_machine_params(None)
+    yield tmp_path
+    set_machine_params(saved)
+
+
+def _no_measuring() -> QuickMeasurements:
+    raise AssertionError("measured, but no measurement was expected")
+
+
+def test_the_suite_plans_against_the_reference_parameters(fresh, monkeypatch) -> None:
+    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
+    p = tp.machine_params()
+    assert p.source == "reference" and not p.calibrated
+    # The reference Xeon's documented values (docs/cost-model.md), not this machine's.
+    assert (p.gemm_flops_f32, p.gemm_flops_f64, p.vec_flops_f32) == (188e9, 89e9, 185e9)
+    assert (p.dram_bytes_per_second, p.l2_bytes) == (20e9, 2 * 1024 * 1024)
+    assert not any(fresh.iterdir())  # nothing measured, nothing cached
+
+
+def test_reference_ignores_a_cached_calibration(fresh, monkeypatch) -> None:
+    monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "quick")
+    monkeypatch.setattr(machine, "measure_quick", lambda: FAKE)
+    with pytest.warns(CalibrationWarning):
+        assert tp.machine_params().gemm_flops_f32 == 94e9
+    monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "reference")
+    set_machine_params(None)
+    assert tp.machine_params().gemm_flops_f32 == 188e9
+
+
+def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
+    monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")  # the default for users: quick
+    monkeypatch.setattr(machine, "measure_quick", lambda: FAKE)
+    with pytest.warns(CalibrationWarning) as caught:
+        p = tp.machine_params()
+    message = str(caught[0].message)
+    assert str(fresh / "machine.json") in message and "tp.calibrate()" in message
+    assert caught[0].filename == __file__  # the caller's line, not teir_plan's
+    assert p.source == "first-use" and not p.calibrated and p.measured_at
+    assert (p.gemm_flops_f32, p.dram_bytes_per_second, p.call_seconds) == (94e9, 30e9, 3e-6)
+    # Used for planning at once, and by the next process from the cache, without
+    # measuring or warning again.
+    a = np.ones((64, 64), np.float32)
+    assert tp.plan("ij,jk->ik", a, a).options["machine_params"].startswith(
+        "first-use estimate")
+    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
+    set_machine_params(None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tp.machine_params() == p
+
+
+def test_first_use_is_not_run_when_disabled(fresh, monkeypatch) -> None:
+    monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "0")
+    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
+    p = tp.machine_params()
+    assert p.source == "isa" and not any(fresh.iterdir())
+
+
+def test_autocalibrate_1_runs_the_full_calibration(fresh, monkeypatch) -> None:
+    full = replace(MachineParams.reference(), gemm_flops_f32=123e9, calibrated=True,
+                   source="calibrated")
+    monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "1")
+    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
+    monkeypatch.setattr(machine, "calibrate", lambda: full)
+    assert tp.machine_params() is full
+
+
+def test_a_bad_autocalibrate_value_is_refused(fresh, monkeypatch) -> None:
+    monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "yes please")
+    with pytest.raises(PlanError, match="TEIR_PLAN_AUTOCALIBRATE"):
+        tp.machine_params()
+
+
+def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
+    """The real measurement (no timing asserted): every rate positive, the efficiency
+    table complete, cached under this machine's key and loaded back as measured."""
+    with pytest.warns(CalibrationWarning):
+        p = machine.quick_calibrate()
+    for f in fields(MachineParams):
+        value = getattr(p, f.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert value > 0, f.name
+    assert len(p.gemm_efficiency) == 4 * 6**3
+    assert 1e9 < p.gemm_flops_f32 < 1e13 and 1e9 < p.dram_bytes_per_second < 1e13
+    assert p.source == "first-use" and p.measured_at
+    cached = json.loads((fresh / "machine.json").read_text())
+    assert list(cached) == [machine._machine_key()]
+    set_machine_params(None)
+    assert machine._load() == p
+
+
+def test_the_cache_key_names_the_isa_and_the_threads(monkeypatch) -> None:
+    monkeypatch.setattr("teir_plan.isa.target", lambda: AVX2)
+    saved = tp.get_num_threads()
+    try:
+        tp.set_num_threads(1)
+        one = machine._machine_key()
+        tp.set_num_threads(2)
+        two = machine._machine_key()
+    finally:
+        tp.set_num_threads(saved)
+    # The vector target's own key (its format is teir_plan.isa's), whose CPU and ISA
+    # names are these.
+    assert AVX2.key in one and "znver3" in one and "avx2" in one
+    assert one.endswith("/ 1 threads") and two.endswith("/ 2 threads")
+    monkeypatch.setattr("teir_plan.isa.target", lambda: AVX512)
+    tp.set_num_threads(1)
+    try:
+        wide = machine._machine_key()
+    finally:
+        tp.set_num_threads(saved)
+    assert "sapphirerapids" in wide and "avx512" in wide and "avx2" not in wide
+
+
+def test_a_full_calibration_replaces_a_first_use_estimate(fresh) -> None:
+    first = params_from_quick(FAKE)
+    full = replace(first, gemm_flops_f32=150e9, calibrated=True, source="calibrated")
+    assert machine._save(first) and machine._load() == first
+    assert machine._save(full) and machine._load() == full
+    # A first-use estimate saved later (another process that measured meanwhile) does
+    # not replace the full calibration.
+    assert not machine._save(first) and machine._load() == full
+
+
+def test_a_calibration_cached_before_sources_is_a_full_one(fresh) -> None:
+    (fresh / "machine.json").write_text(json.dumps(
+        {machine._machine_key(): {"gemm_flops_f32": 100e9, "calibrated": True}}))
+    loaded = machine._load()
+    assert loaded is not None and loaded.source == "calibrated"
+    assert loaded.gemm_flops_f32 == 100e9
+
+
+def test_quick_parameters_scale_what_they_do_not_measure() -> None:
+    p = params_from_quick(FAKE, machine="m", measured_at="t")
+    # Measured fields as measured.
+    assert (p.gemm_flops_f32, p.gemm_flops_f64, p.copy_bytes_per_second) == (94e9, 47e9, 12e9)
+    assert p.l2_bytes == 1 << 20
+    # The vector kernel at the reference's 185/188 of the BLAS peak: half the reference's
+    # peak measured, half its rate; float64 by its own ratio 47/89.
+    assert p.vec_flops_f32 == pytest.approx(92.5e9)
+    assert p.vec_flops_f64 == pytest.approx(92e9 * 47 / 89)
+    # LLC and packs by the in-cache copy rate: 12 of the reference's 24 GB/s.
+    assert p.llc_bytes_per_second == pytest.approx(30e9)
+    assert p.pack_bytes_per_second == pytest.approx(3e9)
+    # Fractions of peak, unmeasured: the reference's table.
+    assert p.gemm_efficiency == MachineParams().gemm_efficiency
+    assert p.loop_flops == 1.5e9 and p.parallel_seconds == 6e-6
+
+
+def test_a_narrower_blas_does_not_scale_the_vector_kernel_down() -> None:
+    # BLAS at half the reference's peak with 32-byte kernels on a CPU whose vector kernel
+    # runs 64-byte vectors (OpenBLAS' Haswell kernels on Zen 5): the vector kernel at
+    # 185/188 of twice that peak, 185 GFLOP/s.
+    wide = replace(FAKE, kernel_vector_bytes=64, blas_vector_bytes=32)
+    assert params_from_quick(wide).vec_flops_f32 == pytest.approx(185e9)
+    assert params_from_quick(wide).vec_flops_f64 == pytest.approx(2 * 92e9 * 47 / 89)
+    # Same widths, an unknown BLAS, or a kernel narrower than BLAS: BLAS' peak alone.
+    for kernel, blas in ((64, 64), (64, None), (32, 64)):
+        q = replace(FAKE, kernel_vector_bytes=kernel, blas_vector_bytes=blas)
+        assert params_from_quick(q).vec_flops_f32 == pytest.approx(92.5e9)
+
+
+def test_blas_vector_width_from_openblas_core_name(monkeypatch) -> None:
+    import threadpoolctl
+
+    import teir_plan.executor.blas as blas
+
+    libs = [{"internal_api": "openblas", "filepath": "/x/scipy.libs/libscipy_openblas.so",
+             "architecture": "SkylakeX"},
+            {"internal_api": "openblas", "filepath": "/x/numpy.libs/libscipy_openblas64_.so",
+             "architecture": "Haswell"}]
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: libs)
+    monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 8))  # numpy's, ILP64
+    assert machine._blas_vector_bytes() == 32
+    monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 4))  # scipy's
+    assert machine._blas_vector_bytes() == 64
+    libs[0]["architecture"] = "SomeFutureCore"
+    assert machine._blas_vector_bytes() is None
+
+
+def test_isa_defaults_differ_by_isa() -> None:
+    # 2 FMA pipes x lanes x 2 flops x 2.9375 GHz (188 GFLOP/s for 16 float32 lanes).
+    rates = {t.name: default_params(t, threads=2, l2_bytes=1 << 20) for t in
+             (AVX512, AVX2, NEON, NONE)}
+    assert rates["avx512"].gemm_flops_f32 == pytest.approx(188e9)
+    assert rates["avx2"].gemm_flops_f32 == pytest.approx(94e9)
+    assert rates["neon"].gemm_flops_f32 == pytest.approx(47e9)
+    assert rates["none"].gemm_flops_f32 == pytest.approx(23.5e9)  # SSE mul + add
+    # float64: half the lanes, at the reference's 89 / 94 of that.
+    assert rates["avx2"].gemm_flops_f64 == pytest.approx(44.5e9)
+    assert rates["avx2"].vec_flops_f32 == pytest.approx(92.5e9)
+    for p in rates.values():
+        assert p.source == "isa" and p.l2_bytes == 1 << 20
+        assert p.dram_bytes_per_second == pytest.approx(20e9)  # 2 cores, as the reference
+    assert "avx2" in rates["avx2"].machine
+
+
+def test_isa_defaults_rate_blas_at_the_cpus_width_and_the_kernels_at_theirs() -> None:
+    # TEIR_PLAN_VECTOR_BYTES=32 on an AVX-512 CPU: the vector kernels run AVX2, BLAS does
+    # not.
+    p = default_params(AVX2, threads=2, l2_bytes=1 << 20, blas_target=AVX512)
+    assert p.gemm_flops_f32 == pytest.approx(188e9)
+    assert p.vec_flops_f32 == pytest.approx(92.5e9)
+
+
+def test_isa_defaults_scale_bandwidth_with_the_threads() -> None:
+    assert default_params(AVX2, threads=8).dram_bytes_per_second == pytest.approx(80e9)
+    assert default_params(AVX2, threads=64).llc_bytes_per_second == pytest.approx(480e9)
+    with pytest.raises(PlanError):
+        default_params(AVX2, threads=0)
+
+
+def test_explain_names_the_parameters_the_plan_was_ranked_with(fresh) -> None:
+    shapes = ((64, 48), (48, 32))
+    text = tp.explain("ij,jk->ik", *shapes, dtype="float32").text(rich=False)
+    assert "ranked with reference parameters" in text
+    estimate = replace(MachineParams.reference(), gemm_flops_f32=90e9, source="first-use",
+                       measured_at="2026-01-02 03:04 UTC", machine="Some CPU / avx2 / 2")
+    set_machine_params(estimate)
+    plan = tp.plan("ij,jk->ik", *shapes, dtype="float32")
+    # The report renders what planning recorded: parameters changed after planning do
+    # not change what it says.
+    set_machine_params(replace(estimate, source="calibrated", calibrated=True))
+    report = build_report(plan)
+    assert ("ranked with first-use estimate measured at 2026-01-02 03:04 UTC for "
+            "Some CPU / avx2 / 2") in report.text(rich=False)
+    assert report.to_dict()["machine_params"].startswith("first-use estimate")
+    assert "first-use estimate" in report.markdown()
