@@ -1,0 +1,366 @@
+"""Reductions: one pass over an operand, summing some of its axes (``ij->j``, ``ij->i``,
+``ijk->ik``, ``ij->``), optionally weighted by a vector along the summed axes
+(``ki,k->i``, ``ik,k->i``).
+
+Memory-bound work: the kernels read each element once, in memory order, with the loop
+along the operand's unit stride vectorized.  Two kernels, by where that unit stride is:
+
+* ``KIND_INNER``: along a summed axis.  Each output element is a horizontal sum of runs
+  (``ij->i``, ``ik,k->i``, ``ij->``).
+* ``KIND_ROWS``: along a kept axis (the vector axis).  Whole rows are accumulated into
+  an output vector (``ij->j``, ``ki,k->i``), a block of at most ``ROW_BLOCK_BYTES`` at
+  a time so that the accumulator stays in L1.
+
+Work is split over the threads either by outputs (``SPLIT_OUTPUTS``: disjoint output
+elements, no partial sums) or, when the outputs are too few to share, by the summed
+elements (``SPLIT_SUMMED``): each worker sums its contiguous share into a private
+partial result, and the partials are then added in worker order, so a result depends
+only on the thread count, never on scheduling.
+
+Tables (int64, built by :mod:`teir_plan.planner.reduce`; every stride non-negative in
+the operand, outer axes first): ``kept`` rows ``(n, stride x, stride out)``, ``vec``
+``(n, stride x, stride out)`` (``KIND_ROWS`` only), ``summed`` rows ``(n, stride x,
+stride w)``, the innermost summed axis last.  Every address is ``origin + sum(index *
+stride)`` into a flat 1-D view; the planner proves those sums stay on elements.
+
+Rounding: sums are reassociated (fastmath "reassoc", "contract" only: NaN and infinity
+propagate as in numpy).  A run is summed in blocks of ``RUN_BLOCK`` elements, each by
+LLVM's vectorized reduction (V = lanes x interleaved accumulators partial sums), the
+block sums added in order; rows are accumulated ``ROW_GROUP`` at a time into a block
+accumulator, then into the total.  The error of a sum of n terms is thus bounded by
+about ``(RUN_BLOCK / V + n / RUN_BLOCK) eps sum|terms|`` (rows: ``(ROW_GROUP / 4 + n /
+ROW_GROUP) eps``), plus ``nchunks`` for the partials: O(n / B) eps, well inside the
+classic ``n eps`` bound of a sequential sum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from teir_plan.executor.checks import flat_view
+from teir_plan.executor.threads import (
+    get_num_threads,
+    numba_threads,
+    parallel_region,
+    parallel_usable,
+)
+
+KIND_INNER = 0
+KIND_ROWS = 1
+SPLIT_NONE = 0
+SPLIT_OUTPUTS = 1
+SPLIT_SUMMED = 2
+
+RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
+ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
+ROW_BLOCK_BYTES = 8192  # the accumulator's share of the vector axis (in L1 with its pair)
+
+# Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
+# fused; no other fast-math assumption (NaN and infinity propagate as in numpy).
+_SUM_MATH = {"reassoc", "contract"}
+
+
+def row_block(itemsize: int) -> int:
+    """Elements of the vector axis one ``KIND_ROWS`` unit accumulates."""
+    return ROW_BLOCK_BYTES // itemsize
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-def]
+    """sum_{p < n} x[o + p*s] (times w[ow + p*sw] when ``weighted``); unit strides are
+    sliced from 0 so that LLVM loads whole vectors."""
+    acc = zero
+    if s == 1 and not weighted:
+        a = x[o:o + n]
+        for p in range(n):
+            acc += a[p]
+    elif s == 1 and sw == 1:
+        a = x[o:o + n]
+        b = w[ow:ow + n]
+        for p in range(n):
+            acc += a[p] * b[p]
+    elif weighted:
+        for p in range(n):
+            acc += x[o + p * s] * w[ow + p * sw]
+    else:
+        for p in range(n):
+            acc += x[o + p * s]
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def _place(table, col, i, idx):  # type: ignore[no-untyped-def]
+    """Set the odometer ``idx`` over ``table``'s rows to flat position ``i`` (last row
+    fastest); return the offset sum(idx * table[:, col])."""
+    off = 0
+    for a in range(table.shape[0] - 1, -1, -1):
+        n = table[a, 0]
+        q = i // n
+        idx[a] = i - q * n
+        off += idx[a] * table[a, col]
+        i = q
+    return off
+
+
+@njit(cache=True, nogil=True)
+def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignore[no-untyped-def]
+    """KIND_INNER: the sum of summed elements e0 <= e < e1 (flat over ``summed``, its
+    last row the run) of one output, whose first element is x[xb]."""
+    ns = summed.shape[0]
+    run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+    r = e0 // run_n
+    p = e0 - r * run_n
+    xo = xb
+    wo = wb
+    for a in range(ns - 2, -1, -1):  # the runs' odometer, at run r
+        n = summed[a, 0]
+        q = r // n
+        idx[a] = r - q * n
+        xo += idx[a] * summed[a, 1]
+        wo += idx[a] * summed[a, 2]
+        r = q
+    total = zero
+    e = e0
+    while e < e1:
+        stop = min(run_n, p + (e1 - e))
+        q = p
+        while q < stop:
+            qe = min(stop, q + RUN_BLOCK)
+            total += _run_sum(x, xo + q * run_sx, run_sx, qe - q, w, wo + q * run_sw,
+                              run_sw, weighted, zero)
+            q = qe
+        e += stop - p
+        p = 0
+        for a in range(ns - 2, -1, -1):
+            idx[a] += 1
+            xo += summed[a, 1]
+            wo += summed[a, 2]
+            if idx[a] < summed[a, 0]:
+                break
+            idx[a] = 0
+            xo -= summed[a, 0] * summed[a, 1]
+            wo -= summed[a, 0] * summed[a, 2]
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ignore[no-untyped-def]
+    """blk[:nb] = sum_{r < cnt} x[a + r*st + t*vs] (times w[wa + r*wst]), four rows per
+    pass over blk (one load and store of blk per four rows read)."""
+    b = blk[:nb]
+    for t in range(nb):
+        b[t] = 0
+    r = 0
+    if vs == 1:
+        while r + 4 <= cnt:
+            p = a + r * st
+            r0 = x[p:p + nb]
+            r1 = x[p + st:p + st + nb]
+            r2 = x[p + 2 * st:p + 2 * st + nb]
+            r3 = x[p + 3 * st:p + 3 * st + nb]
+            if weighted:
+                q = wa + r * wst
+                c0, c1, c2, c3 = w[q], w[q + wst], w[q + 2 * wst], w[q + 3 * wst]
+                for t in range(nb):
+                    b[t] += (c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t])
+            else:
+                for t in range(nb):
+                    b[t] += (r0[t] + r1[t]) + (r2[t] + r3[t])
+            r += 4
+        while r < cnt:
+            p = a + r * st
+            r0 = x[p:p + nb]
+            if weighted:
+                c0 = w[wa + r * wst]
+                for t in range(nb):
+                    b[t] += c0 * r0[t]
+            else:
+                for t in range(nb):
+                    b[t] += r0[t]
+            r += 1
+    else:
+        for r in range(cnt):
+            p = a + r * st
+            if weighted:
+                c0 = w[wa + r * wst]
+                for t in range(nb):
+                    b[t] += c0 * x[p + t * vs]
+            else:
+                for t in range(nb):
+                    b[t] += x[p + t * vs]
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
+    """KIND_ROWS: acc[:nb] = the sum of summed rows s0 <= s < s1 (flat over ``summed``)
+    of nb elements along the vector axis, the first at x[xb]."""
+    ns = summed.shape[0]
+    n_in, st, wst = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+    for t in range(nb):
+        acc[t] = 0
+    outer = s0 // n_in
+    r = s0 - outer * n_in
+    xo = xb
+    wo = wb
+    for a in range(ns - 2, -1, -1):
+        n = summed[a, 0]
+        q = outer // n
+        idx[a] = outer - q * n
+        xo += idx[a] * summed[a, 1]
+        wo += idx[a] * summed[a, 2]
+        outer = q
+    s = s0
+    while s < s1:
+        left = min(n_in - r, s1 - s)
+        while left > 0:
+            c = min(ROW_GROUP, left)
+            _rows_segment(x, xo + r * st, st, c, vs, nb, w, wo + r * wst, wst, weighted, blk)
+            for t in range(nb):
+                acc[t] += blk[t]
+            r += c
+            s += c
+            left -= c
+        r = 0
+        for a in range(ns - 2, -1, -1):
+            idx[a] += 1
+            xo += summed[a, 1]
+            wo += summed[a, 2]
+            if idx[a] < summed[a, 0]:
+                break
+            idx[a] = 0
+            xo -= summed[a, 0] * summed[a, 1]
+            wo -= summed[a, 0] * summed[a, 2]
+
+
+@njit(cache=True, nogil=True)
+def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
+    """The independent output units: output elements (KIND_INNER) or blocks of the
+    vector axis (KIND_ROWS), over every kept index."""
+    total = 1
+    for a in range(kept.shape[0]):
+        total *= kept[a, 0]
+    if kind == KIND_ROWS:
+        rb = ROW_BLOCK_BYTES // itemsize
+        total *= (vec[0] + rb - 1) // rb
+    return total
+
+
+@njit(cache=True, nogil=True)
+def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
+                 dst, do, dcol, dvec, zero):
+    """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
+    dst[do + ...] by ``kept[:, dcol]`` and ``dvec`` strides (out's, or a partial's)."""
+    nk = kept.shape[0]
+    kidx = np.zeros(max(nk, 1), np.int64)
+    sidx = np.zeros(max(summed.shape[0], 1), np.int64)
+    if kind == KIND_INNER:
+        for u in range(u0, u1):
+            xb = xo + _place(kept, 1, u, kidx)
+            db = do + _place(kept, dcol, u, kidx)
+            dst[db] = _span_sum(x, xb, w, wo, summed, weighted, s0, s1, sidx, zero)
+        return
+    rb = ROW_BLOCK_BYTES // x.itemsize
+    vn, vs = vec[0], vec[1]
+    nblocks = (vn + rb - 1) // rb
+    acc = np.empty(rb, x.dtype)
+    blk = np.empty(rb, x.dtype)
+    for u in range(u0, u1):
+        o = u // nblocks
+        b = u - o * nblocks
+        start = b * rb
+        nb = min(rb, vn - start)
+        xb = xo + _place(kept, 1, o, kidx) + start * vs
+        _rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
+        db = do + _place(kept, dcol, o, kidx) + start * dvec
+        if dvec == 1:
+            d = dst[db:db + nb]
+            for t in range(nb):
+                d[t] = acc[t]
+        else:
+            for t in range(nb):
+                dst[db + t * dvec] = acc[t]
+
+
+@njit(cache=True, nogil=True)
+def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
+    return c * total // nchunks, (c + 1) * total // nchunks
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_split_outputs(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
+                      nchunks, zero):
+    """Each worker a contiguous share of the output units, summed whole, into out."""
+    total_u = units(kind, kept, vec, x.itemsize)
+    for c in prange(nchunks):
+        u0, u1 = _chunk(c, total_u, nchunks)
+        if u0 < u1:
+            reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, 0, total_s,
+                         y, yo, 2, vec[2], zero)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_split_summed(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
+                     nchunks, zero):
+    """Each worker a contiguous share of the summed range, for every output, into a
+    private partial result (out's elements in C order over kept, then the vector
+    axis); the partials are then added in worker order and written into out."""
+    nk = kept.shape[0]
+    vn = vec[0] if kind == KIND_ROWS else 1
+    nout = vn
+    for a in range(nk):
+        nout *= kept[a, 0]
+    # The partials' own strides: kept[:, 3] would need a wider table; build it here.
+    tab = np.empty((nk, 4), np.int64)
+    step = vn
+    for a in range(nk - 1, -1, -1):
+        tab[a, 0], tab[a, 1], tab[a, 2], tab[a, 3] = kept[a, 0], kept[a, 1], kept[a, 2], step
+        step *= kept[a, 0]
+    partial = np.empty((nchunks, nout), x.dtype)
+    total_u = units(kind, kept, vec, x.itemsize)
+    for c in prange(nchunks):
+        s0, s1 = _chunk(c, total_s, nchunks)
+        reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0, s1,
+                     partial[c], 0, 3, 1, zero)
+    kidx = np.zeros(max(nk, 1), np.int64)
+    for o in range(nout // vn):
+        yb = yo + _place(tab, 2, o, kidx)
+        for t in range(vn):
+            acc = partial[0, o * vn + t]
+            for c in range(1, nchunks):
+                acc += partial[c, o * vn + t]
+            y[yb + t * vec[2]] = acc
+
+
+def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
+                  origins: tuple[int, int, int], weighted: bool, split: int,
+                  x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
+    """Run a reduction planned by :mod:`teir_plan.planner.reduce` on ``x`` (and the
+    weights ``w``) into ``y``: arrays of the layouts its tables were proven for.
+    ``origins``: element offsets of the first element each table addresses, from each
+    array's first element (x, w, out)."""
+    xf, xo = flat_view(x)
+    yf, yo = flat_view(y)
+    if w is not None:
+        wf, wo = flat_view(w)
+    else:
+        wf, wo = xf, 0
+    xo, wo, yo = xo + origins[0], wo + origins[1], yo + origins[2]
+    zero = xf.dtype.type(0)
+    total_s = 1
+    for n in summed[:, 0]:
+        total_s *= int(n)
+    threads = get_num_threads() if parallel_usable() else 1
+    if split == SPLIT_OUTPUTS:
+        nchunks = min(threads, int(units(kind, kept, vec, xf.itemsize)))
+    elif split == SPLIT_SUMMED:
+        nchunks = min(threads, total_s)
+    else:
+        nchunks = 1
+    if nchunks <= 1:
+        reduce_chunk(kind, xf, xo, wf, wo, kept, vec, summed, weighted, 0,
+                     units(kind, kept, vec, xf.itemsize), 0, total_s, yf, yo, 2, vec[2], zero)
+        return
+    run = run_split_outputs if split == SPLIT_OUTPUTS else run_split_summed
+    with numba_threads(threads), parallel_region():
+        run(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo, nchunks, zero)
