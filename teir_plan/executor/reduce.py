@@ -35,6 +35,8 @@ classic ``n eps`` bound of a sequential sum.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 from numba import njit, prange
 
@@ -332,6 +334,17 @@ def run_split_summed(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y
             y[yb + t * vec[2]] = acc
 
 
+def _flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`flat_view`, typed writable even for a read-only operand (the kernels only
+    read it): one compiled specialization per dtype instead of one per combination of
+    read-only and writable operands."""
+    flat, origin = flat_view(arr)
+    if not flat.flags.writeable and flat.size:
+        buf = (ctypes.c_char * flat.nbytes).from_address(flat.ctypes.data)
+        flat = np.frombuffer(buf, dtype=flat.dtype)  # type: ignore[call-overload]
+    return flat, origin
+
+
 def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
                   origins: tuple[int, int, int], weighted: bool, split: int,
                   x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
@@ -339,10 +352,10 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     weights ``w``) into ``y``: arrays of the layouts its tables were proven for.
     ``origins``: element offsets of the first element each table addresses, from each
     array's first element (x, w, out)."""
-    xf, xo = flat_view(x)
+    xf, xo = _flat(x)
     yf, yo = flat_view(y)
     if w is not None:
-        wf, wo = flat_view(w)
+        wf, wo = _flat(w)
     else:
         wf, wo = xf, 0
     xo, wo, yo = xo + origins[0], wo + origins[1], yo + origins[2]
