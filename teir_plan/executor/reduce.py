@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -56,6 +57,9 @@ SPLIT_SUMMED = 2
 
 RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
 ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
+# Parallel runs take this many chunks per thread, handed out as workers come free: on a
+# machine shared with other processes, a static split waits for the slowest worker.
+CHUNKS_PER_THREAD = 4
 ROW_BLOCK_BYTES = 8192  # the accumulator's share of the vector axis (in L1 with its pair)
 
 # Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
@@ -68,7 +72,7 @@ def row_block(itemsize: int) -> int:
     return ROW_BLOCK_BYTES // itemsize
 
 
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
 def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-def]
     """sum_{p < n} x[o + p*s] (times w[ow + p*sw] when ``weighted``); unit strides are
     sliced from 0 so that LLVM loads whole vectors."""
@@ -91,7 +95,7 @@ def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-
     return acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
 def _place(table, col, i, idx):  # type: ignore[no-untyped-def]
     """Set the odometer ``idx`` over ``table``'s rows to flat position ``i`` (last row
     fastest); return the offset sum(idx * table[:, col])."""
@@ -105,23 +109,91 @@ def _place(table, col, i, idx):  # type: ignore[no-untyped-def]
     return off
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _whole_run(x, xb, w, wb, n, sx, sw, weighted, zero):  # type: ignore[no-untyped-def]
+    """One run of n elements summed, RUN_BLOCK at a time."""
+    total = zero
+    q = 0
+    while q < n:
+        qe = min(n, q + RUN_BLOCK)
+        total += _run_sum(x, xb + q * sx, sx, qe - q, w, wb + q * sw, sw, weighted, zero)
+        q = qe
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _whole_runs(x, xb, sx, cnt, w, wb, n, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """dst[db + t*sd] = the run of n elements from x[xb + t*sx], for t < cnt.  A
+    function of its own: inside reduce_chunk's loop LLVM left the sums 4-6x slower."""
+    if not weighted or cnt == 1:
+        for t in range(cnt):
+            dst[db + t * sd] = _whole_run(x, xb + t * sx, w, wb, n, run_sx, run_sw, weighted,
+                                          zero)
+        return
+    # Weighted, unit strides: four outputs per pass over a block of the weights, which
+    # is loaded once for the four (ik,k->i with 24 outputs of 3M: 12 MB of weights
+    # read again per output took 15 ms, as long as the 288 MB of x).
+    t = 0
+    if run_sx == 1 and run_sw == 1:
+        while t + 4 <= cnt:
+            a0 = zero
+            a1 = zero
+            a2 = zero
+            a3 = zero
+            q = 0
+            while q < n:
+                m = min(n - q, RUN_BLOCK)
+                p = xb + t * sx + q
+                r0 = x[p:p + m]
+                r1 = x[p + sx:p + sx + m]
+                r2 = x[p + 2 * sx:p + 2 * sx + m]
+                r3 = x[p + 3 * sx:p + 3 * sx + m]
+                v = w[wb + q:wb + q + m]
+                b0 = zero
+                b1 = zero
+                b2 = zero
+                b3 = zero
+                for e in range(m):
+                    b0 += r0[e] * v[e]
+                    b1 += r1[e] * v[e]
+                    b2 += r2[e] * v[e]
+                    b3 += r3[e] * v[e]
+                a0 += b0
+                a1 += b1
+                a2 += b2
+                a3 += b3
+                q += m
+            dst[db + t * sd] = a0
+            dst[db + (t + 1) * sd] = a1
+            dst[db + (t + 2) * sd] = a2
+            dst[db + (t + 3) * sd] = a3
+            t += 4
+    for u in range(t, cnt):
+        dst[db + u * sd] = _whole_run(x, xb + u * sx, w, wb, n, run_sx, run_sw, weighted, zero)
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
 def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignore[no-untyped-def]
     """KIND_INNER: the sum of summed elements e0 <= e < e1 (flat over ``summed``, its
     last row the run) of one output, whose first element is x[xb]."""
     ns = summed.shape[0]
     run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
-    r = e0 // run_n
-    p = e0 - r * run_n
     xo = xb
     wo = wb
-    for a in range(ns - 2, -1, -1):  # the runs' odometer, at run r
-        n = summed[a, 0]
-        q = r // n
-        idx[a] = r - q * n
-        xo += idx[a] * summed[a, 1]
-        wo += idx[a] * summed[a, 2]
-        r = q
+    p = 0
+    if e0 == 0:  # (no divisions: this runs once per output)
+        for a in range(ns - 1):
+            idx[a] = 0
+    else:
+        r = e0 // run_n
+        p = e0 - r * run_n
+        for a in range(ns - 2, -1, -1):  # the runs' odometer, at run r
+            n = summed[a, 0]
+            q = r // n
+            idx[a] = r - q * n
+            xo += idx[a] * summed[a, 1]
+            wo += idx[a] * summed[a, 2]
+            r = q
     total = zero
     e = e0
     while e < e1:
@@ -146,7 +218,7 @@ def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignor
     return total
 
 
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
 def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ignore[no-untyped-def]
     """blk[:nb] = sum_{r < cnt} x[a + r*st + t*vs] (times w[wa + r*wst]), four rows per
     pass over blk (one load and store of blk per four rows read)."""
@@ -248,7 +320,7 @@ def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
 def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
                  dst, do, dcol, dvec, zero):
     """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
@@ -257,10 +329,28 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
     kidx = np.zeros(max(nk, 1), np.int64)
     sidx = np.zeros(max(summed.shape[0], 1), np.int64)
     if kind == KIND_INNER:
-        for u in range(u0, u1):
-            xb = xo + _place(kept, 1, u, kidx)
+        ns = summed.shape[0]
+        run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+        whole = ns == 1 and s0 == 0 and s1 == run_n
+        # Outputs along the last kept axis by its strides: an odometer stored in memory
+        # inside this loop kept LLVM from vectorizing the sums (65 against 10 ns a run
+        # of 300 float32).
+        n_last = kept[nk - 1, 0] if nk else 1
+        sx_last = kept[nk - 1, 1] if nk else 0
+        sd_last = kept[nk - 1, dcol] if nk else 0
+        u = u0
+        while u < u1:
             db = do + _place(kept, dcol, u, kidx)
-            dst[db] = _span_sum(x, xb, w, wo, summed, weighted, s0, s1, sidx, zero)
+            xb = xo + _place(kept, 1, u, kidx)
+            cnt = min(n_last - (kidx[nk - 1] if nk else 0), u1 - u)
+            if whole:
+                _whole_runs(x, xb, sx_last, cnt, w, wo, run_n, run_sx, run_sw, weighted,
+                            dst, db, sd_last, zero)
+            else:
+                for t in range(cnt):
+                    dst[db + t * sd_last] = _span_sum(x, xb + t * sx_last, w, wo, summed,
+                                                      weighted, s0, s1, sidx, zero)
+            u += cnt
         return
     rb = ROW_BLOCK_BYTES // x.itemsize
     vn, vs = vec[0], vec[1]
@@ -364,10 +454,12 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     for n in summed[:, 0]:
         total_s *= int(n)
     threads = get_num_threads() if parallel_usable() else 1
-    if split == SPLIT_OUTPUTS:
-        nchunks = min(threads, int(units(kind, kept, vec, xf.itemsize)))
-    elif split == SPLIT_SUMMED:
-        nchunks = min(threads, total_s)
+    if split == SPLIT_OUTPUTS and threads > 1:
+        # (at least four units a chunk: _whole_runs sums four outputs per pass)
+        nchunks = min(CHUNKS_PER_THREAD * threads,
+                      max(threads, int(units(kind, kept, vec, xf.itemsize)) // 4))
+    elif split == SPLIT_SUMMED and threads > 1:
+        nchunks = min(CHUNKS_PER_THREAD * threads, total_s)
     else:
         nchunks = 1
     if nchunks <= 1:
@@ -376,4 +468,11 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
         return
     run = run_split_outputs if split == SPLIT_OUTPUTS else run_split_summed
     with numba_threads(threads), parallel_region():
-        run(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo, nchunks, zero)
+        # Chunks handed out one at a time: a worker that another process holds up
+        # leaves its chunks to the others instead of the whole call waiting for it.
+        chunksize = numba.set_parallel_chunksize(1)
+        try:
+            run(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo, nchunks,
+                zero)
+        finally:
+            numba.set_parallel_chunksize(chunksize)

@@ -26,11 +26,15 @@ Axis = tuple[str, int, int, int]  # (name, extent, stride in x, stride in out or
 # Below this many bytes read, one thread: a parallel region costs more than it saves.
 PARALLEL_MIN_BYTES = 1 << 18
 # What the kernels cost besides their reads, measured on one core (AMD EPYC, float32,
-# operand in L2): a vectorized sum streams 40-60 GB/s from cache, each run of
-# KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns.
-SUM_BYTES_PER_SECOND = 40e9
+# operand in L2): a vectorized sum streams 60-90 GB/s from cache, each run of
+# KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns, and a row
+# shorter than LLVM's vectorized loop takes (NARROW_ROW elements) is summed one element
+# at a time, 0.4 ns each when weighted (ki,k->i with i = 24: 11 ns a row).
+SUM_BYTES_PER_SECOND = 60e9
 RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
+NARROW_ROW = 64
+NARROW_ELEMENT_SECONDS = 0.4e-9
 
 KINDS = {R.KIND_INNER: "inner", R.KIND_ROWS: "rows"}
 SPLITS = {R.SPLIT_NONE: "one thread", R.SPLIT_OUTPUTS: "outputs split over the threads",
@@ -172,7 +176,8 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         assert vec is not None
         block = R.row_block(isz)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
-        starts = units * nsum * ROW_SECONDS
+        per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if vec[1] < NARROW_ROW else 0.0)
+        starts = units * nsum * per_row
     if threads <= 1 or read < PARALLEL_MIN_BYTES:
         split, workers = R.SPLIT_NONE, 1
     elif units >= 4 * threads or (units >= threads and nsum < 2 * threads):
