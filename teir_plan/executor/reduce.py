@@ -36,13 +36,20 @@ classic ``n eps`` bound of a sequential sum.
 from __future__ import annotations
 
 import ctypes
+import os
+from contextlib import nullcontext
+from functools import cache
 
 import numba
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import get_cython_function_address, intrinsic
 
+from teir_plan.executor.blas import _numpy_openblas
 from teir_plan.executor.checks import flat_view
 from teir_plan.executor.threads import (
+    blas_threads,
     get_num_threads,
     numba_threads,
     parallel_region,
@@ -60,6 +67,11 @@ ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
 # Parallel runs take this many chunks per thread, handed out as workers come free: on a
 # machine shared with other processes, a static split waits for the slowest worker.
 CHUNKS_PER_THREAD = 4
+# Weighted rows shorter than this (one summed axis, unit stride along them) run on BLAS'
+# ?gemv: LLVM's vectorized loop needs more iterations before it runs at all, and left
+# ki,k->i's rows of 24 float32 one element at a time (11 ns a row against 1-2 on ?gemv).
+GEMV_MAX_NB = 64
+GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
 ROW_BLOCK_BYTES = 8192  # the accumulator's share of the vector axis (in L1 with its pair)
 
 # Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
@@ -307,6 +319,48 @@ def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  
             wo -= summed[a, 0] * summed[a, 2]
 
 
+@intrinsic
+def _call_gemv(typingctx, fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy):  # type: ignore[no-untyped-def]
+    """Call the Fortran ?gemv at address ``fn``; every other argument is an address."""
+    sig = types.void(fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i8p] * 11)
+        fptr = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(fptr, [builder.inttoptr(v, i8p) for v in args[1:]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def _gemv_rows(x, xb, st, nb, w, wb, wst, s0, s1, acc, gemv, iparams, consts):  # type: ignore[no-untyped-def]
+    """acc[:nb] = sum_{s0 <= r < s1} w[wb + r*wst] x[xb + r*st : +nb] by BLAS ?gemv (the
+    rows are the columns of an nb x (s1 - s0) column-major matrix), for rows too short
+    for LLVM's vectorized loop: OpenBLAS' kernel keeps the sums in registers."""
+    for t in range(nb):
+        acc[t] = 0
+    width = gemv[1]
+    ip32 = iparams.view(np.int32)
+    isz = np.int64(x.itemsize)
+    ip = np.int64(iparams.ctypes.data)
+    cp = np.int64(consts.ctypes.data)
+    r = s0
+    while r < s1:
+        cnt = min(s1 - r, GEMV_MAX_ROWS)
+        for i, v in enumerate((nb, cnt, st, wst, 1, ord("N"))):
+            if width == 8:
+                iparams[i] = v
+            else:
+                ip32[i] = v
+        _call_gemv(gemv[0], ip + 5 * width, ip, ip + width, cp,
+                   np.int64(x.ctypes.data) + (xb + r * st) * isz, ip + 2 * width,
+                   np.int64(w.ctypes.data) + (wb + r * wst) * isz, ip + 3 * width, cp,
+                   np.int64(acc.ctypes.data), ip + 4 * width)
+        r += cnt
+
+
 @njit(cache=True, nogil=True)
 def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
     """The independent output units: output elements (KIND_INNER) or blocks of the
@@ -322,7 +376,7 @@ def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH)
 def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
-                 dst, do, dcol, dvec, zero):
+                 dst, do, dcol, dvec, zero, gemv):
     """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
     dst[do + ...] by ``kept[:, dcol]`` and ``dvec`` strides (out's, or a partial's)."""
     nk = kept.shape[0]
@@ -357,13 +411,21 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
     nblocks = (vn + rb - 1) // rb
     acc = np.empty(rb, x.dtype)
     blk = np.empty(rb, x.dtype)
+    iparams = np.zeros(6, np.int64)
+    consts = np.zeros(2, x.dtype)
+    consts[0] = 1  # alpha 1, beta 1: ?gemv adds into acc
+    consts[1] = 1
     for u in range(u0, u1):
         o = u // nblocks
         b = u - o * nblocks
         start = b * rb
         nb = min(rb, vn - start)
         xb = xo + _place(kept, 1, o, kidx) + start * vs
-        _rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
+        if gemv[0] != 0:
+            _gemv_rows(x, xb, summed[0, 1], nb, w, wo, summed[0, 2], s0, s1, acc, gemv, iparams,
+                       consts)
+        else:
+            _rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
         db = do + _place(kept, dcol, o, kidx) + start * dvec
         if dvec == 1:
             d = dst[db:db + nb]
@@ -381,19 +443,19 @@ def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True, parallel=True)
 def run_split_outputs(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
-                      nchunks, zero):
+                      nchunks, zero, gemv):
     """Each worker a contiguous share of the output units, summed whole, into out."""
     total_u = units(kind, kept, vec, x.itemsize)
     for c in prange(nchunks):
         u0, u1 = _chunk(c, total_u, nchunks)
         if u0 < u1:
             reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, 0, total_s,
-                         y, yo, 2, vec[2], zero)
+                         y, yo, 2, vec[2], zero, gemv)
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def run_split_summed(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
-                     nchunks, zero):
+                     nchunks, zero, gemv):
     """Each worker a contiguous share of the summed range, for every output, into a
     private partial result (out's elements in C order over kept, then the vector
     axis); the partials are then added in worker order and written into out."""
@@ -413,7 +475,7 @@ def run_split_summed(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y
     for c in prange(nchunks):
         s0, s1 = _chunk(c, total_s, nchunks)
         reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0, s1,
-                     partial[c], 0, 3, 1, zero)
+                     partial[c], 0, 3, 1, zero, gemv)
     kidx = np.zeros(max(nk, 1), np.int64)
     for o in range(nout // vn):
         yb = yo + _place(tab, 2, o, kidx)
@@ -422,6 +484,33 @@ def run_split_summed(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y
             for c in range(1, nchunks):
                 acc += partial[c, o * vn + t]
             y[yb + t * vec[2]] = acc
+
+
+def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
+    """Whether a reduction's rows run on BLAS' ?gemv (see GEMV_MAX_NB): weighted rows,
+    short, of unit stride, one summed axis whose rows do not overlap (BLAS' lda >= m)
+    and whose weights step forward."""
+    return bool(kind == KIND_ROWS and weighted and vec[1] == 1 and vec[0] < GEMV_MAX_NB
+                and summed.shape[0] == 1 and summed[0, 1] >= vec[0] and summed[0, 2] > 0)
+
+
+def _gemv_for(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
+              dtype: np.dtype) -> np.ndarray:
+    """(address of ?gemv, its integer width in bytes), or zeros when the rows do not
+    take it: the same library as the GEMM tiles' (executor/blas.py)."""
+    if not uses_gemv(kind, vec, summed, weighted):
+        return np.zeros(2, np.int64)
+    return np.array(_gemv_address(np.dtype(dtype)), np.int64)
+
+
+@cache
+def _gemv_address(dtype: np.dtype) -> tuple[int, int]:
+    name = {"float32": "sgemv", "float64": "dgemv"}[dtype.name]
+    lib = _numpy_openblas() if os.environ.get("TEIR_PLAN_BLAS") != "scipy" else None
+    if lib is not None:
+        fn = getattr(lib, f"scipy_{name}_64_")
+        return int(ctypes.cast(fn, ctypes.c_void_p).value or 0), 8
+    return int(get_cython_function_address("scipy.linalg.cython_blas", name)), 4
 
 
 def _flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
@@ -453,6 +542,7 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     total_s = 1
     for n in summed[:, 0]:
         total_s *= int(n)
+    gemv = _gemv_for(kind, vec, summed, weighted, xf.dtype)
     threads = get_num_threads() if parallel_usable() else 1
     if split == SPLIT_OUTPUTS and threads > 1:
         # (at least four units a chunk: _whole_runs sums four outputs per pass)
@@ -462,17 +552,20 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
         nchunks = min(CHUNKS_PER_THREAD * threads, total_s)
     else:
         nchunks = 1
+    blas = blas_threads(1) if gemv[0] else nullcontext()
     if nchunks <= 1:
-        reduce_chunk(kind, xf, xo, wf, wo, kept, vec, summed, weighted, 0,
-                     units(kind, kept, vec, xf.itemsize), 0, total_s, yf, yo, 2, vec[2], zero)
+        with blas:
+            reduce_chunk(kind, xf, xo, wf, wo, kept, vec, summed, weighted, 0,
+                         units(kind, kept, vec, xf.itemsize), 0, total_s, yf, yo, 2, vec[2],
+                         zero, gemv)
         return
     run = run_split_outputs if split == SPLIT_OUTPUTS else run_split_summed
-    with numba_threads(threads), parallel_region():
+    with blas, numba_threads(threads), parallel_region():
         # Chunks handed out one at a time: a worker that another process holds up
         # leaves its chunks to the others instead of the whole call waiting for it.
         chunksize = numba.set_parallel_chunksize(1)
         try:
             run(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo, nchunks,
-                zero)
+                zero, gemv)
         finally:
             numba.set_parallel_chunksize(chunksize)

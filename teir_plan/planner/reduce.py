@@ -29,7 +29,8 @@ PARALLEL_MIN_BYTES = 1 << 18
 # operand in L2): a vectorized sum streams 60-90 GB/s from cache, each run of
 # KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns, and a row
 # shorter than LLVM's vectorized loop takes (NARROW_ROW elements) is summed one element
-# at a time, 0.4 ns each when weighted (ki,k->i with i = 24: 11 ns a row).
+# at a time, 0.4 ns each (weighted rows of 24: 11 ns a row), unless BLAS' ?gemv takes
+# it (executor/reduce.py: uses_gemv; rows of 24: 1.7 ns).
 SUM_BYTES_PER_SECOND = 60e9
 RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
@@ -176,7 +177,9 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         assert vec is not None
         block = R.row_block(isz)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
-        per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if vec[1] < NARROW_ROW else 0.0)
+        narrow = vec[1] < NARROW_ROW and not R.uses_gemv(
+            kind, np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3), weighted)
+        per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
         starts = units * nsum * per_row
     if threads <= 1 or read < PARALLEL_MIN_BYTES:
         split, workers = R.SPLIT_NONE, 1
