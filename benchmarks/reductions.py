@@ -10,7 +10,7 @@ take turns over the systems (a round of every system, then the next: a busy spel
 shared machine slows a round, not one system), the best of all rounds kept.
 
 Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
-[--no-calibrate] (predictions are the calibrated cost model's unless told otherwise)
+[--threads T] [--no-calibrate] (predictions are the calibrated cost model's unless told otherwise)
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def torch_round(dtype: str, repeats: int) -> dict | None:
     a process of its own: its OpenMP threads spin after each call, on the cores tp's
     threads need, and slowed tp 3-8x when both ran in one process."""
     cmd = [sys.executable, "-m", "benchmarks.reductions", "--torch-worker",
-           "--dtype", dtype, "--repeats", str(repeats)]
+           "--dtype", dtype, "--repeats", str(repeats), "--threads", str(tp.get_num_threads())]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
@@ -111,11 +111,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=None, help="tp's (default: all)")
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="predict with the cost model's default parameters")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.threads is not None:
+        tp.set_num_threads(args.threads)
     if args.torch_worker:
         torch_worker(args.dtype, args.repeats, tp.get_num_threads())
         return

@@ -63,6 +63,7 @@ SPLIT_OUTPUTS = 1
 SPLIT_SUMMED = 2
 
 RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
+FOUR_MIN = 256  # runs at least this long are summed four outputs at a time
 ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
 # Parallel runs take this many chunks per thread, handed out as workers come free: on a
 # machine shared with other processes, a static split waits for the slowest worker.
@@ -137,16 +138,14 @@ def _whole_run(x, xb, w, wb, n, sx, sw, weighted, zero):  # type: ignore[no-unty
 def _whole_runs(x, xb, sx, cnt, w, wb, n, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
     """dst[db + t*sd] = the run of n elements from x[xb + t*sx], for t < cnt.  A
     function of its own: inside reduce_chunk's loop LLVM left the sums 4-6x slower."""
-    if not weighted or cnt == 1:
-        for t in range(cnt):
-            dst[db + t * sd] = _whole_run(x, xb + t * sx, w, wb, n, run_sx, run_sw, weighted,
-                                          zero)
-        return
-    # Weighted, unit strides: four outputs per pass over a block of the weights, which
-    # is loaded once for the four (ik,k->i with 24 outputs of 3M: 12 MB of weights
-    # read again per output took 15 ms, as long as the 288 MB of x).
+    # Unit strides: four outputs per pass, their sums independent chains (one output's
+    # horizontal sum waited on its last loads: ij->i 26 -> 40 GB/s on one core), and a
+    # weighted block of the weights loaded once for the four (ik,k->i with 24 outputs
+    # of 3M: 12 MB of weights read again per output took 15 ms, as long as its x).
+    # (Runs shorter than FOUR_MIN would leave the four sums' loop scalar: LLVM vectorizes
+    # it only from more iterations than a single sum's.)
     t = 0
-    if run_sx == 1 and run_sw == 1:
+    if run_sx == 1 and (run_sw == 1 or not weighted) and n >= FOUR_MIN:
         while t + 4 <= cnt:
             a0 = zero
             a1 = zero
@@ -160,16 +159,23 @@ def _whole_runs(x, xb, sx, cnt, w, wb, n, run_sx, run_sw, weighted, dst, db, sd,
                 r1 = x[p + sx:p + sx + m]
                 r2 = x[p + 2 * sx:p + 2 * sx + m]
                 r3 = x[p + 3 * sx:p + 3 * sx + m]
-                v = w[wb + q:wb + q + m]
                 b0 = zero
                 b1 = zero
                 b2 = zero
                 b3 = zero
-                for e in range(m):
-                    b0 += r0[e] * v[e]
-                    b1 += r1[e] * v[e]
-                    b2 += r2[e] * v[e]
-                    b3 += r3[e] * v[e]
+                if weighted:
+                    v = w[wb + q:wb + q + m]
+                    for e in range(m):
+                        b0 += r0[e] * v[e]
+                        b1 += r1[e] * v[e]
+                        b2 += r2[e] * v[e]
+                        b3 += r3[e] * v[e]
+                else:
+                    for e in range(m):
+                        b0 += r0[e]
+                        b1 += r1[e]
+                        b2 += r2[e]
+                        b3 += r3[e]
                 a0 += b0
                 a1 += b1
                 a2 += b2
