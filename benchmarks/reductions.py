@@ -4,7 +4,8 @@ torch (einsum, sum or matmul: its fastest), with the machine's read bandwidth me
 in the same run.
 
 The read bandwidth is the best rate of a plain read of a 128 MiB buffer: numpy's
-add.reduce (one thread) or torch.sum (the same threads as tp), whichever is faster.
+add.reduce (one thread), a numba prange sum or torch.sum (tp's thread count), whichever
+is fastest.
 Each system is timed best of ``--repeats`` back to back, in ``--rounds`` rounds that
 take turns over the systems (a round of every system, then the next: a busy spell on a
 shared machine slows a round, not one system), the best of all rounds kept.
@@ -17,11 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 
+import numba
 import numpy as np
+from numba import njit, prange
 
 import teir_plan as tp
 from benchmarks.common import machine, machine_md, md_table, timeit, write_results
@@ -39,10 +43,21 @@ CASES: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]]
 ]
 
 
-def read_bandwidth(dtype: str, repeats: int) -> float:
-    """Bytes per second of numpy's add.reduce over 128 MiB (one thread)."""
+@njit(parallel=True, fastmath={"reassoc"})
+def _parallel_read(x):  # type: ignore[no-untyped-def]
+    acc = x.dtype.type(0)
+    for i in prange(x.size):
+        acc += x[i]
+    return acc
+
+
+def read_bandwidth(dtype: str, repeats: int) -> dict[str, float]:
+    """Bytes per second of plain reads of 128 MiB: numpy's add.reduce (one thread) and a
+    numba prange sum on tp's threads (the same threading layer and thread count)."""
     x = np.ones(128 * MiB // np.dtype(dtype).itemsize, dtype)
-    return x.nbytes / timeit(lambda: np.add.reduce(x), repeats)[0]
+    numba.set_num_threads(tp.get_num_threads())
+    return {"numpy.add.reduce": x.nbytes / timeit(lambda: np.add.reduce(x), repeats)[0],
+            "numba prange sum": x.nbytes / timeit(lambda: _parallel_read(x), repeats)[0]}
 
 
 def operands(shapes: list[tuple[int, ...]], dtype: str) -> list[np.ndarray]:
@@ -100,7 +115,8 @@ def lscpu() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "lscpu unavailable"
     keep = ("Model name", "CPU(s)", "L2 cache", "L3 cache")
-    lines = [ln.strip() for ln in text.splitlines() if ln.split(":")[0].strip() in keep]
+    lines = [" ".join(ln.split()) for ln in text.splitlines()
+             if ln.split(":")[0].strip() in keep]
     flags = next((ln for ln in text.splitlines() if ln.startswith("Flags")), "")
     isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl") if f" {f}" in flags]
     return "; ".join(lines + [f"ISA: {' '.join(isa)}"])
@@ -135,11 +151,12 @@ def main() -> None:
         want = np.einsum(sub, *[o.astype(np.float64) for o in ops])
         assert np.allclose(got, want, rtol=1e-3, atol=1e-2 * np.sqrt(ops[0].size)), sub
         cases.append((sub, shapes, ops, calls))
+    load = [os.getloadavg()[0]]
     best: dict[str, dict[str, float]] = {sub: {} for sub, *_ in CASES}
     bw: dict[str, float] = {}
     for _ in range(args.rounds):
-        bw["numpy.add.reduce"] = max(bw.get("numpy.add.reduce", 0.0),
-                                     read_bandwidth(args.dtype, args.repeats))
+        for name, rate in read_bandwidth(args.dtype, args.repeats).items():
+            bw[name] = max(bw.get(name, 0.0), rate)
         for sub, _, _, calls in cases:
             for name, fn in calls.items():
                 t = timeit(fn, args.repeats)[0]
@@ -149,6 +166,7 @@ def main() -> None:
             bw["torch.sum"] = max(bw.get("torch.sum", 0.0), torch.pop("read"))
             for sub, t in torch.items():
                 best[sub]["torch"] = min(best[sub].get("torch", float("inf")), t)
+    load.append(os.getloadavg()[0])
     results = []
     for sub, shapes, ops, _ in cases:
         plan = tp.plan(sub, *ops)
@@ -179,10 +197,12 @@ def main() -> None:
         "# Reductions", "", machine_md(info), "", f"lscpu: {cpu}", "",
         f"dtype {args.dtype}, {tp.get_num_threads()} threads; best of {args.repeats} runs "
         f"x {args.rounds} rounds (torch in a process of its own). Read bandwidth, a plain "
-        f"read of 128 MiB, the best of {rates}: {read / 1e9:.1f} GB/s.", "", table, ""])
+        f"read of 128 MiB, the best of {rates}: {read / 1e9:.1f} GB/s. Load average "
+        f"{load[0]:.1f} before, {load[1]:.1f} after (other processes on the machine: a "
+        f"system's best time is its best spell).", "", table, ""])
     print(text)
     if not args.no_save:
-        path = write_results("reductions", {"machine": info, "lscpu": cpu,
+        path = write_results("reductions", {"machine": info, "lscpu": cpu, "load": load,
                                             "read_bandwidth": bw, "results": results}, text)
         print(f"saved {path}")
 

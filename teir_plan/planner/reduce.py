@@ -31,6 +31,10 @@ PARALLEL_MIN_BYTES = 1 << 18
 # shorter than LLVM's vectorized loop takes (NARROW_ROW elements) is summed one element
 # at a time, 0.4 ns each (weighted rows of 24: 11 ns a row), unless BLAS' ?gemv takes
 # it (executor/reduce.py: uses_gemv; rows of 24: 1.7 ns).
+# Reads alone, against the calibrated DRAM rate (a copy's bytes read and written over
+# its time, one thread): 35-45 GB/s read on one core of the AMD EPYC against a copy's
+# 20-25, 60-80 on two in quiet spells.
+READ_OVER_COPY = 2.0
 SUM_BYTES_PER_SECOND = 60e9
 RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
@@ -197,7 +201,9 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
     moved = read + w_bytes + 2 * nout * isz  # out's lines read for ownership, written
     dram = moved if moved > params.llc_bytes else 0.0
     llc = moved - dram
-    memory = memory_seconds(dram, llc, params, workers)
+    # The DRAM rate is a copy's (its bytes read and written over its time, one thread):
+    # a stream that only reads moves READ_OVER_COPY times as many bytes a second.
+    memory = memory_seconds(dram / READ_OVER_COPY, llc, params, workers)
     overhead = params.call_seconds + (params.parallel_seconds if workers > 1 else 0.0)
     seconds = max(compute, memory) + overhead
     flops = nout * nsum * (2 if weighted else 1)
