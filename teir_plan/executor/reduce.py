@@ -13,9 +13,10 @@ along the operand's unit stride vectorized.  Two kernels, by where that unit str
 
 Work is split over the threads either by outputs (``SPLIT_OUTPUTS``: disjoint output
 elements, no partial sums) or, when the outputs are too few to share, by the summed
-elements (``SPLIT_SUMMED``): each worker sums its contiguous share into a private
-partial result, and the partials are then added in worker order, so a result depends
-only on the thread count, never on scheduling.
+elements (``SPLIT_SUMMED``): each chunk of the summed range (``CHUNKS_PER_THREAD`` a
+thread) is summed into a private partial result, and the partials are then added in
+chunk order, so a result depends only on the thread count, never on which worker ran
+which chunk.
 
 Tables (int64, built by :mod:`teir_plan.planner.reduce`; every stride non-negative in
 the operand, outer axes first): ``kept`` rows ``(n, stride x, stride out)``, ``vec``
@@ -30,7 +31,8 @@ block sums added in order; rows are accumulated ``ROW_GROUP`` at a time into a b
 accumulator, then into the total.  The error of a sum of n terms is thus bounded by
 about ``(RUN_BLOCK / V + n / RUN_BLOCK) eps sum|terms|`` (rows: ``(ROW_GROUP / 4 + n /
 ROW_GROUP) eps``), plus ``nchunks`` for the partials: O(n / B) eps, well inside the
-classic ``n eps`` bound of a sequential sum.
+classic ``n eps`` bound of a sequential sum.  Short weighted rows on BLAS' ``?gemv``
+(``uses_gemv``) are summed in BLAS' order, within that classic bound.
 """
 
 from __future__ import annotations
