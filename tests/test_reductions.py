@@ -175,6 +175,18 @@ def test_nan_and_inf_propagate_as_in_numpy(sub, dtype) -> None:  # type: ignore[
         np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
 
 
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("shape", [(5000, 3), (4999, 24), (700, 63)])
+def test_short_rows_back_to_back_in_windows(shape, split) -> None:  # type: ignore[no-untyped-def]
+    """ij->j with rows too short to vectorize: windows of whole rows (and the rows left
+    over after the last window) folded into the result."""
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    res = np.full(shape[1], np.nan, np.float32)
+    red = reduce_directly("ij->j", [x], res, split, MAX_THREADS)
+    assert red is not None and kernels.uses_flat_rows(red.kind, *red.tables[1:], False)
+    assert_einsum_close(res, "ij->j", [x], np.float32)
+
+
 @pytest.mark.parametrize(("sub", "shapes", "kernel"), [
     ("ij->j", [(100_000, 300)], "rows kernel"),
     ("ij->i", [(100_000, 300)], "inner kernel"),

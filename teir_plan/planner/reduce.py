@@ -30,7 +30,8 @@ PARALLEL_MIN_BYTES = 1 << 18
 # KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns, and a row
 # shorter than LLVM's vectorized loop takes (NARROW_ROW elements) is summed one element
 # at a time, 0.4 ns each (weighted rows of 24: 11 ns a row), unless BLAS' ?gemv takes
-# it (executor/reduce.py: uses_gemv; rows of 24: 1.7 ns).
+# it (executor/reduce.py: uses_gemv; rows of 24: 1.7 ns) or, unweighted and back to
+# back, flat windows of rows (uses_flat_rows).
 # Reads alone, against the calibrated DRAM rate (a copy's bytes read and written over
 # its time, one thread): 35-45 GB/s read on one core of the AMD EPYC against a copy's
 # 20-25, 60-80 on two in quiet spells.
@@ -181,10 +182,13 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         assert vec is not None
         block = R.row_block(isz)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
-        narrow = vec[1] < NARROW_ROW and not R.uses_gemv(
-            kind, np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3), weighted)
-        per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
-        starts = units * nsum * per_row
+        tables = (np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3))
+        if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
+            starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
+        else:
+            narrow = vec[1] < NARROW_ROW and not R.uses_gemv(kind, *tables, weighted)
+            per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
+            starts = units * nsum * per_row
     if threads <= 1 or read < PARALLEL_MIN_BYTES:
         split, workers = R.SPLIT_NONE, 1
     elif units >= 4 * threads or (units >= threads and nsum < 2 * threads):
