@@ -244,6 +244,7 @@ def test_the_explain_report_shows_the_reduce_step() -> None:
     r = tp.explain("ij->j", (100_000, 300), dtype=np.float32)
     (step,) = r.steps
     assert step.kind == "reduce" and "rows kernel" in step.description
+    assert "the best TEIR program" in step.description  # what it was chosen over
     assert step.cost is not None and step.cost["seconds"] == pytest.approx(r.predicted_seconds)
     assert r.cost is not None and r.cost["bound"] == "memory"
     assert "reduction kernels" in "\n".join(r.frontend)

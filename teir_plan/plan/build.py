@@ -627,7 +627,8 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
         if role == "reduce":
             b.buffers.pop()  # the constant of ones, unused
         _add_reduce_step(b, sub, tuple(ids[j] for j in order), dst, red,
-                         [lays[j] for j in order], out_lay)
+                         [lays[j] for j in order], out_lay,
+                         ranked[0].cost.seconds if ranked else None)
         return
     if not ranked:  # every candidate would cost more than the ceiling
         b.outpriced = True
@@ -700,7 +701,8 @@ def _reduction_for(lays: list[Layout], out: Layout, dtype: np.dtype, params: Mac
 
 
 def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
-                     red: Reduction, lays: list[Layout], out: Layout) -> None:
+                     red: Reduction, lays: list[Layout], out: Layout,
+                     teir_seconds: float | None) -> None:
     """Add a :class:`ReduceStep`, proving (now or with the plan's other proofs) that its
     tables stay inside the buffers: the layouts' reach inside each buffer, and the
     tables' offsets spanning exactly the layouts' (they address the same elements)."""
@@ -719,7 +721,7 @@ def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
         run()
     else:
         b.pending.append(run)
-    b.steps.append(ReduceStep(sub, inputs, dst, red))
+    b.steps.append(ReduceStep(sub, inputs, dst, red, teir_seconds))
 
 
 def _offset_range(extents: Sequence[int], strides: Sequence[int]) -> tuple[int, int]:

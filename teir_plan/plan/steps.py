@@ -222,6 +222,9 @@ class ReduceStep(Step):
     inputs: tuple[int, ...]  # the operand summed, then the weights if any
     dst: int
     reduction: Reduction
+    # The best TEIR program's predicted seconds for the same step (None: none was under
+    # the plan's ceiling), for reports.
+    teir_seconds: float | None = field(default=None, compare=False)
 
     @property
     def cost(self) -> Cost:
@@ -232,8 +235,10 @@ class ReduceStep(Step):
         self.reduction.run(buffers[self.inputs[0]], w, buffers[self.dst])
 
     def describe(self) -> str:
+        teir = ("" if self.teir_seconds is None else
+                f"; the best TEIR program {self.teir_seconds * 1e6:.1f} us")
         return (f"reduce {self.subscripts} with the {self.reduction.describe()} "
-                f"(predicted {self.cost.seconds * 1e6:.1f} us)")
+                f"(predicted {self.cost.seconds * 1e6:.1f} us{teir})")
 
 
 def step_seconds(step: Step) -> float:
