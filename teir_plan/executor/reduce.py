@@ -476,40 +476,40 @@ def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def run_split_outputs(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
-                      nchunks, zero, gemv):
-    """Each worker a contiguous share of the output units, summed whole, into out."""
-    total_u = units(kind, kept, vec, x.itemsize)
-    for c in prange(nchunks):
-        u0, u1 = _chunk(c, total_u, nchunks)
-        if u0 < u1:
-            reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, 0, total_s,
-                         y, yo, 2, vec[2], zero, gemv)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def run_split_summed(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
-                     nchunks, zero, gemv):
-    """Each worker a contiguous share of the summed range, for every output, into a
-    private partial result (out's elements in C order over kept, then the vector
-    axis); the partials are then added in worker order and written into out."""
+def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
+                 nchunks, zero, gemv, split):
+    """``nchunks`` chunks over the workers.  SPLIT_OUTPUTS: each a contiguous share of
+    the output units, summed whole, into out.  SPLIT_SUMMED: each a contiguous share of
+    the summed range, for every output, into a private partial result (out's elements
+    in C order over kept, then the vector axis); the partials are then added in chunk
+    order and written into out.  (One parallel loop for both: each costs seconds to
+    compile.)"""
     nk = kept.shape[0]
     vn = vec[0] if kind == KIND_ROWS else 1
     nout = vn
     for a in range(nk):
         nout *= kept[a, 0]
-    # The partials' own strides: kept[:, 3] would need a wider table; build it here.
+    # kept with a fourth column, the partials' own strides.
     tab = np.empty((nk, 4), np.int64)
     step = vn
     for a in range(nk - 1, -1, -1):
         tab[a, 0], tab[a, 1], tab[a, 2], tab[a, 3] = kept[a, 0], kept[a, 1], kept[a, 2], step
         step *= kept[a, 0]
-    partial = np.empty((nchunks, nout), x.dtype)
+    by_outputs = split == SPLIT_OUTPUTS
+    partial = np.empty((1, 1) if by_outputs else (nchunks, nout), x.dtype)
     total_u = units(kind, kept, vec, x.itemsize)
     for c in prange(nchunks):
-        s0, s1 = _chunk(c, total_s, nchunks)
-        reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0, s1,
-                     partial[c], 0, 3, 1, zero, gemv)
+        if by_outputs:
+            u0, u1 = _chunk(c, total_u, nchunks)
+            if u0 < u1:
+                reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, 0,
+                             total_s, y, yo, 2, vec[2], zero, gemv)
+        else:
+            s0, s1 = _chunk(c, total_s, nchunks)
+            reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0, s1,
+                         partial[c], 0, 3, 1, zero, gemv)
+    if by_outputs:
+        return
     kidx = np.zeros(max(nk, 1), np.int64)
     for o in range(nout // vn):
         yb = yo + _place(tab, 2, o, kidx)
@@ -599,13 +599,12 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
                          units(kind, kept, vec, xf.itemsize), 0, total_s, yf, yo, 2, vec[2],
                          zero, gemv)
         return
-    run = run_split_outputs if split == SPLIT_OUTPUTS else run_split_summed
     with blas, numba_threads(threads), parallel_region():
         # Chunks handed out one at a time: a worker that another process holds up
         # leaves its chunks to the others instead of the whole call waiting for it.
         chunksize = numba.set_parallel_chunksize(1)
         try:
-            run(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo, nchunks,
-                zero, gemv)
+            run_parallel(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo,
+                         nchunks, zero, gemv, split)
         finally:
             numba.set_parallel_chunksize(chunksize)
