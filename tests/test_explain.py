@@ -233,6 +233,8 @@ def test_frontend_notes():
     r = tp.explain("ij,jk->ik", np.ones((4, 5), np.float32), np.ones((5, 3), np.float64))
     assert any("cast operand 0" in n for n in r.frontend)
     r = tp.explain("ij->i", (6, 7))
+    assert any("runs on the reduction kernels" in n for n in r.frontend)
+    r = tp.explain("ij->i", (6, 7), epilogue="relu")  # ReLU last: a TEIR program
     assert any("ones" in n for n in r.frontend)
 
 
@@ -332,6 +334,9 @@ def test_the_executor_note_names_the_kernel_the_lowering_chose(
     from teir_plan.explain.report import executor_note
 
     p = tp.plan(expr, *shapes)
+    if p.teir is None:  # it runs on the reduction kernels; with ReLU last it cannot
+        assert [s.kind for s in p.steps] == ["reduce"]
+        p = tp.plan(expr, *shapes, epilogue="relu")
     assert p.teir is not None
     note = executor_note(p.teir)
     low = int(lower(p.teir).tile[kernels.T_MODE])

@@ -55,6 +55,12 @@ BENCHMARKS = [
      "large and small, batched and attention-style products, matrix-vector, dot and "
      "elementwise products, a permutation and a diagonal (views of the operand in all three), "
      "and a three-operand chain.  Where tp is slower, this table says so."),
+    ("reductions", "Reductions", ".venv/bin/python -m benchmarks.reductions",
+     "One-operand sums and matrix-vector products with a long summed axis, 64-286 MiB "
+     "read once, against numpy.einsum(optimize=True), numpy's own sum or matmul and "
+     "PyTorch (its einsum or its own sum/matmul, the faster; in a process of its own), "
+     "with the machine's read bandwidth measured in the same run and the cost model's "
+     "prediction for each."),
     ("mixed-numpy", "Alternating with numpy.matmul", ".venv/bin/python -m benchmarks.mixed",
      "tp.einsum in a loop that also calls numpy.matmul, each call timed alone and "
      "alternated, under three thread settings, each in its own process: as shipped (tp "

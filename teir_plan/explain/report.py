@@ -35,6 +35,7 @@ from teir_plan.plan.steps import (
     CastStep,
     CopyStep,
     NumpyStep,
+    ReduceStep,
     TEIRStep,
 )
 from teir_plan.planner.cost import Cost
@@ -626,6 +627,14 @@ def _frontend_notes(plan: Plan) -> list[str]:
                 f"{bl.stage_elements * bl.inner.dtype.itemsize / 1024:.0f} KiB in cache "
                 f"(its out strides are the stage's), then one copy with non-temporal "
                 f"stores moves the block into out: {copy}")
+        elif isinstance(st, ReduceStep):
+            ins, out = st.subscripts.split("->")
+            pre = ("a pre-reduction: indices summed in one operand only are summed "
+                   "before the contraction; " if st.dst != len(plan.operands) else "")
+            notes.append(f"step {k}: {pre}the sum over "
+                         f"{_join(sorted(set(ins) - set(out) - {','}))} runs on the "
+                         f"reduction kernels (one pass over the operand, no TEIR "
+                         f"program): {st.reduction.describe()}")
         elif isinstance(st, TEIRStep):
             ins, out = st.subscripts.split("->")
             terms = ins.split(",")
@@ -692,7 +701,7 @@ def _tree(plan: Plan) -> tuple[str, ...]:
         dst = getattr(st, "dst", None)
         if dst is not None:
             producer[dst] = (k, st)
-    if sum(isinstance(s, (TEIRStep, NumpyStep)) for s in plan.steps) < 2:
+    if sum(isinstance(s, (TEIRStep, NumpyStep, ReduceStep)) for s in plan.steps) < 2:
         return ()
     terms = plan.expression.inputs
 
@@ -713,7 +722,7 @@ def _tree(plan: Plan) -> tuple[str, ...]:
         kids: list[int] = []
         if made is not None and b not in seen:
             k, st = made
-            if isinstance(st, (TEIRStep, NumpyStep)):
+            if isinstance(st, (TEIRStep, NumpyStep, ReduceStep)):
                 how = f"  <- step {k}: {st.subscripts}"
                 kids = list(st.inputs)
             elif isinstance(st, (CastStep, CopyStep)):
@@ -763,6 +772,10 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
                 json.loads(st.teir.to_json()), _cost_dict(st.chosen.cost),
                 tuple(st.chosen.names),
                 tuple(tuple(r) for r in _teir_rows(st.teir, st.chosen.names))))
+        elif isinstance(st, ReduceStep):
+            total_flops += st.cost.flops
+            infos.append(StepInfo(i, st.kind, st.describe(), st.subscripts,
+                                  cost=_cost_dict(st.cost)))
         else:
             infos.append(StepInfo(i, st.kind, st.describe()))
     top_alts = step.alternatives[:top] if step is not None else ()
@@ -792,7 +805,8 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
     return Report(
         expression=plan.subscripts, shape=tuple(plan.shape), dtype=str(plan.dtype),
         indices=tuple(indices), indices_of=indices_of, frontend=tuple(_frontend_notes(plan)),
-        steps=tuple(infos), cost=_cost_dict(step.chosen.cost) if step is not None else None,
+        steps=tuple(infos), cost=_cost_dict(step.chosen.cost) if step is not None else next(
+            (_cost_dict(st.cost) for st in plan.steps if isinstance(st, ReduceStep)), None),
         predicted_seconds=plan.predicted_seconds, total_flops=total_flops,
         alternatives=tuple(alts), tree=_tree(plan), measured_seconds=measured,
         machine_params=str(plan.options.get("machine_params", "")), _plan=plan,

@@ -35,15 +35,18 @@ from teir_plan.plan.steps import (
     CopyStep,
     FillStep,
     NumpyStep,
+    ReduceStep,
     Step,
     TEIRStep,
     ViewStep,
+    step_seconds,
 )
 from teir_plan.plan.view import view_for
 from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.cost import read_factors
 from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.reduce import Reduction, plan_reduction
 from teir_plan.planner.search import plain, rank
 from teir_plan.teir.records import TEIR
 
@@ -229,7 +232,7 @@ def build_plan(
         plans.append(p)
         if stage is not None and not blocked:
             contract_floor[stage] = ceiling if p is None else sum(
-                st.chosen.cost.seconds for st in p.steps[:-1] if isinstance(st, TEIRStep))
+                step_seconds(st) for st in p.steps[:-1])
         if p is None:  # no candidate under the ceiling: it cannot win
             scores.append(math.inf)
             continue
@@ -612,10 +615,23 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     if block_order is not None and optimize and role == "contract" and _contract_blocked(
             b, sub, ids, dst, c, block_order, relu, threads, params):
         return
+    # A sum of one operand, or an operand times a vector along summed indices, may run
+    # as a reduction kernel instead (one pass over the operand): whichever is cheaper.
+    reduction = None if relu or block_order is not None else _reduction_for(
+        lays if role == "contract" else lays[:1], out_lay, dtype, params, threads)
     ranked = rank(c, params, threads, relu_last=relu, top=b.top,
                   expansions=b.expansions, ceiling=b.ceiling) if optimize else [
         plain(c, params, relu_last=relu)
     ]
+    if reduction is not None and reduction[0].cost.seconds < min(
+            [b.ceiling, *(r.cost.seconds for r in ranked[:1])]):
+        red, order = reduction
+        if role == "reduce":
+            b.buffers.pop()  # the constant of ones, unused
+        _add_reduce_step(b, sub, tuple(ids[j] for j in order), dst, red,
+                         [lays[j] for j in order], out_lay,
+                         ranked[0].cost.seconds if ranked else None)
+        return
     if not ranked:  # every candidate would cost more than the ceiling
         b.outpriced = True
         return
@@ -669,6 +685,51 @@ def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contra
     b.steps.append(BlockedStep(sub, (ids[0], ids[1]), dst, cands[0], tuple(cands), "contract",
                                blocking))
     return True
+
+
+def _reduction_for(lays: list[Layout], out: Layout, dtype: np.dtype, params: MachineParams,
+                   threads: int) -> tuple[Reduction, tuple[int, ...]] | None:
+    """The reduction computing ``out`` (the operand summed first in the order), if the
+    expression is one: one operand, or two of which one is a vector along summed
+    indices of the other."""
+    if len(lays) == 1:
+        red = plan_reduction(lays[0], out, None, dtype, params, threads)
+        return None if red is None else (red, (0,))
+    for j in (0, 1):
+        red = plan_reduction(lays[j], out, lays[1 - j], dtype, params, threads)
+        if red is not None:
+            return red, (j, 1 - j)
+    return None
+
+
+def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
+                     red: Reduction, lays: list[Layout], out: Layout,
+                     teir_seconds: float | None) -> None:
+    """Add a :class:`ReduceStep`, proving (now or with the plan's other proofs) that its
+    tables stay inside the buffers: the layouts' reach inside each buffer, and the
+    tables' offsets spanning exactly the layouts' (they address the same elements)."""
+    arrays = [(_ArraySpec.of(b.specs[i]), lay) for i, lay in zip((*inputs, dst), (*lays, out))]
+    tensors = (0, 1, 2)[:len(inputs)] + (2,)
+
+    def run() -> None:
+        for j, (spec, lay) in zip(tensors, arrays):
+            _check_reach(f"tensor {j}", j, spec, lay.extents, lay.strides)  # type: ignore[arg-type]
+            want = _offset_range(lay.extents, lay.strides)
+            if red.reach(j) != want:
+                raise PlanError(f"reduction {sub}: tensor {j}'s tables reach offsets "
+                                f"{red.reach(j)}, its layout {want}")
+
+    if b.pending is None:
+        run()
+    else:
+        b.pending.append(run)
+    b.steps.append(ReduceStep(sub, inputs, dst, red, teir_seconds))
+
+
+def _offset_range(extents: Sequence[int], strides: Sequence[int]) -> tuple[int, int]:
+    axes = [(n, st) for n, st in zip(extents, strides) if n > 1]
+    return (sum(min(0, (n - 1) * st) for n, st in axes),
+            sum(max(0, (n - 1) * st) for n, st in axes))
 
 
 def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,

@@ -13,7 +13,7 @@ from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.executor.execute import run_lowered
 from teir_plan.frontend.expression import Expression
-from teir_plan.plan.steps import BufferSpec, Candidate, Step, TEIRStep
+from teir_plan.plan.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
 from teir_plan.plan.view import View
 from teir_plan.plan.workspace import POOL_MIN_BYTES, workspace
 from teir_plan.teir.records import TEIR
@@ -159,7 +159,7 @@ class Plan:
 
     @property
     def predicted_seconds(self) -> float:
-        return sum(s.chosen.cost.seconds for s in self.steps if isinstance(s, TEIRStep))
+        return sum(step_seconds(s) for s in self.steps)
 
     @property
     def alternatives(self) -> list[Plan]:

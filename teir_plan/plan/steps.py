@@ -22,6 +22,7 @@ from teir_plan.planner.block import Blocking
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.pack import Pack
+from teir_plan.planner.reduce import Reduction
 from teir_plan.teir.records import TEIR
 
 
@@ -209,6 +210,44 @@ class TEIRStep(Step):
 
     def with_choice(self, cand: Candidate) -> TEIRStep:
         return TEIRStep(self.subscripts, self.inputs, self.dst, cand, self.alternatives, self.role)
+
+
+@dataclass(frozen=True)
+class ReduceStep(Step):
+    """Sum axes of an operand in one pass over it, weighted by a vector along them when
+    there is a second input (see :mod:`teir_plan.planner.reduce`): a kernel of its own,
+    not a TEIR program."""
+
+    subscripts: str
+    inputs: tuple[int, ...]  # the operand summed, then the weights if any
+    dst: int
+    reduction: Reduction
+    # The best TEIR program's predicted seconds for the same step (None: none was under
+    # the plan's ceiling), for reports.
+    teir_seconds: float | None = field(default=None, compare=False)
+
+    @property
+    def cost(self) -> Cost:
+        return self.reduction.cost
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        w = buffers[self.inputs[1]] if len(self.inputs) > 1 else None
+        self.reduction.run(buffers[self.inputs[0]], w, buffers[self.dst])
+
+    def describe(self) -> str:
+        teir = ("" if self.teir_seconds is None else
+                f"; the best TEIR program {self.teir_seconds * 1e6:.1f} us")
+        return (f"reduce {self.subscripts} with the {self.reduction.describe()} "
+                f"(predicted {self.cost.seconds * 1e6:.1f} us{teir})")
+
+
+def step_seconds(step: Step) -> float:
+    """A step's predicted seconds (0 for the steps the cost model does not price)."""
+    if isinstance(step, TEIRStep):
+        return step.chosen.cost.seconds
+    if isinstance(step, ReduceStep):
+        return step.cost.seconds
+    return 0.0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,211 @@
+"""Reductions (issue 36): one-operand sums and matrix-vector products with a long summed
+axis, memory-bound, against numpy.einsum(optimize=True), numpy's own sum / matmul and
+torch (einsum, sum or matmul: its fastest), with the machine's read bandwidth measured
+in the same run.
+
+The read bandwidth is the best rate of a plain read of a 128 MiB buffer: numpy's
+add.reduce (one thread), a numba prange sum or torch.sum (tp's thread count), whichever
+is fastest.
+Each system is timed best of ``--repeats`` back to back, in ``--rounds`` rounds that
+take turns over the systems (a round of every system, then the next: a busy spell on a
+shared machine slows a round, not one system), the best of all rounds kept.
+
+Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
+[--threads T] [--no-calibrate] (predictions are the calibrated cost model's unless told otherwise)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+import teir_plan as tp
+from benchmarks.common import machine, machine_md, md_table, timeit, write_results
+
+MiB = 1 << 20
+
+# (subscripts, shapes, numpy's own call, torch's own call); a None call: none fits.
+CASES: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]] = [
+    ("ij->j", [(100_000, 300)], lambda x: x.sum(0), lambda x: x.sum(0)),
+    ("ij->i", [(100_000, 300)], lambda x: x.sum(1), lambda x: x.sum(1)),
+    ("ijk->k", [(256, 256, 256)], lambda x: x.sum((0, 1)), lambda x: x.sum((0, 1))),
+    ("ij->", [(100_000, 300)], lambda x: x.sum(), lambda x: x.sum()),
+    ("ki,k->i", [(3_000_000, 24), (3_000_000,)], lambda x, v: v @ x, lambda x, v: v @ x),
+    ("ik,k->i", [(24, 3_000_000), (3_000_000,)], lambda x, v: x @ v, lambda x, v: x @ v),
+]
+
+
+@njit(parallel=True, fastmath={"reassoc"})
+def _parallel_read(x):  # type: ignore[no-untyped-def]
+    acc = x.dtype.type(0)
+    for i in prange(x.size):
+        acc += x[i]
+    return acc
+
+
+def read_bandwidth(dtype: str, repeats: int) -> dict[str, float]:
+    """Bytes per second of plain reads of 128 MiB: numpy's add.reduce (one thread) and a
+    numba prange sum on tp's threads (the same threading layer and thread count)."""
+    x = np.ones(128 * MiB // np.dtype(dtype).itemsize, dtype)
+    numba.set_num_threads(tp.get_num_threads())
+    return {"numpy.add.reduce": x.nbytes / timeit(lambda: np.add.reduce(x), repeats)[0],
+            "numba prange sum": x.nbytes / timeit(lambda: _parallel_read(x), repeats)[0]}
+
+
+def operands(shapes: list[tuple[int, ...]], dtype: str) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s).astype(dtype) for s in shapes]
+
+
+def systems(sub: str, ops: list[np.ndarray], own: Callable | None
+            ) -> dict[str, Callable[[], object]]:
+    plan = tp.plan(sub, *ops)
+    out: dict[str, Callable[[], object]] = {
+        "tp": lambda: plan(*ops),
+        "numpy.einsum": lambda: np.einsum(sub, *ops, optimize=True),
+    }
+    if own is not None:
+        out["numpy own"] = lambda: own(*ops)
+    return out
+
+
+def torch_round(dtype: str, repeats: int) -> dict | None:
+    """torch's times for every case and its read bandwidth (torch.sum over 128 MiB), in
+    a process of its own: its OpenMP threads spin after each call, on the cores tp's
+    threads need, and slowed tp 3-8x when both ran in one process."""
+    cmd = [sys.executable, "-m", "benchmarks.reductions", "--torch-worker",
+           "--dtype", dtype, "--repeats", str(repeats), "--threads", str(tp.get_num_threads())]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def torch_worker(dtype: str, repeats: int, threads: int) -> None:
+    """Print (one JSON line) torch's best time per case and its read bandwidth."""
+    try:
+        import torch
+    except ImportError:
+        print("null")
+        return
+    torch.set_num_threads(threads)
+    x = torch.ones(128 * MiB // np.dtype(dtype).itemsize, dtype=getattr(torch, dtype))
+    times = {"read": x.numel() * x.element_size() / timeit(lambda: x.sum(), repeats)[0]}
+    for sub, shapes, _, own in CASES:
+        tops = [torch.from_numpy(o) for o in operands(shapes, dtype)]
+        best = timeit(lambda sub=sub, tops=tops: torch.einsum(sub, *tops), repeats)[0]
+        if own is not None:
+            best = min(best, timeit(lambda own=own, tops=tops: own(*tops), repeats)[0])
+        times[sub] = best
+    print(json.dumps(times))
+
+
+def lscpu() -> str:
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "lscpu unavailable"
+    keep = ("Model name", "CPU(s)", "L2 cache", "L3 cache")
+    lines = [" ".join(ln.split()) for ln in text.splitlines()
+             if ln.split(":")[0].strip() in keep]
+    flags = next((ln for ln in text.splitlines() if ln.startswith("Flags")), "")
+    isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl") if f" {f}" in flags]
+    return "; ".join(lines + [f"ISA: {' '.join(isa)}"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=None, help="tp's (default: all)")
+    ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--no-calibrate", action="store_true",
+                    help="predict with the cost model's default parameters")
+    ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.threads is not None:
+        tp.set_num_threads(args.threads)
+    if args.torch_worker:
+        torch_worker(args.dtype, args.repeats, tp.get_num_threads())
+        return
+    if not args.no_calibrate:
+        tp.calibrate(save=False)  # predictions with this machine's parameters
+    cpu = lscpu()
+    print(f"{cpu}\nthreads {tp.get_num_threads()}, dtype {args.dtype}, best of "
+          f"{args.repeats} x {args.rounds} rounds", flush=True)
+    cases = []
+    for sub, shapes, own, _ in CASES:
+        ops = operands(shapes, args.dtype)
+        calls = systems(sub, ops, own)
+        got = np.asarray(calls["tp"]())
+        want = np.einsum(sub, *[o.astype(np.float64) for o in ops])
+        assert np.allclose(got, want, rtol=1e-3, atol=1e-2 * np.sqrt(ops[0].size)), sub
+        cases.append((sub, shapes, ops, calls))
+    load = [os.getloadavg()[0]]
+    best: dict[str, dict[str, float]] = {sub: {} for sub, *_ in CASES}
+    bw: dict[str, float] = {}
+    for _ in range(args.rounds):
+        for name, rate in read_bandwidth(args.dtype, args.repeats).items():
+            bw[name] = max(bw.get(name, 0.0), rate)
+        for sub, _, _, calls in cases:
+            for name, fn in calls.items():
+                t = timeit(fn, args.repeats)[0]
+                best[sub][name] = min(best[sub].get(name, float("inf")), t)
+        torch = torch_round(args.dtype, args.repeats)
+        if torch is not None:
+            bw["torch.sum"] = max(bw.get("torch.sum", 0.0), torch.pop("read"))
+            for sub, t in torch.items():
+                best[sub]["torch"] = min(best[sub].get("torch", float("inf")), t)
+    load.append(os.getloadavg()[0])
+    results = []
+    for sub, shapes, ops, _ in cases:
+        plan = tp.plan(sub, *ops)
+        results.append({"case": sub, "shapes": shapes,
+                        "MiB": sum(o.nbytes for o in ops) / MiB, "seconds": best[sub],
+                        "predicted": plan.predicted_seconds,
+                        "steps": [s.kind for s in plan.steps]})
+    read = max(bw.values())
+    header = ["case", "MiB read", "tp ms", "numpy.einsum ms", "numpy own ms", "torch ms",
+              "best peer / tp", "tp GB/s", "% of read bw", "predicted ms",
+              "measured / predicted"]
+    rows = []
+    for r in results:
+        s = r["seconds"]
+        peer = min(v for k, v in s.items() if k != "tp")
+        rate = r["MiB"] * MiB / s["tp"]
+        rows.append([f"`{r['case']}` {' '.join('x'.join(map(str, sh)) for sh in r['shapes'])}",
+                     f"{r['MiB']:.0f}", s["tp"] * 1e3, s["numpy.einsum"] * 1e3,
+                     s["numpy own"] * 1e3 if "numpy own" in s else None,
+                     s["torch"] * 1e3 if "torch" in s else None, peer / s["tp"],
+                     rate / 1e9, 100 * rate / read, r["predicted"] * 1e3,
+                     s["tp"] / r["predicted"]])
+    table = md_table(header, rows)
+    rates = ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in bw.items())
+    info = machine()  # imports torch: only after tp's timings (see torch_round)
+    info["calibrated"] = not args.no_calibrate
+    text = "\n".join([
+        "# Reductions", "", machine_md(info), "", f"lscpu: {cpu}", "",
+        f"dtype {args.dtype}, {tp.get_num_threads()} threads; best of {args.repeats} runs "
+        f"x {args.rounds} rounds (torch in a process of its own). Read bandwidth, a plain "
+        f"read of 128 MiB, the best of {rates}: {read / 1e9:.1f} GB/s. Load average "
+        f"{load[0]:.1f} before, {load[1]:.1f} after (other processes on the machine: a "
+        f"system's best time is its best spell).", "", table, ""])
+    print(text)
+    if not args.no_save:
+        path = write_results("reductions", {"machine": info, "lscpu": cpu, "load": load,
+                                            "read_bandwidth": bw, "results": results}, text)
+        print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()

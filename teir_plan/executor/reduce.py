@@ -1,0 +1,610 @@
+"""Reductions: one pass over an operand, summing some of its axes (``ij->j``, ``ij->i``,
+``ijk->ik``, ``ij->``), optionally weighted by a vector along the summed axes
+(``ki,k->i``, ``ik,k->i``).
+
+Memory-bound work: the kernels read each element once, in memory order, with the loop
+along the operand's unit stride vectorized.  Two kernels, by where that unit stride is:
+
+* ``KIND_INNER``: along a summed axis.  Each output element is a horizontal sum of runs
+  (``ij->i``, ``ik,k->i``, ``ij->``).
+* ``KIND_ROWS``: along a kept axis (the vector axis).  Whole rows are accumulated into
+  an output vector (``ij->j``, ``ki,k->i``), a block of at most ``ROW_BLOCK_BYTES`` at
+  a time so that the accumulator stays in L1.
+
+Work is split over the threads either by outputs (``SPLIT_OUTPUTS``: disjoint output
+elements, no partial sums) or, when the outputs are too few to share, by the summed
+elements (``SPLIT_SUMMED``): each chunk of the summed range (``CHUNKS_PER_THREAD`` a
+thread) is summed into a private partial result, and the partials are then added in
+chunk order, so a result depends only on the thread count, never on which worker ran
+which chunk.
+
+Tables (int64, built by :mod:`teir_plan.planner.reduce`; every stride non-negative in
+the operand, outer axes first): ``kept`` rows ``(n, stride x, stride out)``, ``vec``
+``(n, stride x, stride out)`` (``KIND_ROWS`` only), ``summed`` rows ``(n, stride x,
+stride w)``, the innermost summed axis last.  Every address is ``origin + sum(index *
+stride)`` into a flat 1-D view; the planner proves those sums stay on elements.
+
+Rounding: sums are reassociated (fastmath "reassoc", "contract" only: NaN and infinity
+propagate as in numpy).  A run is summed in blocks of ``RUN_BLOCK`` elements, each by
+LLVM's vectorized reduction (V = lanes x interleaved accumulators partial sums), the
+block sums added in order; rows are accumulated ``ROW_GROUP`` at a time into a block
+accumulator, then into the total.  The error of a sum of n terms is thus bounded by
+about ``(RUN_BLOCK / V + n / RUN_BLOCK) eps sum|terms|`` (rows: ``(ROW_GROUP / 4 + n /
+ROW_GROUP) eps``), plus ``nchunks`` for the partials: O(n / B) eps, well inside the
+classic ``n eps`` bound of a sequential sum.  Short weighted rows on BLAS' ``?gemv``
+(``uses_gemv``) are summed in BLAS' order, within that classic bound.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from contextlib import nullcontext
+from functools import cache
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import get_cython_function_address, intrinsic
+
+from teir_plan.executor.blas import _numpy_openblas
+from teir_plan.executor.checks import flat_view
+from teir_plan.executor.threads import (
+    blas_threads,
+    get_num_threads,
+    numba_threads,
+    parallel_region,
+    parallel_usable,
+)
+
+KIND_INNER = 0
+KIND_ROWS = 1
+SPLIT_NONE = 0
+SPLIT_OUTPUTS = 1
+SPLIT_SUMMED = 2
+
+RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
+FOUR_MIN = 256  # runs at least this long are summed four outputs at a time
+ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
+# Parallel runs take this many chunks per thread, handed out as workers come free: on a
+# machine shared with other processes, a static split waits for the slowest worker.
+CHUNKS_PER_THREAD = 4
+# Weighted rows shorter than this (one summed axis, unit stride along them) run on BLAS'
+# ?gemv: LLVM's vectorized loop needs more iterations before it runs at all, and left
+# ki,k->i's rows of 24 float32 one element at a time (11 ns a row against 1-2 on ?gemv).
+GEMV_MAX_NB = 64
+GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
+# Unweighted rows shorter than this, back to back in memory (ij->j with j = 3 or 24),
+# are summed as windows of whole rows, FLAT_WINDOW elements or so, each window one long
+# row of the rows kernel: one element at a time they took 11 ns a row of 24, TEIR's
+# tiles 60.
+FLAT_MAX_NB = 64
+FLAT_WINDOW = 1024
+ROW_BLOCK_BYTES = 8192  # the accumulator's share of the vector axis (in L1 with its pair)
+
+# Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
+# fused; no other fast-math assumption (NaN and infinity propagate as in numpy).
+_SUM_MATH = {"reassoc", "contract"}
+
+
+def row_block(itemsize: int) -> int:
+    """Elements of the vector axis one ``KIND_ROWS`` unit accumulates."""
+    return ROW_BLOCK_BYTES // itemsize
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-def]
+    """sum_{p < n} x[o + p*s] (times w[ow + p*sw] when ``weighted``); unit strides are
+    sliced from 0 so that LLVM loads whole vectors."""
+    acc = zero
+    if s == 1 and not weighted:
+        a = x[o:o + n]
+        for p in range(n):
+            acc += a[p]
+    elif s == 1 and sw == 1:
+        a = x[o:o + n]
+        b = w[ow:ow + n]
+        for p in range(n):
+            acc += a[p] * b[p]
+    elif weighted:
+        for p in range(n):
+            acc += x[o + p * s] * w[ow + p * sw]
+    else:
+        for p in range(n):
+            acc += x[o + p * s]
+    return acc
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _place(table, col, i, idx):  # type: ignore[no-untyped-def]
+    """Set the odometer ``idx`` over ``table``'s rows to flat position ``i`` (last row
+    fastest); return the offset sum(idx * table[:, col])."""
+    off = 0
+    for a in range(table.shape[0] - 1, -1, -1):
+        n = table[a, 0]
+        q = i // n
+        idx[a] = i - q * n
+        off += idx[a] * table[a, col]
+        i = q
+    return off
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _whole_run(x, xb, w, wb, n, sx, sw, weighted, zero):  # type: ignore[no-untyped-def]
+    """One run of n elements summed, RUN_BLOCK at a time."""
+    total = zero
+    q = 0
+    while q < n:
+        qe = min(n, q + RUN_BLOCK)
+        total += _run_sum(x, xb + q * sx, sx, qe - q, w, wb + q * sw, sw, weighted, zero)
+        q = qe
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _whole_runs(x, xb, sx, cnt, w, wb, n, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """dst[db + t*sd] = the run of n elements from x[xb + t*sx], for t < cnt.  A
+    function of its own: inside reduce_chunk's loop LLVM left the sums 4-6x slower."""
+    # Unit strides: four outputs per pass, their sums independent chains (one output's
+    # horizontal sum waited on its last loads: ij->i 26 -> 40 GB/s on one core), and a
+    # weighted block of the weights loaded once for the four (ik,k->i with 24 outputs
+    # of 3M: 12 MB of weights read again per output took 15 ms, as long as its x).
+    # (Runs shorter than FOUR_MIN would leave the four sums' loop scalar: LLVM vectorizes
+    # it only from more iterations than a single sum's.)
+    t = 0
+    if run_sx == 1 and (run_sw == 1 or not weighted) and n >= FOUR_MIN:
+        while t + 4 <= cnt:
+            a0 = zero
+            a1 = zero
+            a2 = zero
+            a3 = zero
+            q = 0
+            while q < n:
+                m = min(n - q, RUN_BLOCK)
+                p = xb + t * sx + q
+                r0 = x[p:p + m]
+                r1 = x[p + sx:p + sx + m]
+                r2 = x[p + 2 * sx:p + 2 * sx + m]
+                r3 = x[p + 3 * sx:p + 3 * sx + m]
+                b0 = zero
+                b1 = zero
+                b2 = zero
+                b3 = zero
+                if weighted:
+                    v = w[wb + q:wb + q + m]
+                    for e in range(m):
+                        b0 += r0[e] * v[e]
+                        b1 += r1[e] * v[e]
+                        b2 += r2[e] * v[e]
+                        b3 += r3[e] * v[e]
+                else:
+                    for e in range(m):
+                        b0 += r0[e]
+                        b1 += r1[e]
+                        b2 += r2[e]
+                        b3 += r3[e]
+                a0 += b0
+                a1 += b1
+                a2 += b2
+                a3 += b3
+                q += m
+            dst[db + t * sd] = a0
+            dst[db + (t + 1) * sd] = a1
+            dst[db + (t + 2) * sd] = a2
+            dst[db + (t + 3) * sd] = a3
+            t += 4
+    for u in range(t, cnt):
+        dst[db + u * sd] = _whole_run(x, xb + u * sx, w, wb, n, run_sx, run_sw, weighted, zero)
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignore[no-untyped-def]
+    """KIND_INNER: the sum of summed elements e0 <= e < e1 (flat over ``summed``, its
+    last row the run) of one output, whose first element is x[xb]."""
+    ns = summed.shape[0]
+    run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+    xo = xb
+    wo = wb
+    p = 0
+    if e0 == 0:  # (no divisions: this runs once per output)
+        for a in range(ns - 1):
+            idx[a] = 0
+    else:
+        r = e0 // run_n
+        p = e0 - r * run_n
+        for a in range(ns - 2, -1, -1):  # the runs' odometer, at run r
+            n = summed[a, 0]
+            q = r // n
+            idx[a] = r - q * n
+            xo += idx[a] * summed[a, 1]
+            wo += idx[a] * summed[a, 2]
+            r = q
+    total = zero
+    e = e0
+    while e < e1:
+        stop = min(run_n, p + (e1 - e))
+        q = p
+        while q < stop:
+            qe = min(stop, q + RUN_BLOCK)
+            total += _run_sum(x, xo + q * run_sx, run_sx, qe - q, w, wo + q * run_sw,
+                              run_sw, weighted, zero)
+            q = qe
+        e += stop - p
+        p = 0
+        for a in range(ns - 2, -1, -1):
+            idx[a] += 1
+            xo += summed[a, 1]
+            wo += summed[a, 2]
+            if idx[a] < summed[a, 0]:
+                break
+            idx[a] = 0
+            xo -= summed[a, 0] * summed[a, 1]
+            wo -= summed[a, 0] * summed[a, 2]
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ignore[no-untyped-def]
+    """blk[:nb] = sum_{r < cnt} x[a + r*st + t*vs] (times w[wa + r*wst]), four rows per
+    pass over blk (one load and store of blk per four rows read)."""
+    b = blk[:nb]
+    for t in range(nb):
+        b[t] = 0
+    r = 0
+    if vs == 1:
+        while r + 4 <= cnt:
+            p = a + r * st
+            r0 = x[p:p + nb]
+            r1 = x[p + st:p + st + nb]
+            r2 = x[p + 2 * st:p + 2 * st + nb]
+            r3 = x[p + 3 * st:p + 3 * st + nb]
+            if weighted:
+                q = wa + r * wst
+                c0, c1, c2, c3 = w[q], w[q + wst], w[q + 2 * wst], w[q + 3 * wst]
+                for t in range(nb):
+                    b[t] += (c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t])
+            else:
+                for t in range(nb):
+                    b[t] += (r0[t] + r1[t]) + (r2[t] + r3[t])
+            r += 4
+        while r < cnt:
+            p = a + r * st
+            r0 = x[p:p + nb]
+            if weighted:
+                c0 = w[wa + r * wst]
+                for t in range(nb):
+                    b[t] += c0 * r0[t]
+            else:
+                for t in range(nb):
+                    b[t] += r0[t]
+            r += 1
+    else:
+        for r in range(cnt):
+            p = a + r * st
+            if weighted:
+                c0 = w[wa + r * wst]
+                for t in range(nb):
+                    b[t] += c0 * x[p + t * vs]
+            else:
+                for t in range(nb):
+                    b[t] += x[p + t * vs]
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
+    """KIND_ROWS: acc[:nb] = the sum of summed rows s0 <= s < s1 (flat over ``summed``)
+    of nb elements along the vector axis, the first at x[xb]."""
+    ns = summed.shape[0]
+    n_in, st, wst = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+    for t in range(nb):
+        acc[t] = 0
+    outer = s0 // n_in
+    r = s0 - outer * n_in
+    xo = xb
+    wo = wb
+    for a in range(ns - 2, -1, -1):
+        n = summed[a, 0]
+        q = outer // n
+        idx[a] = outer - q * n
+        xo += idx[a] * summed[a, 1]
+        wo += idx[a] * summed[a, 2]
+        outer = q
+    s = s0
+    while s < s1:
+        left = min(n_in - r, s1 - s)
+        while left > 0:
+            c = min(ROW_GROUP, left)
+            _rows_segment(x, xo + r * st, st, c, vs, nb, w, wo + r * wst, wst, weighted, blk)
+            for t in range(nb):
+                acc[t] += blk[t]
+            r += c
+            s += c
+            left -= c
+        r = 0
+        for a in range(ns - 2, -1, -1):
+            idx[a] += 1
+            xo += summed[a, 1]
+            wo += summed[a, 2]
+            if idx[a] < summed[a, 0]:
+                break
+            idx[a] = 0
+            xo -= summed[a, 0] * summed[a, 1]
+            wo -= summed[a, 0] * summed[a, 2]
+
+
+@intrinsic
+def _call_gemv(typingctx, fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy):  # type: ignore[no-untyped-def]
+    """Call the Fortran ?gemv at address ``fn``; every other argument is an address."""
+    sig = types.void(fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        i8p = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i8p] * 11)
+        fptr = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(fptr, [builder.inttoptr(v, i8p) for v in args[1:]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def _gemv_rows(x, xb, st, nb, w, wb, wst, s0, s1, acc, gemv, iparams, consts):  # type: ignore[no-untyped-def]
+    """acc[:nb] = sum_{s0 <= r < s1} w[wb + r*wst] x[xb + r*st : +nb] by BLAS ?gemv (the
+    rows are the columns of an nb x (s1 - s0) column-major matrix), for rows too short
+    for LLVM's vectorized loop: OpenBLAS' kernel keeps the sums in registers."""
+    for t in range(nb):
+        acc[t] = 0
+    width = gemv[1]
+    ip32 = iparams.view(np.int32)
+    isz = np.int64(x.itemsize)
+    ip = np.int64(iparams.ctypes.data)
+    cp = np.int64(consts.ctypes.data)
+    r = s0
+    while r < s1:
+        cnt = min(s1 - r, GEMV_MAX_ROWS)
+        for i, v in enumerate((nb, cnt, st, wst, 1, ord("N"))):
+            if width == 8:
+                iparams[i] = v
+            else:
+                ip32[i] = v
+        _call_gemv(gemv[0], ip + 5 * width, ip, ip + width, cp,
+                   np.int64(x.ctypes.data) + (xb + r * st) * isz, ip + 2 * width,
+                   np.int64(w.ctypes.data) + (wb + r * wst) * isz, ip + 3 * width, cp,
+                   np.int64(acc.ctypes.data), ip + 4 * width)
+        r += cnt
+
+
+@njit(cache=True, nogil=True)
+def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
+    """The independent output units: output elements (KIND_INNER) or blocks of the
+    vector axis (KIND_ROWS), over every kept index."""
+    total = 1
+    for a in range(kept.shape[0]):
+        total *= kept[a, 0]
+    if kind == KIND_ROWS:
+        rb = ROW_BLOCK_BYTES // itemsize
+        total *= (vec[0] + rb - 1) // rb
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
+                 dst, do, dcol, dvec, zero, gemv):
+    """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
+    dst[do + ...] by ``kept[:, dcol]`` and ``dvec`` strides (out's, or a partial's)."""
+    nk = kept.shape[0]
+    kidx = np.zeros(max(nk, 1), np.int64)
+    sidx = np.zeros(max(summed.shape[0], 1), np.int64)
+    if kind == KIND_INNER:
+        ns = summed.shape[0]
+        run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+        whole = ns == 1 and s0 == 0 and s1 == run_n
+        # Outputs along the last kept axis by its strides: an odometer stored in memory
+        # inside this loop kept LLVM from vectorizing the sums (65 against 10 ns a run
+        # of 300 float32).
+        n_last = kept[nk - 1, 0] if nk else 1
+        sx_last = kept[nk - 1, 1] if nk else 0
+        sd_last = kept[nk - 1, dcol] if nk else 0
+        u = u0
+        while u < u1:
+            db = do + _place(kept, dcol, u, kidx)
+            xb = xo + _place(kept, 1, u, kidx)
+            cnt = min(n_last - (kidx[nk - 1] if nk else 0), u1 - u)
+            if whole:
+                _whole_runs(x, xb, sx_last, cnt, w, wo, run_n, run_sx, run_sw, weighted,
+                            dst, db, sd_last, zero)
+            else:
+                for t in range(cnt):
+                    dst[db + t * sd_last] = _span_sum(x, xb + t * sx_last, w, wo, summed,
+                                                      weighted, s0, s1, sidx, zero)
+            u += cnt
+        return
+    rb = ROW_BLOCK_BYTES // x.itemsize
+    vn, vs = vec[0], vec[1]
+    nblocks = (vn + rb - 1) // rb
+    acc = np.empty(rb, x.dtype)
+    blk = np.empty(rb, x.dtype)
+    iparams = np.zeros(6, np.int64)
+    consts = np.zeros(2, x.dtype)
+    consts[0] = 1  # alpha 1, beta 1: ?gemv adds into acc
+    consts[1] = 1
+    flat = (not weighted and vs == 1 and vn < FLAT_MAX_NB and summed.shape[0] == 1
+            and summed[0, 1] == vn)
+    wide = np.empty(rb if flat else 1, x.dtype)  # a window's sums
+    windows = np.zeros((1, 3), np.int64)  # the windows as the rows kernel's summed axis
+    for u in range(u0, u1):
+        o = u // nblocks
+        b = u - o * nblocks
+        start = b * rb
+        nb = min(rb, vn - start)
+        xb = xo + _place(kept, 1, o, kidx) + start * vs
+        if flat:
+            # Windows of g whole rows as rows of the rows kernel, then folded.
+            g = max(1, FLAT_WINDOW // nb)
+            windows[0, 0] = (s1 - s0) // g
+            windows[0, 1] = g * nb
+            for t in range(nb):
+                acc[t] = 0
+            if windows[0, 0] > 0:
+                _rows_unit(x, xb + s0 * nb, 1, g * nb, w, wo, windows, False, 0,
+                           windows[0, 0], sidx, wide, blk)
+                for j in range(g):
+                    for t in range(nb):
+                        acc[t] += wide[j * nb + t]
+            for r in range(s0 + windows[0, 0] * g, s1):
+                for t in range(nb):
+                    acc[t] += x[xb + r * nb + t]
+        elif gemv[0] != 0:
+            _gemv_rows(x, xb, summed[0, 1], nb, w, wo, summed[0, 2], s0, s1, acc, gemv, iparams,
+                       consts)
+        else:
+            _rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
+        db = do + _place(kept, dcol, o, kidx) + start * dvec
+        if dvec == 1:
+            d = dst[db:db + nb]
+            for t in range(nb):
+                d[t] = acc[t]
+        else:
+            for t in range(nb):
+                dst[db + t * dvec] = acc[t]
+
+
+@njit(cache=True, nogil=True)
+def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
+    return c * total // nchunks, (c + 1) * total // nchunks
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
+                 nchunks, zero, gemv, split):
+    """``nchunks`` chunks over the workers.  SPLIT_OUTPUTS: each a contiguous share of
+    the output units, summed whole, into out.  SPLIT_SUMMED: each a contiguous share of
+    the summed range, for every output, into a private partial result (out's elements
+    in C order over kept, then the vector axis); the partials are then added in chunk
+    order and written into out.  (One parallel loop for both: each costs seconds to
+    compile.)"""
+    nk = kept.shape[0]
+    vn = vec[0] if kind == KIND_ROWS else 1
+    nout = vn
+    for a in range(nk):
+        nout *= kept[a, 0]
+    # kept with a fourth column, the partials' own strides.
+    tab = np.empty((nk, 4), np.int64)
+    step = vn
+    for a in range(nk - 1, -1, -1):
+        tab[a, 0], tab[a, 1], tab[a, 2], tab[a, 3] = kept[a, 0], kept[a, 1], kept[a, 2], step
+        step *= kept[a, 0]
+    by_outputs = split == SPLIT_OUTPUTS
+    partial = np.empty((1, 1) if by_outputs else (nchunks, nout), x.dtype)
+    total_u = units(kind, kept, vec, x.itemsize)
+    for c in prange(nchunks):
+        if by_outputs:
+            u0, u1 = _chunk(c, total_u, nchunks)
+            if u0 < u1:
+                reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, 0,
+                             total_s, y, yo, 2, vec[2], zero, gemv)
+        else:
+            s0, s1 = _chunk(c, total_s, nchunks)
+            reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0, s1,
+                         partial[c], 0, 3, 1, zero, gemv)
+    if by_outputs:
+        return
+    kidx = np.zeros(max(nk, 1), np.int64)
+    for o in range(nout // vn):
+        yb = yo + _place(tab, 2, o, kidx)
+        for t in range(vn):
+            acc = partial[0, o * vn + t]
+            for c in range(1, nchunks):
+                acc += partial[c, o * vn + t]
+            y[yb + t * vec[2]] = acc
+
+
+def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
+    """Whether a reduction's rows run on BLAS' ?gemv (see GEMV_MAX_NB): weighted rows,
+    short, of unit stride, one summed axis whose rows do not overlap (BLAS' lda >= m)
+    and whose weights step forward."""
+    return bool(kind == KIND_ROWS and weighted and vec[1] == 1 and vec[0] < GEMV_MAX_NB
+                and summed.shape[0] == 1 and summed[0, 1] >= vec[0] and summed[0, 2] > 0)
+
+
+def uses_flat_rows(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
+    """Whether a reduction's rows are summed as flat windows (see FLAT_MAX_NB)."""
+    return bool(kind == KIND_ROWS and not weighted and vec[1] == 1 and vec[0] < FLAT_MAX_NB
+                and summed.shape[0] == 1 and summed[0, 1] == vec[0])
+
+
+def _gemv_for(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
+              dtype: np.dtype) -> np.ndarray:
+    """(address of ?gemv, its integer width in bytes), or zeros when the rows do not
+    take it: the same library as the GEMM tiles' (executor/blas.py)."""
+    if not uses_gemv(kind, vec, summed, weighted):
+        return np.zeros(2, np.int64)
+    return np.array(_gemv_address(np.dtype(dtype)), np.int64)
+
+
+@cache
+def _gemv_address(dtype: np.dtype) -> tuple[int, int]:
+    name = {"float32": "sgemv", "float64": "dgemv"}[dtype.name]
+    lib = _numpy_openblas() if os.environ.get("TEIR_PLAN_BLAS") != "scipy" else None
+    if lib is not None:
+        fn = getattr(lib, f"scipy_{name}_64_")
+        return int(ctypes.cast(fn, ctypes.c_void_p).value or 0), 8
+    return int(get_cython_function_address("scipy.linalg.cython_blas", name)), 4
+
+
+def _flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
+    """:func:`flat_view`, typed writable even for a read-only operand (the kernels only
+    read it): one compiled specialization per dtype instead of one per combination of
+    read-only and writable operands."""
+    flat, origin = flat_view(arr)
+    if not flat.flags.writeable and flat.size:
+        buf = (ctypes.c_char * flat.nbytes).from_address(flat.ctypes.data)
+        flat = np.frombuffer(buf, dtype=flat.dtype)  # type: ignore[call-overload]
+    return flat, origin
+
+
+def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
+                  origins: tuple[int, int, int], weighted: bool, split: int,
+                  x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
+    """Run a reduction planned by :mod:`teir_plan.planner.reduce` on ``x`` (and the
+    weights ``w``) into ``y``: arrays of the layouts its tables were proven for.
+    ``origins``: element offsets of the first element each table addresses, from each
+    array's first element (x, w, out)."""
+    xf, xo = _flat(x)
+    yf, yo = flat_view(y)
+    if w is not None:
+        wf, wo = _flat(w)
+    else:
+        wf, wo = xf, 0
+    xo, wo, yo = xo + origins[0], wo + origins[1], yo + origins[2]
+    zero = xf.dtype.type(0)
+    total_s = 1
+    for n in summed[:, 0]:
+        total_s *= int(n)
+    gemv = _gemv_for(kind, vec, summed, weighted, xf.dtype)
+    threads = get_num_threads() if parallel_usable() else 1
+    if split == SPLIT_OUTPUTS and threads > 1:
+        # (at least four units a chunk: _whole_runs sums four outputs per pass)
+        nchunks = min(CHUNKS_PER_THREAD * threads,
+                      max(threads, int(units(kind, kept, vec, xf.itemsize)) // 4))
+    elif split == SPLIT_SUMMED and threads > 1:
+        nchunks = min(CHUNKS_PER_THREAD * threads, total_s)
+    else:
+        nchunks = 1
+    blas = blas_threads(1) if gemv[0] else nullcontext()
+    if nchunks <= 1:
+        with blas:
+            reduce_chunk(kind, xf, xo, wf, wo, kept, vec, summed, weighted, 0,
+                         units(kind, kept, vec, xf.itemsize), 0, total_s, yf, yo, 2, vec[2],
+                         zero, gemv)
+        return
+    with blas, numba_threads(threads), parallel_region():
+        # Chunks handed out one at a time: a worker that another process holds up
+        # leaves its chunks to the others instead of the whole call waiting for it.
+        chunksize = numba.set_parallel_chunksize(1)
+        try:
+            run_parallel(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo,
+                         nchunks, zero, gemv, split)
+        finally:
+            numba.set_parallel_chunksize(chunksize)

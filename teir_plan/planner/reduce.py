@@ -1,0 +1,217 @@
+"""Planning a reduction (see :mod:`teir_plan.executor.reduce`): an operand's axes sorted
+into kept and summed, flipped to positive strides, fused where they compose, the kernel
+and the split over the threads chosen, and the cost predicted.
+
+The expressions it covers: one operand with summed indices (``ij->j``, ``ijk->ik``,
+``ij->``, any layout), and an operand times a vector whose indices are all summed and
+all in that operand (``ki,k->i``, ``ik,k->i``, ``i,i->``): the vector weights each
+summed element.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from teir_plan.executor import reduce as R
+from teir_plan.frontend.contraction import Layout
+from teir_plan.planner.cost import Cost, memory_seconds
+from teir_plan.planner.machine import MachineParams
+
+Axis = tuple[str, int, int, int]  # (name, extent, stride in x, stride in out or in w)
+
+# Below this many bytes read, one thread: a parallel region costs more than it saves.
+PARALLEL_MIN_BYTES = 1 << 18
+# What the kernels cost besides their reads, measured on one core (AMD EPYC, float32,
+# operand in L2): a vectorized sum streams 60-90 GB/s from cache, each run of
+# KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns, and a row
+# shorter than LLVM's vectorized loop takes (NARROW_ROW elements) is summed one element
+# at a time, 0.4 ns each (weighted rows of 24: 11 ns a row), unless BLAS' ?gemv takes
+# it (executor/reduce.py: uses_gemv; rows of 24: 1.7 ns) or, unweighted and back to
+# back, flat windows of rows (uses_flat_rows).
+# Reads alone, against the calibrated DRAM rate (a copy's bytes read and written over
+# its time, one thread): 35-45 GB/s read on one core of the AMD EPYC against a copy's
+# 20-25, 60-80 on two in quiet spells.
+READ_OVER_COPY = 2.0
+SUM_BYTES_PER_SECOND = 60e9
+RUN_SECONDS = 4e-9
+ROW_SECONDS = 1.5e-9
+NARROW_ROW = 64
+NARROW_ELEMENT_SECONDS = 0.4e-9
+
+KINDS = {R.KIND_INNER: "inner", R.KIND_ROWS: "rows"}
+SPLITS = {R.SPLIT_NONE: "one thread", R.SPLIT_OUTPUTS: "outputs split over the threads",
+          R.SPLIT_SUMMED: "summed axis split over the threads, private partial sums"}
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A planned reduction: the kernel (``kind``), its tables and its predicted cost."""
+
+    kind: int
+    dtype: np.dtype
+    kept: tuple[Axis, ...]  # (name, n, stride x, stride out), outer first, vec excluded
+    vec: Axis | None  # KIND_ROWS: the kept axis along x's smallest stride
+    summed: tuple[Axis, ...]  # (name, n, stride x, stride w), outer first
+    origins: tuple[int, int, int]  # element offsets into x, w, out (flipped axes)
+    weighted: bool
+    split: int
+    cost: Cost
+
+    @cached_property
+    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        kept = np.array([a[1:] for a in self.kept], np.int64).reshape(-1, 3)
+        vec = np.array(self.vec[1:] if self.vec else (1, 0, 0), np.int64)
+        summed = np.array([a[1:] for a in self.summed], np.int64).reshape(-1, 3)
+        return kept, vec, summed
+
+    def run(self, x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
+        kept, vec, summed = self.tables
+        R.run_reduction(self.kind, kept, vec, summed, self.origins, self.weighted,
+                        self.split, x, w, y)
+
+    def reach(self, j: int) -> tuple[int, int]:
+        """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or
+        out (2), from each array's first element."""
+        if j == 0:
+            axes = [(a[1], a[2]) for a in (*self.kept, *self.summed)]
+            axes += [(self.vec[1], self.vec[2])] if self.vec else []
+        elif j == 1:
+            axes = [(a[1], a[3]) for a in self.summed]
+        else:
+            axes = [(a[1], a[3]) for a in self.kept]
+            axes += [(self.vec[1], self.vec[3])] if self.vec else []
+        o = self.origins[j]
+        return (o + sum(min(0, (n - 1) * st) for n, st in axes),
+                o + sum(max(0, (n - 1) * st) for n, st in axes))
+
+    def describe(self) -> str:
+        """The kernel, its axes and its split, in a line."""
+        summed = " ".join(f"{a[0]} {a[1]}" for a in self.summed)
+        if self.kind == R.KIND_INNER:
+            what = (f"horizontal sums along x's unit-stride axis {self.summed[-1][0]}"
+                    if self.summed[-1][2] == 1 else
+                    f"sums along x's smallest stride ({self.summed[-1][0]})")
+        else:
+            assert self.vec is not None
+            what = f"whole rows along {self.vec[0]} {self.vec[1]} accumulated"
+        weights = ", weighted by in1" if self.weighted else ""
+        return (f"{KINDS[self.kind]} kernel: {what}{weights}; summed {summed}; "
+                f"{SPLITS[self.split]}")
+
+
+def _fuse(axes: list[list], col: int) -> list[list]:
+    """Merge neighbours (outer first) whose strides compose in x and in column ``col``."""
+    out: list[list] = []
+    for a in axes:
+        if out:
+            o = out[-1]
+            if o[2] == a[1] * a[2] and o[col] == a[1] * a[col]:
+                out[-1] = [o[0] + a[0], o[1] * a[1], a[2], a[col]]
+                continue
+        out.append(a)
+    return out
+
+
+def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
+                   params: MachineParams, threads: int) -> Reduction | None:
+    """The reduction computing ``out`` from ``x`` (times ``w``, whose indices are all
+    summed), or None when the expression is not one (nothing summed, an index of out
+    or w missing from x)."""
+    keep = set(out.indices)
+    if not keep <= set(x.indices):
+        return None
+    if w is not None and not {c for c, n in zip(w.indices, w.extents) if n > 1} <= (
+            set(x.indices) - keep):
+        return None
+    origins = [0, 0, 0]
+    kept: list[list] = []
+    summed: list[list] = []
+    for c, n, sx in zip(x.indices, x.extents, x.strides):
+        if n <= 1:
+            continue
+        other = out.stride(c) if c in keep else (w.stride(c) if w is not None else 0)
+        if sx < 0:  # walk it backwards: every x stride positive, the others follow
+            origins[0] += (n - 1) * sx
+            origins[2 if c in keep else 1] += (n - 1) * other
+            sx, other = -sx, -other
+        (kept if c in keep else summed).append([c, n, sx, other])
+    if not summed:
+        return None
+
+    def outer_first(a: list) -> tuple[bool, int]:  # broadcast (stride-0) axes outermost
+        return (a[2] != 0, -a[2])
+
+    kept = _fuse(sorted(kept, key=outer_first), 3)
+    summed = _fuse(sorted(summed, key=outer_first), 3)
+    isz = np.dtype(dtype).itemsize
+    # Sum along x's smallest stride when it is a summed axis long enough to vectorize;
+    # else accumulate rows along the kept axis of the smallest stride.
+    run = summed[-1]
+    kept_step = min((a[2] for a in kept if a[2] != 0), default=None)
+    inner_run = not kept or (run[2] != 0 and (kept_step is None or run[2] < kept_step)
+                             and run[1] * isz >= 64)
+    vec = None
+    if inner_run or not kept:
+        kind = R.KIND_INNER
+    else:
+        kind = R.KIND_ROWS
+        vec = min(kept, key=lambda a: (a[2] == 0, a[2]))
+        kept.remove(vec)
+    cost, split = _cost(kind, kept, vec, summed, w is not None, isz, params, threads)
+    return Reduction(kind, np.dtype(dtype), tuple(map(tuple, kept)),  # type: ignore[arg-type]
+                     tuple(vec) if vec else None,  # type: ignore[arg-type]
+                     tuple(map(tuple, summed)), tuple(origins),  # type: ignore[arg-type]
+                     w is not None, split, cost)
+
+
+def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], weighted: bool,
+          isz: int, params: MachineParams, threads: int) -> tuple[Cost, int]:
+    """The predicted cost, and the split over the threads it assumes."""
+    nout = math.prod(a[1] for a in kept) * (vec[1] if vec else 1)
+    nsum = math.prod(a[1] for a in summed)
+    read = nout * nsum * isz
+    w_bytes = (nsum if weighted else 0) * isz
+    if kind == R.KIND_INNER:
+        units = math.prod(a[1] for a in kept)
+        starts = units * nsum // summed[-1][1] * RUN_SECONDS
+    else:
+        assert vec is not None
+        block = R.row_block(isz)
+        units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
+        tables = (np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3))
+        if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
+            starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
+        else:
+            narrow = vec[1] < NARROW_ROW and not R.uses_gemv(kind, *tables, weighted)
+            per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
+            starts = units * nsum * per_row
+    if threads <= 1 or read < PARALLEL_MIN_BYTES:
+        split, workers = R.SPLIT_NONE, 1
+    elif units >= 4 * threads or (units >= threads and nsum < 2 * threads):
+        split, workers = R.SPLIT_OUTPUTS, min(threads, units)
+    elif nsum >= 2 * threads:
+        split, workers = R.SPLIT_SUMMED, threads
+    else:
+        split, workers = R.SPLIT_NONE, 1
+    balance = units / (workers * -(-units // workers)) if split == R.SPLIT_OUTPUTS else 1.0
+    compute = (read / SUM_BYTES_PER_SECOND + starts) / (workers * balance)
+    if split == R.SPLIT_SUMMED:
+        compute += nout * workers * isz / SUM_BYTES_PER_SECOND  # the partials, added
+    # Each weight is read once per output unit; from cache after the first.
+    moved = read + w_bytes + 2 * nout * isz  # out's lines read for ownership, written
+    dram = moved if moved > params.llc_bytes else 0.0
+    llc = moved - dram
+    # The DRAM rate is a copy's (its bytes read and written over its time, one thread):
+    # a stream that only reads moves READ_OVER_COPY times as many bytes a second.
+    memory = memory_seconds(dram / READ_OVER_COPY, llc, params, workers)
+    overhead = params.call_seconds + (params.parallel_seconds if workers > 1 else 0.0)
+    seconds = max(compute, memory) + overhead
+    flops = nout * nsum * (2 if weighted else 1)
+    return Cost(seconds=seconds, compute_seconds=compute, memory_seconds=memory,
+                overhead_seconds=overhead, flops=flops, dram_bytes=dram, llc_bytes=llc,
+                tile_calls=units, tile_flops=0, parallel_iterations=units,
+                parallel_efficiency=balance, threads=workers, packed_bytes_per_call=0), split

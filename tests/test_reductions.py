@@ -1,0 +1,251 @@
+"""The reduction kernels (executor/reduce.py, planned by planner/reduce.py): one-operand
+sums and operand-times-vector products, in every layout, dtype and thread count,
+against numpy.einsum in float64."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+import teir_plan as tp
+from teir_plan.executor import reduce as kernels
+from teir_plan.executor.checks import _check_reach
+from teir_plan.frontend.expression import parse
+from teir_plan.plan.build import _offset_range, layout_from
+from teir_plan.plan.plan import OperandSpec, as_operand
+from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.reduce import Reduction, plan_reduction
+from tests.strategies import assert_einsum_close, counted, fuzz_settings, operand_recipes
+
+MAX_THREADS = min(4, int(getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
+
+
+@contextmanager
+def using_threads(n: int) -> Iterator[None]:
+    """``n`` threads for tp's calls inside the block; the setting is restored."""
+    old = tp.get_num_threads()
+    tp.set_num_threads(n)
+    try:
+        yield
+    finally:
+        tp.set_num_threads(old)
+
+
+def reduce_directly(sub: str, ops: list[np.ndarray], out: np.ndarray, split: int,
+                    nthreads: int) -> Reduction | None:
+    """Plan ``sub`` as a reduction (whatever the TEIR programs would cost), prove its
+    reach as the planner does, and run it with ``split`` on ``nthreads`` threads (None:
+    nothing of extent > 1 is summed, not a reduction)."""
+    ops = [as_operand(o, i) for i, o in enumerate(ops)]
+    expr = parse(sub, [o.shape for o in ops])
+    ext = expr.extent_map
+    lays = [layout_from(t, OperandSpec.of(o), ext) for t, o in zip(expr.inputs, ops)]
+    out_lay = layout_from(expr.output, OperandSpec.of(out), ext)
+    red = plan_reduction(lays[0], out_lay, lays[1] if len(lays) > 1 else None,
+                         out.dtype, MachineParams(), nthreads)
+    if red is None:
+        return None
+    for j, (arr, lay) in zip((0, 1, 2)[:len(ops)] + (2,), zip([*ops, out], [*lays, out_lay])):
+        _check_reach("tensor", j, arr, lay.extents, lay.strides)
+        assert red.reach(j) == _offset_range(lay.extents, lay.strides)
+    red = dataclasses.replace(red, split=split)
+    with using_threads(nthreads):
+        red.run(ops[0], ops[1] if len(ops) > 1 else None, out)
+    return red
+
+
+@st.composite
+def sums(draw: st.DrawFn) -> tuple[str, tuple[int, ...], list[str]]:
+    """(subscripts, shape, kept indices) of a one-operand sum: some indices kept, in any
+    order, the others summed; extents 0 and 1 among them."""
+    nd = draw(st.integers(1, 4))
+    letters = "ijkl"[:nd]
+    shape = tuple(draw(st.sampled_from([0, 1, 2, 3, 5, 8, 17, 40, 130])) for _ in range(nd))
+    kept = draw(st.lists(st.sampled_from(letters), unique=True, max_size=nd - 1))
+    return f"{letters}->{''.join(kept)}", shape, kept
+
+
+def _out_like(shape: tuple[int, ...], dtype: object, kind: str) -> np.ndarray:
+    """An out= array: C order, F order, or every axis reversed (negative strides)."""
+    if kind == "F":
+        return np.empty(shape, dtype, order="F")
+    out = np.empty(shape, dtype)
+    if not shape:  # (indexing a 0-d array with () would give a scalar)
+        return out
+    return out[tuple(slice(None, None, -1) for _ in shape)] if kind == "reversed" else out
+
+
+@fuzz_settings(default=80, fuzz=5_000)
+@given(problem=sums(), dtype=st.sampled_from(["float32", "float64"]), data=st.data(),
+       threads=st.integers(1, MAX_THREADS), out=st.sampled_from(["", "C", "F", "reversed"]))
+@counted
+def test_one_operand_sums_match_numpy(problem, dtype, data, threads, out) -> None:  # type: ignore[no-untyped-def]
+    sub, shape, _ = problem
+    recipe = data.draw(operand_recipes(shape, dtype))
+    x = np.asarray(recipe.build(np.random.default_rng(len(shape))))
+    with using_threads(threads):
+        if out:
+            res_shape = np.einsum(sub, np.empty(shape)).shape
+            target = _out_like(res_shape, dtype, out)
+            got = tp.einsum(sub, x, out=target)
+            assert got is target
+        else:
+            got = tp.einsum(sub, x)
+    assert got.dtype == np.dtype(dtype)
+    assert_einsum_close(got, sub, [x], dtype)
+
+
+@st.composite
+def products(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]]]:
+    """An operand times a vector (or a matrix) along summed indices."""
+    sub = draw(st.sampled_from(["ki,k->i", "ik,k->i", "k,ki->i", "i,i->", "ijk,jk->i",
+                                "ijk,k->ij", "kij,k->ji"]))
+    ext = {c: draw(st.sampled_from([1, 2, 3, 7, 16, 33, 200])) for c in "ijk"}
+    ins = sub.split("->")[0].split(",")
+    return sub, [tuple(ext[c] for c in t) for t in ins]
+
+
+@fuzz_settings(default=60, fuzz=5_000)
+@given(problem=products(), dtype=st.sampled_from(["float32", "float64"]), data=st.data(),
+       threads=st.integers(1, MAX_THREADS))
+@counted
+def test_operand_times_vector_matches_numpy(problem, dtype, data, threads) -> None:  # type: ignore[no-untyped-def]
+    sub, shapes = problem
+    rng = np.random.default_rng(len(sub))
+    ops = [np.asarray(data.draw(operand_recipes(s, dtype)).build(rng)) for s in shapes]
+    with using_threads(threads):
+        got = tp.einsum(sub, *ops)
+    assert_einsum_close(got, sub, ops, dtype)
+
+
+SPLITS = [kernels.SPLIT_NONE, kernels.SPLIT_OUTPUTS, kernels.SPLIT_SUMMED]
+
+
+@fuzz_settings(default=200, fuzz=10_000)
+@given(problem=st.one_of(sums(), products()), dtype=st.sampled_from(["float32", "float64"]),
+       data=st.data(), nthreads=st.integers(1, MAX_THREADS), split=st.sampled_from(SPLITS),
+       out=st.sampled_from(["C", "F", "reversed"]))
+@counted
+def test_every_kernel_and_split_matches_numpy(problem, dtype, data, nthreads, split,  # type: ignore[no-untyped-def]
+                                             out) -> None:
+    """Each problem on the reduction kernels, however small, in each of the three
+    splits (the planner would choose one, or a TEIR program)."""
+    sub, shapes = problem[:2]
+    if isinstance(shapes[0], int):  # sums() gives one shape
+        shapes = [shapes]
+    assume(all(n > 0 for s in shapes for n in s))  # (extent 0: a fill, planned apart)
+    rng = np.random.default_rng(len(sub))
+    ops = [np.asarray(data.draw(operand_recipes(s, dtype)).build(rng)) for s in shapes]
+    res = _out_like(np.einsum(sub, *[np.empty(s) for s in shapes]).shape, dtype, out)
+    res[...] = np.nan  # every element must be written
+    assume(reduce_directly(sub, ops, res, split, nthreads) is not None)
+    assert_einsum_close(res, sub, ops, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sub", ["ij->j", "ij->i", "ji->i", "ij->", "ki,k->i", "ik,k->i"])
+def test_nan_and_inf_propagate_as_in_numpy(sub, dtype) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(1)
+    shapes = [(64, 48)] + ([(dict(zip(sub[:2], (64, 48)))["k"],)] if "," in sub else [])
+    ops = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    x = ops[0]
+    x[3, 5] = np.nan  # a NaN: its sums are NaN
+    x[10, 7] = np.inf  # +inf alone in its row and column: inf
+    x[20, 9], x[30, 9] = np.inf, -np.inf  # both signs in column 9: NaN
+    x[40, 11], x[40, 12] = -np.inf, np.inf  # both signs in row 40: NaN
+    if "," in sub:  # NaN times a zero weight is NaN (a BLAS that skipped zeros would lose it)
+        ops[1][(3, 5)[sub.index("k")]] = 0
+    with np.errstate(invalid="ignore"):
+        want = np.einsum(sub, *[o.astype(np.float64) for o in ops])
+        results = [tp.einsum(sub, *ops)]  # whichever the planner chose
+        for split in SPLITS:  # and each split of the reduction kernels
+            res = np.empty(want.shape, dtype)
+            reduce_directly(sub, ops, res, split, MAX_THREADS)
+            results.append(res)
+    for got in results:
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+
+
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("shape", [(5000, 3), (4999, 24), (700, 63)])
+def test_short_rows_back_to_back_in_windows(shape, split) -> None:  # type: ignore[no-untyped-def]
+    """ij->j with rows too short to vectorize: windows of whole rows (and the rows left
+    over after the last window) folded into the result."""
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    res = np.full(shape[1], np.nan, np.float32)
+    red = reduce_directly("ij->j", [x], res, split, MAX_THREADS)
+    assert red is not None and kernels.uses_flat_rows(red.kind, *red.tables[1:], False)
+    assert_einsum_close(res, "ij->j", [x], np.float32)
+
+
+@pytest.mark.parametrize(("sub", "shapes", "kernel"), [
+    ("ij->j", [(100_000, 300)], "rows kernel"),
+    ("ij->i", [(100_000, 300)], "inner kernel"),
+    ("ijk->k", [(256, 256, 200)], "rows kernel"),
+    ("ij->", [(100_000, 300)], "inner kernel"),
+    ("ki,k->i", [(3_000_000, 24), (3_000_000,)], "rows kernel"),
+    ("ik,k->i", [(24, 3_000_000), (3_000_000,)], "inner kernel"),
+])
+def test_large_reductions_plan_the_reduce_step(sub, shapes, kernel) -> None:  # type: ignore[no-untyped-def]
+    p = tp.plan(sub, *shapes, dtype=np.float32)
+    assert [s.kind for s in p.steps] == ["reduce"]
+    assert p.steps[0].describe().startswith(f"reduce {sub} with the {kernel}")
+    assert p.predicted_seconds == p.steps[0].cost.seconds > 0
+
+
+def test_a_pre_reduction_runs_on_the_reduce_step() -> None:
+    p = tp.plan("ijx,jk->ik", (64, 64, 4096), (64, 32), dtype=np.float32)
+    assert [s.kind for s in p.steps] == ["reduce", "teir"]
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((64, 64, 4096), dtype=np.float32)
+    b = rng.standard_normal((64, 32), dtype=np.float32)
+    assert_einsum_close(p(a, b), "ijx,jk->ik", [a, b], np.float32)
+
+
+def test_dtype_and_out_of_another_dtype() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 200), dtype=np.float32)
+    got = tp.einsum("ij->j", x, dtype=np.float64)
+    assert got.dtype == np.float64
+    assert_einsum_close(got, "ij->j", [x.astype(np.float64)], np.float64)
+    out = np.empty(200, np.float64)
+    assert tp.einsum("ij->j", x, out=out) is out
+    assert_einsum_close(out, "ij->j", [x], np.float32)
+
+
+def test_empty_and_unit_extents() -> None:
+    assert tp.einsum("ij->j", np.ones((0, 5), np.float32)).tolist() == [0.0] * 5
+    assert tp.einsum("ij->i", np.ones((0, 5), np.float32)).shape == (0,)
+    assert tp.einsum("ij->i", np.ones((4, 1), np.float32)).tolist() == [1.0] * 4
+    assert float(tp.einsum("ij->", np.full((1, 1), 2.5))) == 2.5
+
+
+@pytest.mark.parametrize("sub", ["ij->j", "ij->", "ki,k->i"])
+def test_a_result_depends_only_on_the_thread_count(sub) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(4)
+    ops = [rng.standard_normal(s, dtype=np.float32)
+           for s in ([(20_000, 24), (20_000,)] if "," in sub else [(20_000, 24)])]
+    with using_threads(MAX_THREADS):
+        first = tp.einsum(sub, *ops)
+        for _ in range(3):
+            np.testing.assert_array_equal(tp.einsum(sub, *ops), first)
+
+
+def test_the_explain_report_shows_the_reduce_step() -> None:
+    r = tp.explain("ij->j", (100_000, 300), dtype=np.float32)
+    (step,) = r.steps
+    assert step.kind == "reduce" and "rows kernel" in step.description
+    assert "the best TEIR program" in step.description  # what it was chosen over
+    assert step.cost is not None and step.cost["seconds"] == pytest.approx(r.predicted_seconds)
+    assert r.cost is not None and r.cost["bound"] == "memory"
+    assert "reduction kernels" in "\n".join(r.frontend)
+    assert "Step 0: reduce" in str(r)
