@@ -27,19 +27,26 @@ from numba import types
 from numba.extending import get_cython_function_address, intrinsic
 
 
+def _fortran_call(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    """Call the Fortran routine at address args[0], every other argument an address (the
+    Fortran interface passes everything by reference)."""
+    i8p = ir.IntType(8).as_pointer()
+    fnty = ir.FunctionType(ir.VoidType(), [i8p] * (len(args) - 1))
+    fptr = builder.inttoptr(args[0], fnty.as_pointer())
+    builder.call(fptr, [builder.inttoptr(v, i8p) for v in args[1:]])
+    return context.get_dummy_value()
+
+
 @intrinsic
 def call_gemm(typingctx, fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):  # type: ignore[no-untyped-def]
     """Call the Fortran gemm at address ``fn``; every other argument is an address."""
-    sig = types.void(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    return types.void(fn, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), _fortran_call
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i8p = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [i8p] * 13)
-        fptr = builder.inttoptr(args[0], fnty.as_pointer())
-        builder.call(fptr, [builder.inttoptr(v, i8p) for v in args[1:]])
-        return context.get_dummy_value()
 
-    return sig, codegen
+@intrinsic
+def call_gemv(typingctx, fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy):  # type: ignore[no-untyped-def]
+    """Call the Fortran gemv at address ``fn``; every other argument is an address."""
+    return types.void(fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy), _fortran_call
 
 
 def _numpy_openblas() -> ctypes.CDLL | None:

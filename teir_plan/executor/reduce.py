@@ -44,11 +44,10 @@ from functools import cache
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.extending import get_cython_function_address, intrinsic
+from numba import njit, prange
+from numba.extending import get_cython_function_address
 
-from teir_plan.executor.blas import _numpy_openblas
+from teir_plan.executor.blas import _numpy_openblas, call_gemv
 from teir_plan.executor.checks import flat_view
 from teir_plan.executor.threads import (
     blas_threads,
@@ -198,6 +197,35 @@ def _whole_runs(x, xb, sx, cnt, w, wb, n, run_sx, run_sw, weighted, dst, db, sd,
         dst[db + u * sd] = _whole_run(x, xb + u * sx, w, wb, n, run_sx, run_sw, weighted, zero)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _seek_run(summed, idx, r, xo, wo):  # type: ignore[no-untyped-def]
+    """The odometer over ``summed``'s rows but the last (the runs), set to run ``r``:
+    ``idx`` and the offsets xo, wo moved there."""
+    for a in range(summed.shape[0] - 2, -1, -1):
+        n = summed[a, 0]
+        q = r // n
+        idx[a] = r - q * n
+        xo += idx[a] * summed[a, 1]
+        wo += idx[a] * summed[a, 2]
+        r = q
+    return xo, wo
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _next_run(summed, idx, xo, wo):  # type: ignore[no-untyped-def]
+    """The odometer's step to the next run, innermost row fastest: the new xo, wo."""
+    for a in range(summed.shape[0] - 2, -1, -1):
+        idx[a] += 1
+        xo += summed[a, 1]
+        wo += summed[a, 2]
+        if idx[a] < summed[a, 0]:
+            break
+        idx[a] = 0
+        xo -= summed[a, 0] * summed[a, 1]
+        wo -= summed[a, 0] * summed[a, 2]
+    return xo, wo
+
+
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
 def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignore[no-untyped-def]
     """KIND_INNER: the sum of summed elements e0 <= e < e1 (flat over ``summed``, its
@@ -213,13 +241,7 @@ def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignor
     else:
         r = e0 // run_n
         p = e0 - r * run_n
-        for a in range(ns - 2, -1, -1):  # the runs' odometer, at run r
-            n = summed[a, 0]
-            q = r // n
-            idx[a] = r - q * n
-            xo += idx[a] * summed[a, 1]
-            wo += idx[a] * summed[a, 2]
-            r = q
+        xo, wo = _seek_run(summed, idx, r, xo, wo)
     total = zero
     e = e0
     while e < e1:
@@ -232,15 +254,7 @@ def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignor
             q = qe
         e += stop - p
         p = 0
-        for a in range(ns - 2, -1, -1):
-            idx[a] += 1
-            xo += summed[a, 1]
-            wo += summed[a, 2]
-            if idx[a] < summed[a, 0]:
-                break
-            idx[a] = 0
-            xo -= summed[a, 0] * summed[a, 1]
-            wo -= summed[a, 0] * summed[a, 2]
+        xo, wo = _next_run(summed, idx, xo, wo)
     return total
 
 
@@ -303,13 +317,7 @@ def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  
     r = s0 - outer * n_in
     xo = xb
     wo = wb
-    for a in range(ns - 2, -1, -1):
-        n = summed[a, 0]
-        q = outer // n
-        idx[a] = outer - q * n
-        xo += idx[a] * summed[a, 1]
-        wo += idx[a] * summed[a, 2]
-        outer = q
+    xo, wo = _seek_run(summed, idx, outer, xo, wo)
     s = s0
     while s < s1:
         left = min(n_in - r, s1 - s)
@@ -322,30 +330,7 @@ def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  
             s += c
             left -= c
         r = 0
-        for a in range(ns - 2, -1, -1):
-            idx[a] += 1
-            xo += summed[a, 1]
-            wo += summed[a, 2]
-            if idx[a] < summed[a, 0]:
-                break
-            idx[a] = 0
-            xo -= summed[a, 0] * summed[a, 1]
-            wo -= summed[a, 0] * summed[a, 2]
-
-
-@intrinsic
-def _call_gemv(typingctx, fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy):  # type: ignore[no-untyped-def]
-    """Call the Fortran ?gemv at address ``fn``; every other argument is an address."""
-    sig = types.void(fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        i8p = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [i8p] * 11)
-        fptr = builder.inttoptr(args[0], fnty.as_pointer())
-        builder.call(fptr, [builder.inttoptr(v, i8p) for v in args[1:]])
-        return context.get_dummy_value()
-
-    return sig, codegen
+        xo, wo = _next_run(summed, idx, xo, wo)
 
 
 @njit(cache=True, nogil=True)
@@ -368,7 +353,7 @@ def _gemv_rows(x, xb, st, nb, w, wb, wst, s0, s1, acc, gemv, iparams, consts):  
                 iparams[i] = v
             else:
                 ip32[i] = v
-        _call_gemv(gemv[0], ip + 5 * width, ip, ip + width, cp,
+        call_gemv(gemv[0], ip + 5 * width, ip, ip + width, cp,
                    np.int64(x.ctypes.data) + (xb + r * st) * isz, ip + 2 * width,
                    np.int64(w.ctypes.data) + (wb + r * wst) * isz, ip + 3 * width, cp,
                    np.int64(acc.ctypes.data), ip + 4 * width)
