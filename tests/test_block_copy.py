@@ -271,15 +271,16 @@ def _every_output_streams() -> Iterator[None]:
     """Plans made and run inside treat every output as streaming (small outputs take the
     routes of large ones); lowered programs and plans made inside are forgotten after."""
     import teir_plan as tp
+    from teir_plan import tiles
     from teir_plan.executor import lower as lowering
 
-    saved = lowering.STREAM_MIN_BYTES
-    lowering.STREAM_MIN_BYTES = 0
+    saved = tiles.STREAM_MIN_BYTES
+    tiles.STREAM_MIN_BYTES = 0
     lowering.lower.cache_clear()
     try:
         yield
     finally:
-        lowering.STREAM_MIN_BYTES = saved
+        tiles.STREAM_MIN_BYTES = saved
         lowering.lower.cache_clear()
         tp.plan_cache.clear()
 

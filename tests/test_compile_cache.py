@@ -71,6 +71,8 @@ def test_the_stamp_covers_every_executor_file_and_the_target(tmp_path: Path,
     assert cache.source_stamp("avx2") != base
     (tmp_path / "b.py").write_text("# b.py, edited\n")
     assert cache.source_stamp("avx512") != base
+    # The tile rules live outside the executor; the kernels compile their constants in.
+    assert cache.TILE_RULES.name == "tiles.py" and cache.TILE_RULES in cache._sources()
 
 
 def test_the_locator_takes_the_executor_functions_only() -> None:

@@ -16,7 +16,8 @@ import pytest
 
 import teir_plan as tp
 from teir_plan.executor import kernels as K
-from teir_plan.executor.lower import VEC_P_MIN_LINES, lower, vec_axis, vec_p_axis, vec_t_axis
+from teir_plan.executor.lower import lower
+from teir_plan.tiles import VEC_P_MIN_LINES, vec_axis, vec_p_axis, vec_t_axis
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases
 
 

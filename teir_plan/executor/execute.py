@@ -18,10 +18,7 @@ from teir_plan.executor.threads import (
     parallel_usable,
 )
 from teir_plan.teir.records import TEIR
-
-# A program without parallel loops whose BLAS tile has at least this many flops runs the
-# tile split across all threads (kernels.run_split; the cost model's threshold).
-BLAS_THREADED_TILE_FLOPS = 4_000_000
+from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 
 # OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
 # (its interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 unless
@@ -30,10 +27,6 @@ BLAS_THREADED_TILE_FLOPS = 4_000_000
 # with another threshold would only run such a call on its own threads: the same result.
 BLAS_SERIAL_MNK = 65536 * 4
 
-# A dot product at least this long is split over the threads: below, the parallel
-# region's start costs more than half the product (on this machine a float32 dot runs
-# at about 10 elements a nanosecond in cache, a region starts in a few microseconds).
-DOT_SPLIT_MIN_K = 1 << 16
 
 _CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
            np.dtype(np.float64): np.array([1, 0], np.float64)}

@@ -40,6 +40,9 @@ from numba.extending import intrinsic
 from teir_plan.executor.entries import compiled_address
 from teir_plan.isa import LINE_BYTES, target
 
+# Tile rules' constants the planner also reads (its prefetch and 4K-aliasing rules).
+from teir_plan.tiles import NEXT_TILE_PREFETCH_BYTES, PAGE_BYTES
+
 # The vector registers the kernels are generated for (teir_plan.isa): their width and
 # the micro-tile shapes the register file holds.  Read once, at import: numba freezes
 # them into the compiled code, and executor/cache.py keys the disk cache on them.
@@ -421,10 +424,6 @@ def _micro(  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
-# The next tile is prefetched when its vector operand spans at most this many bytes
-# of lines (K x lines).  Measured on tiles streaming from memory, both cores: 36 KiB
-# (dbea,ec's 96 x 96) 153 -> 203 GFLOP/s, 144 KiB 162 -> 179, 256 KiB 163 -> 112.
-NEXT_TILE_PREFETCH_BYTES = 144 * 1024
 NEXT_TILE_LINES = 3  # cache lines of the next tile a micro-tile call prefetches at most
 
 
@@ -525,14 +524,6 @@ def _quad_rows(n):  # type: ignore[no-untyped-def]
     return 2 if n >= 2 else 1
 
 
-# Loads whose address matches an in-flight store's in its low 12 bits wait for that
-# store ("4K aliasing").  When V's K rows and C's rows fall on the same offsets within a
-# page, every micro-tile's first loads (the next row block, the same strip of V) match
-# the stores just issued: ea,ebcd->abcd with its operand and a numpy.empty out (both 16
-# bytes into a page, rows 2370816 bytes apart) ran at 211-217 GFLOP/s on both cores
-# against 245-258 into an out 64 bytes into a page.  Alternating two strips moves the
-# loads 192 bytes away from the stores: 247-264 (one core, 107 -> 138).
-PAGE_BYTES = 4096
 
 
 @njit(cache=True, nogil=True)

@@ -51,13 +51,10 @@ from teir_plan.executor.microkernel import (
     transpose_lines,
     vector_ops,
 )
-from teir_plan.isa import target
 
-# Rows of the largest micro-tile: its accumulators, the vector of V and a broadcast
-# take 26 of 32 vector registers (AVX-512, NEON), 14 of 16 with 12 rows (AVX2).
-# Measured on one core in L1, AVX-512, float32, K = 24: 20 rows at 138 GFLOP/s, against
-# 102 for 16 rows (the epilogue's transposes weigh more).
-MAX_ROWS = 24 if target().registers >= 32 else 12
+# The largest micro-tile's rows: the tile rules' constant, so that the cost model prices
+# the tiles this kernel runs without importing it.
+from teir_plan.tiles import VEC_T_TILE_ROWS as MAX_ROWS
 
 
 def _micro_t(rmax: int):  # type: ignore[no-untyped-def]

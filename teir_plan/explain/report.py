@@ -415,9 +415,10 @@ def executor_note(teir: Any) -> str:
     or, for tiles too small for a call to pay off or not addressable by BLAS, jitted
     strided loops."""
     from teir_plan.executor import kernels
-    from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan, lower
+    from teir_plan.executor.lower import lower
     from teir_plan.explain.pseudocode import prim_axes_by_role
     from teir_plan.isa import target
+    from teir_plan.tiles import SMALL_TILE_FLOPS, blas_plan
 
     if teir.is_unary:
         low = lower(teir)

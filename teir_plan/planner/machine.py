@@ -824,7 +824,8 @@ def calibrate(save: bool = True) -> MachineParams:
     global _current
     import teir_plan as tp
     from teir_plan.executor.execute import run_lowered
-    from teir_plan.executor.lower import lower, vec_efficiency
+    from teir_plan.executor.lower import lower
+    from teir_plan.tiles import vec_efficiency
 
     p = MachineParams.reference()
     rng = np.random.default_rng(0)
