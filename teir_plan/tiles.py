@@ -24,7 +24,7 @@ SMALL_TILE_FLOPS = 512
 VEC_TARGET = target()
 
 # A tile with one output row or column (matrix-vector and dot products) whose K axis
-# has unit stride in both operands runs as dot products (kernels.MODE_DOT) when K has
+# has unit stride in both operands runs as dot products (table.MODE_DOT) when K has
 # at least this many steps: BLAS' ?gemm is made for wide tiles (on this machine
 # i,i-> on 10^6 float32 took 988 us through sgemm, 305 through sdot).
 DOT_MIN_K = 16
@@ -169,7 +169,7 @@ def vec_t_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int
     return 0
 
 
-# The packed vector kernel (kernels._gemm_vec_packed) takes a tile whose vector operand
+# The packed vector kernel (gemm_tiles._gemm_vec_packed) takes a tile whose vector operand
 # has unit stride along K instead (B^T, A^T: bhqd,bhkd->bhqk's K) when that operand's
 # K x length block is at most this many bytes: it is transposed into the worker's
 # buffer tile by tile and read from cache by every row block.
@@ -224,7 +224,7 @@ def packed_ld(length: int, itemsize: int) -> int:
 
 
 def dot_tile(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int]) -> bool:
-    """Whether a GEMM tile runs as dot products (kernels.MODE_DOT): one output row or
+    """Whether a GEMM tile runs as dot products (table.MODE_DOT): one output row or
     column, a plain GEMM, K at least DOT_MIN_K steps with unit stride in A (``a``: its
     M and K strides) and in B (``b``: its K and N strides).
 
@@ -312,7 +312,7 @@ def vec_line_bytes(k: int, length: int, itemsize: int) -> int:
 
 
 # A Copy tile whose rows along out's unit stride are shorter than this many lines
-# cannot stream them on its own (kernels._copy_transposed).
+# cannot stream them on its own (copy_kernels._copy_transposed).
 COPY_RUN_MIN_LINES = 3
 
 
@@ -333,7 +333,7 @@ PAGE_BYTES = 4096
 
 
 # A program without parallel loops whose BLAS tile has at least this many flops runs the
-# tile split across all threads (kernels.run_split; the cost model's threshold).
+# tile split across all threads (walker.run_split; the cost model's threshold).
 BLAS_THREADED_TILE_FLOPS = 4_000_000
 
 

@@ -76,11 +76,11 @@ def test_the_stamp_covers_every_executor_file_and_the_target(tmp_path: Path,
 
 
 def test_the_locator_takes_the_executor_functions_only() -> None:
-    from teir_plan.executor import kernels
+    from teir_plan.executor import walker
     from teir_plan.planner import cost
 
-    fn = kernels.run_chunk.py_func
-    loc = cache.ExecutorCacheLocator.from_function(fn, kernels.__file__)
+    fn = walker.run_chunk.py_func
+    loc = cache.ExecutorCacheLocator.from_function(fn, walker.__file__)
     assert loc is not None and Path(loc.get_cache_path()).name.startswith(
         cache._target_key().split("-")[0])
     assert cache.ExecutorCacheLocator.from_function(fn, cost.__file__) is None

@@ -22,7 +22,7 @@ from numba import njit
 
 import teir_plan as tp
 from teir_plan.executor import entries as E
-from teir_plan.executor import kernels as K
+from teir_plan.executor import table as K
 from teir_plan.executor import transposed_kernel as T
 from teir_plan.executor.lower import lower
 from teir_plan.executor.microkernel import LINES, VECTOR_BYTES, store_fence

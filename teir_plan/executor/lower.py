@@ -14,10 +14,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from teir_plan.executor import kernels as K
+from teir_plan.executor import table as K
 from teir_plan.executor.blas import gemm_address
 from teir_plan.executor.microkernel import entry_address as vec_entry_address
 from teir_plan.executor.transposed_kernel import entry_address, scratch_elements
+from teir_plan.executor.walker import tile_entry_address
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR
 
@@ -112,7 +113,7 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     prim = s.prim_axes()
     if teir.is_unary:
         tile[K.T_KIND] = K.KIND_RELU if p.prim_main is Prim.RELU else K.KIND_COPY
-        tile[K.T_TILE_FN] = K.tile_entry_address("copy", dtype)
+        tile[K.T_TILE_FN] = tile_entry_address("copy", dtype)
         a0 = prim[0] if len(prim) > 0 else None
         a1 = prim[1] if len(prim) > 1 else None
         tile[K.T_M] = s.dim_sizes[a0] if a0 is not None else 1
@@ -144,7 +145,7 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
 def plain_blas(tile: np.ndarray, loops: np.ndarray) -> bool:
     """Whether every tile of a program is one BLAS call on the operands in place (no
     packing, no scratch output, no batch-reduce) visited once (no K loop, so no
-    first/last visits to tell apart) with no ReLU after it: kernels.run_blas_tiles runs
+    first/last visits to tell apart) with no ReLU after it: walker.run_blas_tiles runs
     those, from a loop that computes three addresses per tile (through the general loop
     walker a tile cost 0.32 us besides its call, 0.53 us for 32^3 float32; 4096 batched
     16^3 products took 608-622 us against 317-324).  Compiled apart from the general
@@ -160,7 +161,7 @@ def plain_blas(tile: np.ndarray, loops: np.ndarray) -> bool:
 def _fold_row(loops: np.ndarray, npar: int, tile: np.ndarray) -> np.ndarray:
     """A scalar product tile (m = n = k = br = 1: elementwise products, dot products and
     the spec's scalar schedules) takes the program's innermost loop into itself: a row
-    tile (kernels.MODE_ROW) multiplies a whole row per call, in a vectorized loop,
+    tile (table.MODE_ROW) multiplies a whole row per call, in a vectorized loop,
     instead of one element per call of the loop walker (which costs some 50 ns each:
     ``ij,ij->ij`` on 2048 x 2048 float32 took 218 ms against numpy's 2).  Returns the
     loop table without a folded sequential loop; a parallel loop stays in the table
@@ -192,7 +193,7 @@ def _fold_row(loops: np.ndarray, npar: int, tile: np.ndarray) -> np.ndarray:
 
 
 # The largest Copy tile (elements) that gets a buffer to assemble its run of out in
-# (kernels._copy_transposed_run): it must stay in L1 beside the lines it is read from.
+# (copy_kernels._copy_transposed_run): it must stay in L1 beside the lines it is read from.
 COPY_RUN_BUFFER_ELEMENTS = 4096
 
 
@@ -201,7 +202,7 @@ def copy_runs(teir: TEIR, axes: list[int]) -> np.ndarray | None:
     program's ``axes`` when its output should be assembled a run at a time: out's
     unit-stride axis is shorter than COPY_RUN_MIN_LINES lines, another axis continues
     out's run, and the input has a unit-stride axis to transpose from.  Then each
-    parallel iteration goes through the block copy (kernels._copy_block), which
+    parallel iteration goes through the block copy (blocked._copy_block), which
     gathers whole runs of out in cache and writes them with non-temporal stores; the
     tiles alone would write 20-element rows (dfgb,geac's staged result into C order:
     a quarter of each line per store, every line read for ownership first).
@@ -288,7 +289,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     if vec:
         tile[K.T_MODE] = K.MODE_VEC
         tile[K.T_VEC_FN] = vec_entry_address(dtype)
-        tile[K.T_TILE_FN] = K.tile_entry_address("packed", dtype)
+        tile[K.T_TILE_FN] = tile_entry_address("packed", dtype)
         tile[K.T_SWAP] = int(vec == 2)
         tile[K.T_STREAM] = int(streamed)
         length = n if vec == 2 else m
@@ -305,7 +306,7 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
         tile[K.T_MODE] = K.MODE_LOOPS
         return
     tile[K.T_MODE] = K.MODE_BLAS
-    tile[K.T_TILE_FN] = K.tile_entry_address("blas", dtype)
+    tile[K.T_TILE_FN] = tile_entry_address("blas", dtype)
     tile[K.T_SWAP] = int(plan.swap)
     tile[K.T_TRANSA], tile[K.T_LDA] = plan.transa, plan.lda
     tile[K.T_TRANSB], tile[K.T_LDB] = plan.transb, plan.ldb

@@ -58,7 +58,8 @@ LINES = _TARGET.vectors  # vector registers along the vector axis of the main mi
 QUAD_LINES = LINES + 1
 QUAD_ROWS = _TARGET.wide_rows
 
-# Helpers for intrinsics (executor/kernels.py's and transposed_kernel.py's use them too).
+# Helpers for intrinsics (the copy kernels', the blocked write-back's and the transposed
+# kernel's use them too).
 
 
 class VectorOps(NamedTuple):

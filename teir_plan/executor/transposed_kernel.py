@@ -312,7 +312,7 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
         v += lanes
     for i in range(region - done):
         C[co + done + i] = buf[done - held + i]
-    # No fence here: the caller fences once its tiles are done (kernels.run_chunk), not
+    # No fence here: the caller fences once its tiles are done (walker.run_chunk), not
     # after every tile; a fence waits for the lines in flight to reach memory (tiles of
     # 20 x 20 x 24: a fence each made them 4x slower).
 

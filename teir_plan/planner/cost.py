@@ -490,7 +490,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     compute = calls * per_call
     if tile.repack_seconds:
         # A packed vector tile whose predecessor on its worker read the same block keeps
-        # the buffer (kernels._gemm_vec_packed): the innermost loops that do not move
+        # the buffer (gemm_tiles._gemm_vec_packed): the innermost loops that do not move
         # the vector operand repeat each transpose's use.
         op = vector_operand(vec)
         reuse = 1
