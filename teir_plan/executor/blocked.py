@@ -18,13 +18,13 @@ from teir_plan.executor.entries import (
     call_blocked,
     compiled_address,
 )
-from teir_plan.executor.microkernel import (
+from teir_plan.executor.intrinsics import (
     element_address,
     store_fence,
     store_nontemporal,
     to_next_line,
 )
-from teir_plan.executor.microkernel import store_line_nt as _store_line_nt
+from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
 from teir_plan.executor.table import (
     T_SCRATCH,
 )

@@ -12,7 +12,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from teir_plan.executor.microkernel import (
+from teir_plan.executor.intrinsics import (
     array_data,
     element_address,
     line_vector,
@@ -23,8 +23,8 @@ from teir_plan.executor.microkernel import (
     transpose_lines,
     vector_ops,
 )
-from teir_plan.executor.microkernel import as_intp as _as_intp
-from teir_plan.executor.microkernel import store_line_nt as _store_line_nt
+from teir_plan.executor.intrinsics import as_intp as _as_intp
+from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
 
 # A copy whose reads along the written axis are gathered (a transpose) runs in
 # blocks of this many written elements: the block's input lines (one per element)

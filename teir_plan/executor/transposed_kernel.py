@@ -38,19 +38,17 @@ from numba import carray, njit, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.entries import compiled_address
-from teir_plan.executor.microkernel import (
-    LINE_BYTES,
-    VECTOR_BYTES,
+from teir_plan.executor.intrinsics import (
     array_data,
     as_intp,
     element_address,
-    reg_vector,
     splat,
     store_line_nt,
     to_next_line,
     transpose_lines,
     vector_ops,
 )
+from teir_plan.executor.microkernel import LINE_BYTES, VECTOR_BYTES, reg_vector
 
 # The largest micro-tile's rows: the tile rules' constant, so that the cost model prices
 # the tiles this kernel runs without importing it.
@@ -259,7 +257,7 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
     axis is computed into ``buf`` and the block's whole lines are written from there with
     non-temporal stores, in order; the elements before its first line boundary and after
     its last are written with ordinary stores.  Those stores are weakly ordered: the
-    caller runs :func:`~teir_plan.executor.microkernel.store_fence` before another
+    caller runs :func:`~teir_plan.executor.intrinsics.store_fence` before another
     thread reads the output."""
     lanes = VECTOR_BYTES // C.itemsize  # the vector axis' step: one vector register
     line = LINE_BYTES // C.itemsize  # non-temporal stores: one cache line

@@ -52,9 +52,7 @@ from teir_plan.executor.gemm_tiles import (
     _row_tile,
     _set_int,
 )
-from teir_plan.executor.microkernel import (
-    store_fence,
-)
+from teir_plan.executor.intrinsics import store_fence
 from teir_plan.executor.table import (
     KIND_COPY,
     KIND_RELU,
