@@ -104,7 +104,7 @@ def first_call() -> list[list]:
 
 
 def first_use_rows() -> list[list]:
-    """The first-use calibration (machine.quick_calibrate) in a fresh process with nothing
+    """The first-use calibration (calibrate.quick_calibrate) in a fresh process with nothing
     cached: on a cold numba cache (it compiles the float32 and float64 GEMM kernels it
     times, which the first einsum would otherwise compile) and on the warm one it left."""
     pkg = Path(tp.__file__).parent

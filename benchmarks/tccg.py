@@ -37,7 +37,7 @@ import teir_plan as tp
 from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
 
 # The block copy's non-temporal line store (64-byte aligned destination).
-from teir_plan.executor.microkernel import store_line_nt  # noqa: E402
+from teir_plan.executor.intrinsics import store_line_nt  # noqa: E402
 
 CASES_FILE = Path(__file__).with_name("tccg24.txt")
 

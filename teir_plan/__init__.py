@@ -11,10 +11,13 @@ The pipeline, one package per stage::
 [3.0, 3.0, 3.0, 3.0]
 """
 
+import importlib
+import sys
+import types
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING
 
-from teir_plan.api import einsum, plan, plan_cache
 from teir_plan.errors import (
     CalibrationWarning,
     DTypeError,
@@ -24,16 +27,65 @@ from teir_plan.errors import (
     TEIRError,
     TEIRPlanError,
 )
-from teir_plan.executor import execute, get_num_threads, set_num_threads
-from teir_plan.explain import Report, explain
-from teir_plan.plan.plan import Plan
-from teir_plan.planner.machine import MachineParams, calibrate, machine_params
+from teir_plan.planner.machine import MachineParams, machine_params
 from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, Schedule
+
+if TYPE_CHECKING:
+    from teir_plan.api import einsum, plan, plan_cache
+    from teir_plan.executor import execute, get_num_threads, set_num_threads
+    from teir_plan.explain import Report, explain
+    from teir_plan.plan.plan import Plan
+    from teir_plan.planner.calibrate import calibrate
 
 try:
     __version__ = _version("teir_plan")
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
+
+# The names below load the executor (and with it numba and llvmlite) or modules that
+# import it, so they are imported on first use (PEP 562): importing a submodule (the
+# planner, the TEIR records) then runs this file without loading numba.
+_LAZY = {
+    "einsum": "teir_plan.api",
+    "plan": "teir_plan.api",
+    "plan_cache": "teir_plan.api",
+    "execute": "teir_plan.executor",
+    "get_num_threads": "teir_plan.executor",
+    "set_num_threads": "teir_plan.executor",
+    "Report": "teir_plan.explain",
+    "explain": "teir_plan.explain",
+    "Plan": "teir_plan.plan.plan",
+    "calibrate": "teir_plan.planner.calibrate",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'teir_plan' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """``tp.plan`` and ``tp.explain`` are functions named like the subpackages
+    ``teir_plan.plan`` and ``teir_plan.explain``.  Python binds a subpackage to its
+    parent's attribute when it first imports it; with the functions imported lazily that
+    could come first and leave ``tp.plan`` the subpackage, so that binding is skipped (the
+    subpackages stay in ``sys.modules``, which is where imports find them)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in ("plan", "explain") and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "__version__",

@@ -13,7 +13,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from teir_plan.errors import EinsumError, OperandTypeError
-from teir_plan.executor.threads import get_num_threads, renew_after_fork
+from teir_plan.executor.threads import get_num_threads
+from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.plan.build import build_plan, c_strides
 from teir_plan.plan.plan import OperandSpec, Plan, addressable, as_operand

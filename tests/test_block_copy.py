@@ -1,4 +1,4 @@
-"""The blocked write-back's copy of one block into ``out`` (executor/kernels.py
+"""The blocked write-back's copy of one block into ``out`` (executor/blocked.py
 ``_copy_block``), against an enumeration of the block's indices in numpy.
 
 The copy has several routes (a run assembled in a buffer and written with line-sized
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from teir_plan.executor.kernels import _RUN_BUFFER_BYTES, _copy_block
+from teir_plan.executor.blocked import _RUN_BUFFER_BYTES, _copy_block
 from tests.strategies import counted, fuzz_settings
 
 
@@ -113,7 +113,7 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
     registers, with overlapping last tiles), and every other tile shape; streaming
     (non-temporal stores of whole, aligned lines, the head and tail where rows start
     inside a line by scalar or, for rows 4 KiB apart, masked vector stores) or not."""
-    from teir_plan.executor.kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import _copy_tile
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     lanes = 64 // np.dtype(dtype).itemsize
@@ -159,7 +159,7 @@ def test_a_streamed_transpose_into_contiguous_rows_at_every_line_offset(
     buffer and written as whole lines, with ordinary stores for its partial first and
     last lines only; every element right, nothing outside the run touched, for every
     offset of y and of the buffer within a line."""
-    from teir_plan.executor.kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import _copy_tile
 
     lanes = 64 // np.dtype(dtype).itemsize
     x_m = n + 2
@@ -183,7 +183,7 @@ def test_a_streamed_transpose_into_rows_4kib_apart_at_every_line_offset(
     """Rows of y a multiple of 4 KiB apart and starting inside a line (a staged result
     permuted into numpy's own ``out``): whole lines streamed, the partial lines at both
     ends of every row written by masked stores, nothing outside the tile touched."""
-    from teir_plan.executor.kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import _copy_tile
 
     lanes = 64 // np.dtype(dtype).itemsize
     y_n = 2 * 4096 // np.dtype(dtype).itemsize
@@ -205,7 +205,7 @@ def test_a_streamed_transpose_into_rows_4kib_apart_at_every_line_offset(
 def test_a_streamed_copy_of_unit_stride_runs_matches_numpy(data: st.DataObject) -> None:
     """The Copy primitive's tile along a unit stride in both x and y, streaming: a scalar
     head up to y's next line, whole lines stored non-temporally, a scalar tail."""
-    from teir_plan.executor.kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import _copy_tile
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     m = data.draw(st.integers(1, 120), label="m")
@@ -248,7 +248,7 @@ def test_a_large_permutation_streams_and_matches_numpy() -> None:
     """A permutation with an output of 32 MiB streams (non-temporal stores), into the
     plan's own result and into an out= that starts 16 bytes into a line."""
     import teir_plan as tp
-    from teir_plan.executor import kernels as K
+    from teir_plan.executor import table as K
     from teir_plan.executor.lower import lower
 
     a = np.random.default_rng(3).standard_normal((2048, 4096)).astype(np.float32)
@@ -271,15 +271,16 @@ def _every_output_streams() -> Iterator[None]:
     """Plans made and run inside treat every output as streaming (small outputs take the
     routes of large ones); lowered programs and plans made inside are forgotten after."""
     import teir_plan as tp
+    from teir_plan import tiles
     from teir_plan.executor import lower as lowering
 
-    saved = lowering.STREAM_MIN_BYTES
-    lowering.STREAM_MIN_BYTES = 0
+    saved = tiles.STREAM_MIN_BYTES
+    tiles.STREAM_MIN_BYTES = 0
     lowering.lower.cache_clear()
     try:
         yield
     finally:
-        lowering.STREAM_MIN_BYTES = saved
+        tiles.STREAM_MIN_BYTES = saved
         lowering.lower.cache_clear()
         tp.plan_cache.clear()
 
@@ -346,7 +347,7 @@ def test_streamed_tiles_whose_rows_continue_at_every_line_offset(
     leaves it alone; the first tile's heads and the last one's tails are written as
     before.  Every element right, nothing outside the rows touched, at every offset of
     out within a line, rows a multiple of 4 KiB apart or not."""
-    from teir_plan.executor.kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import _copy_tile
 
     isz = np.dtype(dtype).itemsize
     lanes = 64 // isz
@@ -379,8 +380,8 @@ def test_a_permutation_whose_tiles_continue_rows_into_any_out_offset(dtype: type
     of the loop over c, so each worker's walk joins their partial lines; numpy's answer
     into an out= at every offset within a line, the bytes around it untouched."""
     import teir_plan as tp
-    from teir_plan.executor import kernels as K
     from teir_plan.executor import lower as lowering
+    from teir_plan.executor import table as K
 
     lanes = 64 // np.dtype(dtype).itemsize
     x = np.random.default_rng(9).standard_normal((3, 3 * lanes, 5, 2 * lanes)).astype(dtype)

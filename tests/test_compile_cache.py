@@ -71,14 +71,18 @@ def test_the_stamp_covers_every_executor_file_and_the_target(tmp_path: Path,
     assert cache.source_stamp("avx2") != base
     (tmp_path / "b.py").write_text("# b.py, edited\n")
     assert cache.source_stamp("avx512") != base
+    # The tile rules and the vector target live outside the executor; the kernels compile
+    # their constants in.
+    assert {p.name for p in cache.COMPILED_IN} == {"tiles.py", "isa.py"}
+    assert all(p in cache._sources() for p in cache.COMPILED_IN)
 
 
 def test_the_locator_takes_the_executor_functions_only() -> None:
-    from teir_plan.executor import kernels
+    from teir_plan.executor import walker
     from teir_plan.planner import cost
 
-    fn = kernels.run_chunk.py_func
-    loc = cache.ExecutorCacheLocator.from_function(fn, kernels.__file__)
+    fn = walker.run_chunk.py_func
+    loc = cache.ExecutorCacheLocator.from_function(fn, walker.__file__)
     assert loc is not None and Path(loc.get_cache_path()).name.startswith(
         cache._target_key().split("-")[0])
     assert cache.ExecutorCacheLocator.from_function(fn, cost.__file__) is None

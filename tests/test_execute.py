@@ -211,11 +211,11 @@ def test_a_fused_axis_over_a_gapped_view_is_proven_by_its_parts() -> None:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_large_blas_tiles_split_across_workers(m, n, layout, first, last, threads):
     """A program with no parallel loop and a BLAS tile of millions of flops runs the tile
-    in parts on all workers (executor.kernels.run_split), each part under the program's
+    in parts on all workers (executor.walker.run_split), each part under the program's
     sequential K loop: every orientation BLAS is called in (plain, transposed, C^T =
     B^T A^T), operands it must pack and an output it cannot address, Zero first or
     accumulation, ReLU last."""
-    from teir_plan.executor import kernels as K
+    from teir_plan.executor import table as K
     from teir_plan.executor.lower import lower
 
     rng = np.random.default_rng(7)
@@ -259,7 +259,7 @@ def test_large_blas_tiles_split_across_workers(m, n, layout, first, last, thread
 @pytest.mark.parametrize("threads", [1, 2])
 def test_plain_blas_tiles_match_the_reference(exec_types, out_unit, first, threads):
     """Programs whose tiles are each one BLAS call on the operands in place, visited once
-    (kernels.run_blas_tiles): loops of every kind around them, nested sequential loops that
+    (walker.run_blas_tiles): loops of every kind around them, nested sequential loops that
     wrap, BLAS called as C = A B and as C^T = B^T A^T, the output written over or added
     to; every element of the output's memory against the reference interpreter."""
     from teir_plan.executor.lower import lower
@@ -286,7 +286,7 @@ def test_plain_blas_tiles_match_the_reference(exec_types, out_unit, first, threa
         strides=[[st.get(d, 0) for d in dims] for st in (a_st, b_st, c_st)],
     )
     low = lower(prog)
-    assert low.plain_blas  # the path under test (kernels.run_blas_tiles)
+    assert low.plain_blas  # the path under test (walker.run_blas_tiles)
     bufs = [rng.standard_normal(nc * mm * k), rng.standard_normal(nc * k * nn),
             rng.standard_normal(nc * mm * nn)]
     want = [b.copy() for b in bufs]

@@ -329,7 +329,7 @@ def test_the_executor_note_names_the_kernel_the_lowering_chose(
 ) -> None:
     # The note is the explain report's account of the executor: it must agree with the
     # executor's own decision (lower), whichever tile mode that is.
-    from teir_plan.executor import kernels
+    from teir_plan.executor import table
     from teir_plan.executor.lower import lower
     from teir_plan.explain.report import executor_note
 
@@ -339,15 +339,15 @@ def test_the_executor_note_names_the_kernel_the_lowering_chose(
         p = tp.plan(expr, *shapes, epilogue="relu")
     assert p.teir is not None
     note = executor_note(p.teir)
-    low = int(lower(p.teir).tile[kernels.T_MODE])
+    low = int(lower(p.teir).tile[table.T_MODE])
     if mode is not None:
-        assert low == getattr(kernels, mode)
+        assert low == getattr(table, mode)
         assert words in note
     says_blas = "BLAS" in note and "no BLAS call" not in note
-    assert says_blas == (low == kernels.MODE_BLAS)
-    assert ("dot product" in note) == (low == kernels.MODE_DOT)
-    assert ("vector kernel" in note) == (low == kernels.MODE_VEC)
-    assert ("as rows" in note) == (low == kernels.MODE_ROW)
+    assert says_blas == (low == table.MODE_BLAS)
+    assert ("dot product" in note) == (low == table.MODE_DOT)
+    assert ("vector kernel" in note) == (low == table.MODE_VEC)
+    assert ("as rows" in note) == (low == table.MODE_ROW)
 
 
 def test_a_fixed_result_layout_names_the_faster_layout_the_planner_would_choose() -> None:

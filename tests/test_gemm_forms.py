@@ -9,17 +9,18 @@ import itertools
 import pytest
 
 from teir_plan.errors import PlanError
-from teir_plan.executor import kernels as K
-from teir_plan.executor.lower import BlasPlan, blas_plan, lower
+from teir_plan.executor import table as K
+from teir_plan.executor.lower import lower
+from teir_plan.planner.calibrate import calibration_program
 from teir_plan.planner.cost import blas_form, dot_tile, gemm_efficiency, tile_seconds
 from teir_plan.planner.machine import (
     DEFAULT_GEMM_EFFICIENCY,
     GEMM_FORMS,
     GEMM_GRID,
     MachineParams,
-    calibration_program,
 )
 from teir_plan.planner.search import prim_options, variants
+from teir_plan.tiles import BlasPlan, blas_plan
 from tests.test_search import _contraction
 
 

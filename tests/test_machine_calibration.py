@@ -15,14 +15,10 @@ import teir_plan as tp
 from teir_plan.errors import CalibrationWarning, PlanError
 from teir_plan.explain.report import build_report
 from teir_plan.isa import VectorTarget
+from teir_plan.planner import calibrate as measure
 from teir_plan.planner import machine
-from teir_plan.planner.machine import (
-    MachineParams,
-    QuickMeasurements,
-    default_params,
-    params_from_quick,
-    set_machine_params,
-)
+from teir_plan.planner.calibrate import QuickMeasurements, params_from_quick
+from teir_plan.planner.machine import MachineParams, default_params, set_machine_params
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
 # the tests are fast and deterministic.
@@ -52,7 +48,7 @@ def _no_measuring() -> QuickMeasurements:
 
 
 def test_the_suite_plans_against_the_reference_parameters(fresh, monkeypatch) -> None:
-    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
+    monkeypatch.setattr(measure, "measure_quick", _no_measuring)
     p = tp.machine_params()
     assert p.source == "reference" and not p.calibrated
     # The reference Xeon's documented values (docs/cost-model.md), not this machine's.
@@ -63,7 +59,7 @@ def test_the_suite_plans_against_the_reference_parameters(fresh, monkeypatch) ->
 
 def test_reference_ignores_a_cached_calibration(fresh, monkeypatch) -> None:
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "quick")
-    monkeypatch.setattr(machine, "measure_quick", lambda: FAKE)
+    monkeypatch.setattr(measure, "measure_quick", lambda: FAKE)
     with pytest.warns(CalibrationWarning):
         assert tp.machine_params().gemm_flops_f32 == 94e9
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "reference")
@@ -73,7 +69,7 @@ def test_reference_ignores_a_cached_calibration(fresh, monkeypatch) -> None:
 
 def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
     monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")  # the default for users: quick
-    monkeypatch.setattr(machine, "measure_quick", lambda: FAKE)
+    monkeypatch.setattr(measure, "measure_quick", lambda: FAKE)
     with pytest.warns(CalibrationWarning) as caught:
         p = tp.machine_params()
     message = str(caught[0].message)
@@ -86,7 +82,7 @@ def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
     a = np.ones((64, 64), np.float32)
     assert tp.plan("ij,jk->ik", a, a).options["machine_params"].startswith(
         "first-use estimate")
-    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
+    monkeypatch.setattr(measure, "measure_quick", _no_measuring)
     set_machine_params(None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -95,7 +91,7 @@ def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
 
 def test_first_use_is_not_run_when_disabled(fresh, monkeypatch) -> None:
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "0")
-    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
+    monkeypatch.setattr(measure, "measure_quick", _no_measuring)
     p = tp.machine_params()
     assert p.source == "isa" and not any(fresh.iterdir())
 
@@ -104,8 +100,8 @@ def test_autocalibrate_1_runs_the_full_calibration(fresh, monkeypatch) -> None:
     full = replace(MachineParams.reference(), gemm_flops_f32=123e9, calibrated=True,
                    source="calibrated")
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "1")
-    monkeypatch.setattr(machine, "measure_quick", _no_measuring)
-    monkeypatch.setattr(machine, "calibrate", lambda: full)
+    monkeypatch.setattr(measure, "measure_quick", _no_measuring)
+    monkeypatch.setattr(measure, "calibrate", lambda: full)
     assert tp.machine_params() is full
 
 
@@ -119,7 +115,7 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
     """The real measurement (no timing asserted): every rate positive, the efficiency
     table complete, cached under this machine's key and loaded back as measured."""
     with pytest.warns(CalibrationWarning):
-        p = machine.quick_calibrate()
+        p = measure.quick_calibrate()
     for f in fields(MachineParams):
         value = getattr(p, f.name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -215,11 +211,11 @@ def test_blas_vector_width_from_openblas_core_name(monkeypatch) -> None:
              "architecture": "Haswell"}]
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: libs)
     monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 8))  # numpy's, ILP64
-    assert machine._blas_vector_bytes() == 32
+    assert measure._blas_vector_bytes() == 32
     monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 4))  # scipy's
-    assert machine._blas_vector_bytes() == 64
+    assert measure._blas_vector_bytes() == 64
     libs[0]["architecture"] = "SomeFutureCore"
-    assert machine._blas_vector_bytes() is None
+    assert measure._blas_vector_bytes() is None
 
 
 def test_isa_defaults_differ_by_isa() -> None:

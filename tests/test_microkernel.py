@@ -18,9 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import teir_plan as tp
-from teir_plan.executor import kernels as K
-from teir_plan.executor.lower import lower, streams_out, vec_axis
+from teir_plan.executor import table as K
+from teir_plan.executor.lower import lower
 from teir_plan.executor.microkernel import LINES, QUAD_LINES, VECTOR_BYTES, gemm_vec
+from teir_plan.tiles import streams_out, vec_axis
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
 

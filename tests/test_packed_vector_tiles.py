@@ -1,5 +1,5 @@
 """Vector-kernel tiles whose vector operand has unit stride along K (executor
-kernels._gemm_vec_packed): each tile transposes its operand's K x length block into the
+gemm_tiles._gemm_vec_packed): each tile transposes its operand's K x length block into the
 worker's buffer, then runs the vector kernel on it.
 
 Checked through TEIR programs whose tiles the executor gives this mode (along M with
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
-from teir_plan.executor import kernels as K
-from teir_plan.executor.lower import VEC_P_MIN_LINES, lower, vec_axis, vec_p_axis, vec_t_axis
+from teir_plan.executor import table as K
+from teir_plan.executor.lower import lower
+from teir_plan.tiles import VEC_P_MIN_LINES, vec_axis, vec_p_axis, vec_t_axis
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases
 
 

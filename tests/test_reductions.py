@@ -15,7 +15,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import teir_plan as tp
-from teir_plan.executor import reduce as kernels
+from teir_plan import tiles
 from teir_plan.executor.checks import _check_reach
 from teir_plan.frontend.expression import parse
 from teir_plan.plan.build import _offset_range, layout_from
@@ -125,7 +125,7 @@ def test_operand_times_vector_matches_numpy(problem, dtype, data, threads) -> No
     assert_einsum_close(got, sub, ops, dtype)
 
 
-SPLITS = [kernels.SPLIT_NONE, kernels.SPLIT_OUTPUTS, kernels.SPLIT_SUMMED]
+SPLITS = [tiles.SPLIT_NONE, tiles.SPLIT_OUTPUTS, tiles.SPLIT_SUMMED]
 
 
 @fuzz_settings(default=200, fuzz=10_000)
@@ -183,7 +183,7 @@ def test_short_rows_back_to_back_in_windows(shape, split) -> None:  # type: igno
     x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
     res = np.full(shape[1], np.nan, np.float32)
     red = reduce_directly("ij->j", [x], res, split, MAX_THREADS)
-    assert red is not None and kernels.uses_flat_rows(red.kind, *red.tables[1:], False)
+    assert red is not None and tiles.uses_flat_rows(red.kind, *red.tables[1:], False)
     assert_einsum_close(res, "ij->j", [x], np.float32)
 
 

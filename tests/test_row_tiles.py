@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
-from teir_plan.executor import kernels as K
+from teir_plan.executor import table as K
 from teir_plan.executor.lower import lower
 from tests.reference import run_reference
 
@@ -168,7 +168,7 @@ def test_nan_and_infinity_propagate_through_row_and_dot_tiles():
 @pytest.mark.parametrize("k", [(1 << 16) + 3, 1 << 16, 1000], ids=["odd K", "even K", "short K"])
 def test_one_long_dot_product_split_over_threads(threads, dtype, first, last, k):
     """A program that is one dot product (no loops): at least 2^16 long it is summed in
-    parts on the threads (kernels.run_dot_split), then written as the tile would be."""
+    parts on the threads (walker.run_dot_split), then written as the tile would be."""
     from teir_plan.executor.execute import dot_split
 
     prog = _program(dtype, first, last, "k", ["prim"], [k], [[1], [1], [0]])

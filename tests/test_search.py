@@ -206,9 +206,10 @@ def test_a_row_axis_too_long_for_the_vector_kernel_is_split_to_fit() -> None:
     still offers q split into tiles of 64 rows, which run on the vector kernel and give
     numpy's answer; 24 rows of K 384 (BLAS measured faster) are not offered."""
     import teir_plan as tp
-    from teir_plan.executor import kernels
-    from teir_plan.executor.lower import VEC_MAX_ROWS_TIMES_K, lower
+    from teir_plan.executor import table
+    from teir_plan.executor.lower import lower
     from teir_plan.planner.candidates import vec_rows_split
+    from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K
 
     assert vec_rows_split(128, [128]) == [64]
     assert vec_rows_split(384, [384]) == []
@@ -218,7 +219,7 @@ def test_a_row_axis_too_long_for_the_vector_kernel_is_split_to_fit() -> None:
              and any(a.name.startswith("q") and a.extent == 64 for a in v.axes)]
     assert split
     ranked = rank(split[0], MachineParams(), 1, top=8)
-    vec = [r for r in ranked if lower(r.teir).tile[kernels.T_MODE] == kernels.MODE_VEC]
+    vec = [r for r in ranked if lower(r.teir).tile[table.T_MODE] == table.MODE_VEC]
     assert vec and 64 in vec[0].teir.schedule.dim_sizes
     rng = np.random.default_rng(5)
     a = rng.standard_normal((2, 3, 128, 128)).astype(np.float32)

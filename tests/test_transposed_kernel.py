@@ -22,11 +22,13 @@ from numba import njit
 
 import teir_plan as tp
 from teir_plan.executor import entries as E
-from teir_plan.executor import kernels as K
+from teir_plan.executor import table as K
 from teir_plan.executor import transposed_kernel as T
-from teir_plan.executor.lower import lower, vec_axis, vec_t_axis
-from teir_plan.executor.microkernel import LINES, VECTOR_BYTES, store_fence
+from teir_plan.executor.intrinsics import store_fence
+from teir_plan.executor.lower import lower
+from teir_plan.executor.microkernel import LINES, VECTOR_BYTES
 from teir_plan.executor.transposed_kernel import gemm_vec_t, scratch_elements
+from teir_plan.tiles import vec_axis, vec_t_axis
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
 

@@ -25,7 +25,7 @@ from llvmlite import ir
 from numba import cfunc, njit, types
 from numba.extending import intrinsic
 
-from teir_plan.executor.threads import renew_after_fork
+from teir_plan.forks import renew_after_fork
 
 # The compiled entry points, per (kernel, dtype): kept here so that their code lives as
 # long as the process (plans hold only the address), made under a lock so that
@@ -134,7 +134,7 @@ def call_tile(fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, co
               p2):
     """The tile kernel at address ``fn`` (:func:`compiled_address`, ``abi="tile"``) on
     the tile at offsets o0, o1, o2: the loop walker's own arguments (see
-    kernels._run_tile); ``first`` and ``last`` as 0/1."""
+    walker._run_tile); ``first`` and ``last`` as 0/1."""
     _call_tile(fn, x0, o0, x1, o1, y, o2, tile, 1 if first else 0, 1 if last else 0, scratch,
                iparams, consts, n0, n1, p2)
 
@@ -160,7 +160,7 @@ def _call_chunk(typingctx, fn, x0, x1, y, loops, npar, tile, consts, start, stop
 
 @njit(cache=True, nogil=True, inline="always")
 def call_chunk(fn, x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
-    """The chunk runner at address ``fn`` (kernels.chunk_address): iterations [start,
+    """The chunk runner at address ``fn`` (walker.chunk_address): iterations [start,
     stop) of a program's first ``npar`` loop rows (``loops``: rows of 5)."""
     _call_chunk(fn, x0, x1, y, loops, npar, tile, consts, start, stop)
 
@@ -176,7 +176,7 @@ def _call_blocked(typingctx, fn, x0, x1, y, outer, inner, tile, block, stage_ele
 @njit(cache=True, nogil=True, inline="always")
 def call_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start,  # type: ignore[no-untyped-def]
                  stop):
-    """The blocked chunk runner at address ``fn`` (kernels.blocked_address): blocks
+    """The blocked chunk runner at address ``fn`` (blocked.blocked_address): blocks
     [start, stop) (``outer``: rows of 4, ``inner``: rows of 5, ``block``: rows of 3)."""
     _call_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start,
                   stop)

@@ -6,7 +6,14 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
-from teir_plan.executor import kernels as K
+from teir_plan.executor import table as K
+from teir_plan.executor.blocked import (
+    blocked_address,
+    blocked_chunk_at,
+    copy_runs_chunk,
+    run_copy_runs,
+)
+from teir_plan.executor.blocked import run_blocked as run_blocks_parallel
 from teir_plan.executor.cache import _seen, first_call
 from teir_plan.executor.checks import check_arrays, flat_view
 from teir_plan.executor.lower import Lowered, lower, prefetch_ahead
@@ -17,11 +24,17 @@ from teir_plan.executor.threads import (
     parallel_region,
     parallel_usable,
 )
+from teir_plan.executor.walker import (
+    blas_tiles_chunk,
+    chunk_address,
+    run_blas_tiles,
+    run_chunk_at,
+    run_dot_split,
+    run_parallel,
+    run_split,
+)
 from teir_plan.teir.records import TEIR
-
-# A program without parallel loops whose BLAS tile has at least this many flops runs the
-# tile split across all threads (kernels.run_split; the cost model's threshold).
-BLAS_THREADED_TILE_FLOPS = 4_000_000
+from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 
 # OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
 # (its interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 unless
@@ -30,10 +43,6 @@ BLAS_THREADED_TILE_FLOPS = 4_000_000
 # with another threshold would only run such a call on its own threads: the same result.
 BLAS_SERIAL_MNK = 65536 * 4
 
-# A dot product at least this long is split over the threads: below, the parallel
-# region's start costs more than half the product (on this machine a float32 dot runs
-# at about 10 elements a nanosecond in cache, a region starts in a few microseconds).
-DOT_SPLIT_MIN_K = 1 << 16
 
 _CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
            np.dtype(np.float64): np.array([1, 0], np.float64)}
@@ -92,17 +101,17 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     if low.copy_runs is not None:
         if nchunks > 1:
             with numba_threads(threads), parallel_region():
-                _runner(K.run_copy_runs)(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
+                _runner(run_copy_runs)(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
         else:
-            _runner(K.copy_runs_chunk)(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
+            _runner(copy_runs_chunk)(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
                               int(np.prod(low.loops[:low.npar, 0])))
     elif nchunks > 1:
         with _blas_limit(low), numba_threads(threads), parallel_region():
             if low.plain_blas:
-                _runner(K.run_blas_tiles)(x0, x1, y, low.loops, low.npar, tile, consts,
+                _runner(run_blas_tiles)(x0, x1, y, low.loops, low.npar, tile, consts,
                                           nchunks)
             else:
-                _runner(K.run_parallel)(K.chunk_address(low.dtype), x0, x1, y, low.loops,
+                _runner(run_parallel)(chunk_address(low.dtype), x0, x1, y, low.loops,
                                         low.npar, tile, consts, nchunks)
     elif low.tile[K.T_MODE] == K.MODE_BLAS:
         # Splitting a tile across workers pays off only on large tiles; on small ones
@@ -113,29 +122,30 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         workers = min(threads, max(int(t[K.T_M]), int(t[K.T_N])))
         if workers > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
             with blas_threads(1), numba_threads(threads), parallel_region():
-                _runner(K.run_split)(K.chunk_address(low.dtype), x0, x1, y, low.loops, tile,
+                _runner(run_split)(chunk_address(low.dtype), x0, x1, y, low.loops, tile,
                                      consts, workers)
         else:
             with _blas_limit(low, serial=True):
                 if low.plain_blas:
-                    _runner(K.blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
+                    _runner(blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
                 else:
-                    _runner(K.run_chunk_at)(K.chunk_address(low.dtype), x0, x1, y, low.loops,
+                    _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops,
                                             0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
         with numba_threads(threads), parallel_region():
-            _runner(K.run_dot_split)(x0, x1, y, tile, consts, threads)
+            _runner(run_dot_split)(x0, x1, y, tile, consts, threads)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
-        _runner(K.run_chunk_at)(K.chunk_address(low.dtype), x0, x1, y, low.loops, low.npar,
+        _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops, low.npar,
                                 tile, consts, 0, low.parallel_iterations)
     else:
-        _runner(K.run_chunk_at)(K.chunk_address(low.dtype), x0, x1, y, low.loops, 0, tile,
+        _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops, 0, tile,
                                 consts, 0, 1)
 
 
 def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elements: int,
                 arrays: tuple[np.ndarray, ...] | list[np.ndarray], l2_room: int = 0) -> None:
-    """Run a blocked program (see :func:`kernels.run_blocked`) on ``(in0, in1, out)``:
+    """Run a blocked program (see :func:`teir_plan.executor.blocked.run_blocked`) on
+    ``(in0, in1, out)``:
     ``low`` is the block program (its output is the stage), ``outer`` the loops around
     the blocks, ``block`` the copy of each block into ``out``; ``l2_room``: the bytes of
     L2 beside the stage.  The arrays must have passed the plan's proofs of reach for
@@ -150,11 +160,11 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     consts = _CONSTS[low.dtype]
     if nchunks > 1:
         with _blas_limit(low), numba_threads(threads), parallel_region():
-            _runner(K.run_blocked)(K.blocked_address(low.dtype), x0, x1, y, outer, low.loops,
+            _runner(run_blocks_parallel)(blocked_address(low.dtype), x0, x1, y, outer, low.loops,
                                    tile, block, stage_elements, consts, nchunks)
     else:
         with _blas_limit(low):
-            _runner(K.blocked_chunk_at)(K.blocked_address(low.dtype), x0, x1, y, outer,
+            _runner(blocked_chunk_at)(blocked_address(low.dtype), x0, x1, y, outer,
                                         low.loops, tile, block, stage_elements, consts, 0,
                                         total)
 
@@ -172,7 +182,7 @@ def _blas_limit(low: Lowered, serial: bool = False) -> AbstractContextManager[No
 
 def dot_split(low: Lowered) -> bool:
     """Whether a program is one dot product long enough to split over the threads
-    (kernels.run_dot_split): a one-row dot tile, no loops, K at least DOT_SPLIT_MIN_K."""
+    (run_dot_split): a one-row dot tile, no loops, K at least DOT_SPLIT_MIN_K."""
     t = low.tile
     return (t[K.T_MODE] == K.MODE_DOT and t[K.T_M] == 1 and t[K.T_N] == 1
             and len(low.loops) == 0 and t[K.T_K] >= DOT_SPLIT_MIN_K)

@@ -29,16 +29,28 @@ of reach as for any GEMM tile cover it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from teir_plan.executor.entries import compiled_address
+from teir_plan.executor.intrinsics import (
+    LineVector,
+    array_data,
+    as_intp,
+    element_address,
+    line_vector,
+    splat,
+    store_fence,
+    store_nontemporal,
+    to_next_line,
+    vector_ops,
+)
 from teir_plan.isa import LINE_BYTES, target
+
+# Tile rules' constants the planner also reads (its prefetch and 4K-aliasing rules).
+from teir_plan.tiles import NEXT_TILE_PREFETCH_BYTES, PAGE_BYTES
 
 # The vector registers the kernels are generated for (teir_plan.isa): their width and
 # the micro-tile shapes the register file holds.  Read once, at import: numba freezes
@@ -55,169 +67,10 @@ LINES = _TARGET.vectors  # vector registers along the vector axis of the main mi
 QUAD_LINES = LINES + 1
 QUAD_ROWS = _TARGET.wide_rows
 
-# Helpers for intrinsics (executor/kernels.py's and transposed_kernel.py's use them too).
-
-
-class VectorOps(NamedTuple):
-    """The LLVM intrinsics a vector kernel calls on vectors of one type."""
-
-    fma: ir.Function  # a * b + c, lane by lane
-    prefetch: ir.Function  # (address, rw, locality, cache type)
-    masked_load: ir.Function  # (pointer, alignment, mask, pass-through)
-    masked_store: ir.Function  # (value, pointer, alignment, mask)
-    mask_type: ir.VectorType  # one i1 per lane
-
-
-def vector_ops(builder, vty: ir.VectorType, bits: int) -> VectorOps:  # type: ignore[no-untyped-def]
-    """Declarations (once per module) of the intrinsics on ``vty``, a line of floats of
-    ``bits`` bits."""
-    lanes = vty.count
-    i32 = ir.IntType(32)
-    i8p = ir.IntType(8).as_pointer()
-    mty = ir.VectorType(ir.IntType(1), lanes)
-    module = builder.module
-    return VectorOps(
-        cgutils.get_or_insert_function(module, ir.FunctionType(vty, [vty, vty, vty]),
-                                       f"llvm.fma.v{lanes}f{bits}"),
-        cgutils.get_or_insert_function(
-            module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0"),
-        cgutils.get_or_insert_function(
-            module, ir.FunctionType(vty, [vty.as_pointer(), i32, mty, vty]),
-            f"llvm.masked.load.v{lanes}f{bits}.p0"),
-        cgutils.get_or_insert_function(
-            module, ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), i32, mty]),
-            f"llvm.masked.store.v{lanes}f{bits}.p0"),
-        mty,
-    )
-
-
-def splat(builder, value, vty: ir.VectorType):  # type: ignore[no-untyped-def]
-    """``value`` in every lane of a ``vty``."""
-    i32 = ir.IntType(32)
-    one = builder.insert_element(ir.Constant(vty, ir.Undefined), value, ir.Constant(i32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined),
-                                  ir.Constant(ir.VectorType(i32, vty.count), [0] * vty.count))
-
-
-def transpose_lines(builder, rows: list) -> list:  # type: ignore[type-arg, no-untyped-def]
-    """The L x L block whose row i is ``rows[i]`` (L vectors of L lanes), transposed in
-    registers: log2 L rounds of two-input shuffles, each swapping the off-diagonal
-    blocks of every 2h x 2h block.  Returns the L transposed rows (a new list)."""
-    rows = list(rows)
-    lanes = len(rows)
-    i32 = ir.IntType(32)
-    h = lanes // 2
-    while h >= 1:
-        lo = ir.Constant(ir.VectorType(i32, lanes),
-                         [c if c & h == 0 else lanes + c - h for c in range(lanes)])
-        hi = ir.Constant(ir.VectorType(i32, lanes),
-                         [c + h if c & h == 0 else lanes + c for c in range(lanes)])
-        for i in range(lanes):
-            if i & h == 0:
-                a_, b_ = rows[i], rows[i + h]
-                rows[i] = builder.shuffle_vector(a_, b_, lo)
-                rows[i + h] = builder.shuffle_vector(a_, b_, hi)
-        h //= 2
-    return rows
-
-def as_intp(context, builder, value, ty):  # type: ignore[no-untyped-def]
-    """An integer argument of an intrinsic as an intp LLVM value."""
-    return context.cast(builder, value, ty, types.intp)
-
-
-class LineVector(NamedTuple):
-    """The LLVM types of one vector of a numba float type."""
-
-    lanes: int  # elements in the vector
-    elem: ir.Type  # one element
-    vty: ir.VectorType  # the vector
-    size: int  # bytes of one element: the alignment of an element-aligned vector access
-
-
-def line_vector(context, dtype, nbytes: int = LINE_BYTES) -> LineVector:  # type: ignore[no-untyped-def]
-    """The :class:`LineVector` of ``nbytes`` (a 64-byte cache line by default: the copy
-    kernels move whole lines, which LLVM splits into the target's registers) of numba
-    float type ``dtype``."""
-    elem = context.get_data_type(dtype)
-    lanes = nbytes * 8 // dtype.bitwidth
-    return LineVector(lanes, elem, ir.VectorType(elem, lanes),
-                      elem.get_abi_size(context.target_data))
-
 
 def reg_vector(context, dtype) -> LineVector:  # type: ignore[no-untyped-def]
     """The :class:`LineVector` of one of the target's vector registers (VECTOR_BYTES)."""
     return line_vector(context, dtype, VECTOR_BYTES)
-
-
-def array_data(context, builder, ty, ary):  # type: ignore[no-untyped-def]
-    """The LLVM pointer to the first element of array ``ary`` (numba type ``ty``)."""
-    return context.make_array(ty)(context, builder, ary).data
-
-
-def address(context, builder, ary, ty, index, index_ty):  # type: ignore[no-untyped-def]
-    """The LLVM pointer to element ``index`` of array ``ary`` (numba type ``ty``)."""
-    data = array_data(context, builder, ty, ary)
-    return builder.gep(data, [as_intp(context, builder, index, index_ty)])
-
-
-def store_nontemporal(builder, value, ptr, align: int):  # type: ignore[no-untyped-def]
-    """Store ``value`` at ``ptr`` with the non-temporal hint: the line goes to memory
-    through a write-combining buffer, neither read for ownership nor kept in cache (a
-    whole-line vector store needs ``align`` 64)."""
-    st = builder.store(value, ptr, align=align)
-    st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def to_next_line(addr, itemsize):  # type: ignore[no-untyped-def]
-    """Elements from address ``addr`` (a multiple of ``itemsize``) to the next 64-byte
-    line boundary (0 when it is on one)."""
-    return ((64 - addr % 64) % 64) // itemsize
-
-
-@intrinsic
-def element_address(typingctx, y, yo):  # type: ignore[no-untyped-def]
-    """The address of y[yo], as an integer (for alignment tests)."""
-    sig = types.intp(y, yo)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        ptr = address(context, builder, args[0], signature.args[0], args[1], signature.args[1])
-        return builder.ptrtoint(ptr, context.get_value_type(types.intp))
-
-    return sig, codegen
-
-
-@intrinsic
-def store_line_nt(typingctx, y, yo, b, bo):  # type: ignore[no-untyped-def]
-    """y[yo : yo + L] = b[bo : bo + L] as one non-temporal vector store; the caller
-    guarantees y's address at yo is 64-byte aligned (the store requires it)."""
-    sig = types.void(y, yo, b, bo)
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        yty, yoty, bty, boty = signature.args
-        line = line_vector(context, yty.dtype)
-        vptr, size = line.vty.as_pointer(), line.size
-        ya = array_data(context, builder, yty, args[0])
-        ba = array_data(context, builder, bty, args[2])
-        src = builder.bitcast(builder.gep(ba, [as_intp(context, builder, args[3], boty)]), vptr)
-        dst = builder.bitcast(builder.gep(ya, [as_intp(context, builder, args[1], yoty)]), vptr)
-        store_nontemporal(builder, builder.load(src, align=size), dst, 64)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def store_fence(typingctx):  # type: ignore[no-untyped-def]
-    """A full fence: non-temporal stores are weakly ordered, and must be visible before
-    the worker reports its chunk done."""
-    sig = types.void()
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        builder.fence("seq_cst")
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @intrinsic
@@ -421,10 +274,6 @@ def _micro(  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
-# The next tile is prefetched when its vector operand spans at most this many bytes
-# of lines (K x lines).  Measured on tiles streaming from memory, both cores: 36 KiB
-# (dbea,ec's 96 x 96) 153 -> 203 GFLOP/s, 144 KiB 162 -> 179, 256 KiB 163 -> 112.
-NEXT_TILE_PREFETCH_BYTES = 144 * 1024
 NEXT_TILE_LINES = 3  # cache lines of the next tile a micro-tile call prefetches at most
 
 
@@ -525,14 +374,6 @@ def _quad_rows(n):  # type: ignore[no-untyped-def]
     return 2 if n >= 2 else 1
 
 
-# Loads whose address matches an in-flight store's in its low 12 bits wait for that
-# store ("4K aliasing").  When V's K rows and C's rows fall on the same offsets within a
-# page, every micro-tile's first loads (the next row block, the same strip of V) match
-# the stores just issued: ea,ebcd->abcd with its operand and a numpy.empty out (both 16
-# bytes into a page, rows 2370816 bytes apart) ran at 211-217 GFLOP/s on both cores
-# against 245-258 into an out 64 bytes into a page.  Alternating two strips moves the
-# loads 192 bytes away from the stores: 247-264 (one core, 107 -> 138).
-PAGE_BYTES = 4096
 
 
 @njit(cache=True, nogil=True)

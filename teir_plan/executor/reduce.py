@@ -56,12 +56,16 @@ from teir_plan.executor.threads import (
     parallel_region,
     parallel_usable,
 )
-
-KIND_INNER = 0
-KIND_ROWS = 1
-SPLIT_NONE = 0
-SPLIT_OUTPUTS = 1
-SPLIT_SUMMED = 2
+from teir_plan.tiles import (
+    FLAT_MAX_NB,
+    FLAT_WINDOW,
+    KIND_INNER,
+    KIND_ROWS,
+    ROW_BLOCK_BYTES,
+    SPLIT_OUTPUTS,
+    SPLIT_SUMMED,
+    uses_gemv,
+)
 
 RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
 FOUR_MIN = 256  # runs at least this long are summed four outputs at a time
@@ -69,27 +73,11 @@ ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
 # Parallel runs take this many chunks per thread, handed out as workers come free: on a
 # machine shared with other processes, a static split waits for the slowest worker.
 CHUNKS_PER_THREAD = 4
-# Weighted rows shorter than this (one summed axis, unit stride along them) run on BLAS'
-# ?gemv: LLVM's vectorized loop needs more iterations before it runs at all, and left
-# ki,k->i's rows of 24 float32 one element at a time (11 ns a row against 1-2 on ?gemv).
-GEMV_MAX_NB = 64
 GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
-# Unweighted rows shorter than this, back to back in memory (ij->j with j = 3 or 24),
-# are summed as windows of whole rows, FLAT_WINDOW elements or so, each window one long
-# row of the rows kernel: one element at a time they took 11 ns a row of 24, TEIR's
-# tiles 60.
-FLAT_MAX_NB = 64
-FLAT_WINDOW = 1024
-ROW_BLOCK_BYTES = 8192  # the accumulator's share of the vector axis (in L1 with its pair)
 
 # Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
 # fused; no other fast-math assumption (NaN and infinity propagate as in numpy).
 _SUM_MATH = {"reassoc", "contract"}
-
-
-def row_block(itemsize: int) -> int:
-    """Elements of the vector axis one ``KIND_ROWS`` unit accumulates."""
-    return ROW_BLOCK_BYTES // itemsize
 
 
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
@@ -503,20 +491,6 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
             for c in range(1, nchunks):
                 acc += partial[c, o * vn + t]
             y[yb + t * vec[2]] = acc
-
-
-def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
-    """Whether a reduction's rows run on BLAS' ?gemv (see GEMV_MAX_NB): weighted rows,
-    short, of unit stride, one summed axis whose rows do not overlap (BLAS' lda >= m)
-    and whose weights step forward."""
-    return bool(kind == KIND_ROWS and weighted and vec[1] == 1 and vec[0] < GEMV_MAX_NB
-                and summed.shape[0] == 1 and summed[0, 1] >= vec[0] and summed[0, 2] > 0)
-
-
-def uses_flat_rows(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
-    """Whether a reduction's rows are summed as flat windows (see FLAT_MAX_NB)."""
-    return bool(kind == KIND_ROWS and not weighted and vec[1] == 1 and vec[0] < FLAT_MAX_NB
-                and summed.shape[0] == 1 and summed[0, 1] == vec[0])
 
 
 def _gemv_for(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,

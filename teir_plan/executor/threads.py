@@ -3,7 +3,7 @@ parallel regions may run at all.
 
 One setting governs the executor's threads: parallel TEIR axes run on that many numba
 threads, each calling single-threaded BLAS, and so does a large BLAS tile of a program
-without parallel axes, split into parts (kernels.run_split).  BLAS' own threads are not
+without parallel axes, split into parts (walker.run_split).  BLAS' own threads are not
 used (they spin after each call on the cores the next parallel region needs), and the
 cores are never oversubscribed.
 
@@ -281,10 +281,3 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def renew_after_fork(owner: object, name: str, make: Callable[[], object]) -> None:
-    """In a forked child, ``owner.name`` (a module's lock: pass the module) becomes a new
-    ``make()``: a lock another thread held at the fork would stay held there for ever."""
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=lambda: setattr(owner, name, make()))

@@ -38,26 +38,21 @@ from numba import carray, njit, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.entries import compiled_address
-from teir_plan.executor.microkernel import (
-    LINE_BYTES,
-    VECTOR_BYTES,
+from teir_plan.executor.intrinsics import (
     array_data,
     as_intp,
     element_address,
-    reg_vector,
     splat,
     store_line_nt,
     to_next_line,
     transpose_lines,
     vector_ops,
 )
-from teir_plan.isa import target
+from teir_plan.executor.microkernel import LINE_BYTES, VECTOR_BYTES, reg_vector
 
-# Rows of the largest micro-tile: its accumulators, the vector of V and a broadcast
-# take 26 of 32 vector registers (AVX-512, NEON), 14 of 16 with 12 rows (AVX2).
-# Measured on one core in L1, AVX-512, float32, K = 24: 20 rows at 138 GFLOP/s, against
-# 102 for 16 rows (the epilogue's transposes weigh more).
-MAX_ROWS = 24 if target().registers >= 32 else 12
+# The largest micro-tile's rows: the tile rules' constant, so that the cost model prices
+# the tiles this kernel runs without importing it.
+from teir_plan.tiles import VEC_T_TILE_ROWS as MAX_ROWS
 
 
 def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
@@ -262,7 +257,7 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
     axis is computed into ``buf`` and the block's whole lines are written from there with
     non-temporal stores, in order; the elements before its first line boundary and after
     its last are written with ordinary stores.  Those stores are weakly ordered: the
-    caller runs :func:`~teir_plan.executor.microkernel.store_fence` before another
+    caller runs :func:`~teir_plan.executor.intrinsics.store_fence` before another
     thread reads the output."""
     lanes = VECTOR_BYTES // C.itemsize  # the vector axis' step: one vector register
     line = LINE_BYTES // C.itemsize  # non-temporal stores: one cache line
@@ -315,7 +310,7 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
         v += lanes
     for i in range(region - done):
         C[co + done + i] = buf[done - held + i]
-    # No fence here: the caller fences once its tiles are done (kernels.run_chunk), not
+    # No fence here: the caller fences once its tiles are done (walker.run_chunk), not
     # after every tile; a fence waits for the lines in flight to reach memory (tiles of
     # 20 x 20 x 24: a fence each made them 4x slower).
 

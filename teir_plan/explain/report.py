@@ -415,10 +415,11 @@ def executor_note(teir: Any) -> str:
     ``?gemm`` call (with its transpose flags and leading dimensions, executor/lower.py)
     or, for tiles too small for a call to pay off or not addressable by BLAS, jitted
     strided loops."""
-    from teir_plan.executor import kernels
-    from teir_plan.executor.lower import SMALL_TILE_FLOPS, blas_plan, lower
+    from teir_plan.executor import table
+    from teir_plan.executor.lower import lower
     from teir_plan.explain.pseudocode import prim_axes_by_role
     from teir_plan.isa import target
+    from teir_plan.tiles import SMALL_TILE_FLOPS, blas_plan
 
     if teir.is_unary:
         low = lower(teir)
@@ -430,9 +431,9 @@ def executor_note(teir: Any) -> str:
                     "written to memory whole with non-temporal stores")
         how = ("executor: each tile copied by jitted loops, transposed a 64-byte line by a "
                "line in registers where the input's unit stride is not out's")
-        if low.tile[kernels.T_STREAM]:
+        if low.tile[table.T_STREAM]:
             how += ", whole lines written to memory with non-temporal stores"
-            if low.tile[kernels.T_SCRATCH]:
+            if low.tile[table.T_SCRATCH]:
                 how += (" (a tile whose rows follow one another in out is assembled in a "
                         "buffer first when out starts inside a line)")
         return how
@@ -450,19 +451,19 @@ def executor_note(teir: Any) -> str:
     b_st = (st(1, ax["k"]), st(1, ax["n"]))
     c_st = (st(2, ax["m"]), st(2, ax["n"]))
     tile = lower(teir).tile  # the executor's own decision
-    if tile[kernels.T_MODE] == kernels.MODE_VEC:
-        vec = 2 if tile[kernels.T_SWAP] else 1
+    if tile[table.T_MODE] == table.MODE_VEC:
+        vec = 2 if tile[table.T_SWAP] else 1
         along, rows = ("m", n) if vec == 1 else ("n", m)
         streamed = (", written to memory with non-temporal stores (out is written once and "
-                    "too large for the cache to keep)") if tile[kernels.T_STREAM] else ""
+                    "too large for the cache to keep)") if tile[table.T_STREAM] else ""
         streamed += f"; kernels generated for {target().describe()}"
-        if tile[kernels.T_VEC_T]:
+        if tile[table.T_VEC_T]:
             return (f"executor: each tile runs the transposed vector kernel: "
                     f"{along}={m if vec == 1 else n} along the unit stride of "
                     f"{'in0' if vec == 1 else 'in1'}, {rows} rows of outer products along the "
                     f"unit stride of out, k={k}, accumulated in registers and transposed "
                     f"there (no packing){streamed}")
-        if tile[kernels.T_VEC_P]:
+        if tile[table.T_VEC_P]:
             return (f"executor: each tile first transposes {'in0' if vec == 1 else 'in1'}'s "
                     f"k={k} x {along}={m if vec == 1 else n} block (unit stride along k) "
                     f"into the worker's buffer, in registers, then runs the vector kernel "
@@ -472,15 +473,15 @@ def executor_note(teir: Any) -> str:
                 f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
                 f"{rows} rows of outer products, k={k}, accumulated in registers "
                 f"(no packing){streamed}")
-    if tile[kernels.T_MODE] == kernels.MODE_DOT:
-        count, side = (n, "column") if tile[kernels.T_SWAP] else (m, "row")
+    if tile[table.T_MODE] == table.MODE_DOT:
+        count, side = (n, "column") if tile[table.T_SWAP] else (m, "row")
         what = "one dot product" if count == 1 else f"{count} dot products (one per output {side})"
         return (f"executor: each tile runs as {what}, k={k} along the unit stride of both "
                 f"operands, in a vectorized jitted loop (no BLAS call)")
-    if tile[kernels.T_MODE] == kernels.MODE_ROW:
+    if tile[table.T_MODE] == table.MODE_ROW:
         loop = ("innermost parallel loop (its iterations walked in runs)"
-                if tile[kernels.T_ROW_PAR] else f"innermost loop ({tile[kernels.T_M]} elements)")
-        does = ("sums the products into one output element" if tile[kernels.T_C_M] == 0
+                if tile[table.T_ROW_PAR] else f"innermost loop ({tile[table.T_M]} elements)")
+        does = ("sums the products into one output element" if tile[table.T_C_M] == 0
                 else "writes the elementwise products")
         return (f"executor: the scalar tiles run as rows: the program's {loop} is taken into "
                 f"one vectorized jitted loop that {does}")

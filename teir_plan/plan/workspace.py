@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from teir_plan.executor.threads import renew_after_fork
+from teir_plan.forks import renew_after_fork
 
 # Buffers smaller than this come from numpy each time: malloc reuses them cheaply.
 POOL_MIN_BYTES = 1 << 20

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from teir_plan.plan.plan import Plan
+if TYPE_CHECKING:  # plans are timed, not built, here: the planner does not import plans
+    from teir_plan.plan.plan import Plan
 
 AUTOTUNE_CANDIDATES = 5
 

@@ -14,7 +14,10 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from teir_plan.executor.lower import (
+from teir_plan.frontend.contraction import Axis, Contraction
+from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.records import TEIR, Primitives, Schedule
+from teir_plan.tiles import (
     SMALL_TILE_FLOPS,
     VEC_MAX_ROWS_TIMES_K,
     VEC_MAX_SPAN,
@@ -25,9 +28,6 @@ from teir_plan.executor.lower import (
     BlasPlan,
     blas_plan,
 )
-from teir_plan.frontend.contraction import Axis, Contraction
-from teir_plan.teir.enums import DimType, ExecType, Prim
-from teir_plan.teir.records import TEIR, Primitives, Schedule
 
 NO_AXIS = -1
 MAX_PRIM_CHOICES = 6

@@ -19,12 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from teir_plan.executor.lower import COPY_RUN_MIN_LINES, streams_out
-from teir_plan.executor.microkernel import PAGE_BYTES
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
+from teir_plan.tiles import COPY_RUN_MIN_LINES, PAGE_BYTES, streams_out
 
 # Copies smaller than this run on one thread: a parallel region costs more.
 PARALLEL_COPY_BYTES = 1 << 16

@@ -29,9 +29,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from teir_plan.executor.execute import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
-from teir_plan.executor.lower import (
+from teir_plan.frontend.contraction import Contraction
+from teir_plan.planner.candidates import NO_AXIS, Choice
+from teir_plan.planner.machine import GEMM_FORMS, GEMM_GRID, MachineParams
+from teir_plan.teir.enums import DimType
+from teir_plan.tiles import (
+    BLAS_THREADED_TILE_FLOPS,
     DOT_MIN_K,
+    DOT_SPLIT_MIN_K,
+    NEXT_TILE_PREFETCH_BYTES,
     SMALL_TILE_FLOPS,
     VEC_BYTES,
     VEC_LINES,
@@ -48,12 +54,7 @@ from teir_plan.executor.lower import (
     vec_t_axis,
     vec_t_efficiency,
 )
-from teir_plan.executor.lower import dot_tile as lower_dot_tile
-from teir_plan.executor.microkernel import NEXT_TILE_PREFETCH_BYTES
-from teir_plan.frontend.contraction import Contraction
-from teir_plan.planner.candidates import NO_AXIS, Choice
-from teir_plan.planner.machine import GEMM_FORMS, GEMM_GRID, MachineParams
-from teir_plan.teir.enums import DimType
+from teir_plan.tiles import dot_tile as lower_dot_tile
 
 
 @dataclass(frozen=True)
@@ -489,7 +490,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     compute = calls * per_call
     if tile.repack_seconds:
         # A packed vector tile whose predecessor on its worker read the same block keeps
-        # the buffer (kernels._gemm_vec_packed): the innermost loops that do not move
+        # the buffer (gemm_tiles._gemm_vec_packed): the innermost loops that do not move
         # the vector operand repeat each transpose's use.
         op = vector_operand(vec)
         reuse = 1

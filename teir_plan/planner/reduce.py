@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from teir_plan.executor import reduce as R
+from teir_plan import tiles as R
 from teir_plan.frontend.contraction import Layout
 from teir_plan.planner.cost import Cost, memory_seconds
 from teir_plan.planner.machine import MachineParams
@@ -70,8 +70,10 @@ class Reduction:
 
     def run(self, x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
         kept, vec, summed = self.tables
-        R.run_reduction(self.kind, kept, vec, summed, self.origins, self.weighted,
-                        self.split, x, w, y)
+        from teir_plan.executor.reduce import run_reduction  # the planner loads no numba
+
+        run_reduction(self.kind, kept, vec, summed, self.origins, self.weighted, self.split,
+                      x, w, y)
 
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or

@@ -22,7 +22,6 @@ from functools import lru_cache
 from itertools import islice
 from typing import NamedTuple
 
-from teir_plan.executor.lower import BlasPlan, blas_plan
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
     MAX_PRIM_CHOICES,
@@ -53,6 +52,7 @@ from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
+from teir_plan.tiles import BlasPlan, blas_plan
 
 
 @dataclass(frozen=True)

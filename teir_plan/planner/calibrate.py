@@ -1,0 +1,396 @@
+"""The calibrations: measuring the cost model's parameters on this machine.
+
+``tp.calibrate()`` measures fully (15-40 seconds, the BLAS efficiency table included); the
+first-use calibration (:func:`quick_calibrate`, about a second) measures what plans depend
+on most when nothing is cached (see :mod:`teir_plan.planner.machine` for the sources of
+parameters, the cache and the parameters in force, which both set).  They time programs
+on the executor, so this module imports it; the rest of the planner does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from teir_plan.errors import CalibrationWarning
+from teir_plan.executor import blas
+from teir_plan.executor.execute import execute, run_lowered
+from teir_plan.executor.lower import lower
+from teir_plan.executor.threads import get_num_threads, set_num_threads
+from teir_plan.isa import target
+from teir_plan.planner import machine
+from teir_plan.planner.machine import (
+    GEMM_FORMS,
+    GEMM_GRID,
+    GRID_MAX_FLOPS,
+    MachineParams,
+    _l2_bytes,
+)
+from teir_plan.teir.records import TEIR
+from teir_plan.tiles import vec_efficiency
+
+
+def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def calibration_program(m: int, n: int, k: int, dtype: str, reps: int = 1, form: int = 0
+                        ) -> TEIR:
+    """The TEIR program calibration times: ``reps`` m x n x k tiles along a sequential
+    N loop (in0's tile stays in cache while in1 and out stream, as in the loop nests the
+    planner builds), in0 of m * k, in1 of k * n * reps and out of m * n * reps elements.
+    out is column-major, so BLAS runs each tile unswapped with its operands in ``form``
+    (an index in GEMM_FORMS)."""
+    a = [0, k, 0, 1] if form & 1 else [0, 1, 0, m]  # A: m x k, T or N
+    b = [k * n, 0, 1, n] if form & 2 else [k * n, 0, k, 1]  # B: k x n, T or N
+    return TEIR.from_fields(
+        data_type=dtype, prim_first="zero", prim_main="gemm", prim_last="none",
+        dim_types=["n", "m", "n", "k"], exec_types=["seq", "prim", "prim", "prim"],
+        dim_sizes=[reps, m, n, k], strides=[a, b, [m * n, 1, m, 0]],
+    )
+
+
+# ---- measurements shared by the quick and the full calibration (one thread) ----------
+PEAK_SIDE = 768  # the large tile BLAS' peak is read on: about 5 ms at 188 GFLOP/s
+
+
+def _peak_flops(dtype: str, rng: np.random.Generator, repeats: int = 5) -> float:
+    """BLAS through the executor on one PEAK_SIDE^3 tile, best of ``repeats``."""
+    s = PEAK_SIDE
+    prog = calibration_program(s, s, s, dtype)
+    arrs = [rng.random(s * s).astype(dtype), rng.random(s * s).astype(dtype),
+            np.zeros(s * s, dtype)]
+    execute(prog, *arrs)
+    return 2 * s**3 / _best(lambda: execute(prog, *arrs), repeats)
+
+
+def _call_seconds() -> float:
+    """Python-side cost of a plan step (a pre-checked executor call), from 200 runs of a
+    one-element copy."""
+    one = TEIR.from_fields(
+        data_type="float32", prim_first="none", prim_main="copy", prim_last="none",
+        dim_types=[], exec_types=[], dim_sizes=[], strides=[[], []],
+    )
+    x, y = np.ones(1, np.float32), np.zeros(1, np.float32)
+    lowered = lower(one)
+
+    def run200() -> None:
+        for _ in range(200):
+            run_lowered(lowered, [x, y])
+
+    run200()
+    return _best(run200, 3) / 200
+
+
+def _copy_rate(rng: np.random.Generator) -> float:
+    """Copy tiles in cache (Copy programs and packs): a 512 x 512 float32 block into rows
+    of another stride, one core, bytes copied per second, best of five (the model's
+    transposes run at 0.7 of it: measured 0.64 on the reference).  The earlier default
+    underestimated the reference's by half and more: packs looked too dear
+    (bhqd,bhkd->bhqk's pack of its second operand was predicted 576 us, measured 178)."""
+    side = 512
+    copy_prog = TEIR.from_fields(
+        data_type="float32", prim_first="none", prim_main="copy", prim_last="none",
+        dim_types=["c", "c"], exec_types=["prim", "prim"], dim_sizes=[side, side],
+        strides=[[side, 1], [side + 16, 1]],
+    )
+    src = rng.random(side * side).astype(np.float32)
+    dst = np.zeros((side + 16) * side, np.float32)
+    copy_low = lower(copy_prog)
+    run_lowered(copy_low, [src, dst])
+    return src.nbytes / _best(lambda: run_lowered(copy_low, [src, dst]), 5)
+
+
+def _dram_rate(mib: int, repeats: int) -> float:
+    """Memory bandwidth, read plus write, of a ``mib`` MiB numpy.copyto (the first copy
+    faults the destination's pages in; the best of the runs is kept)."""
+    a = np.ones(mib * 1024 * 1024 // 8)
+    b = np.empty_like(a)
+    return 2 * a.nbytes / _best(lambda: np.copyto(b, a), repeats)
+
+
+def _call_seconds_gemm() -> float:
+    """The executor's call overhead as the first-use calibration reads it, from programs
+    of 8 x 8 x 8 float32 BLAS tiles (the kernel the peak was just measured with, already
+    compiled; the one-element copy the full calibration times compiles the copy kernel,
+    12 s on a fresh install): one tile a call against 33, so that the tiles' own cost
+    drops out of the difference."""
+    def per_call(reps: int) -> float:
+        lowered = lower(calibration_program(8, 8, 8, "float32", reps), False)
+        arrs = [np.ones(64, np.float32), np.ones(64 * reps, np.float32),
+                np.zeros(64 * reps, np.float32)]
+
+        def run200() -> None:
+            for _ in range(200):
+                run_lowered(lowered, arrs)  # noqa: B023
+
+        run200()
+        return _best(run200, 3) / 200
+
+    one, many = per_call(1), per_call(33)
+    return max(one - (many - one) / 32, 1e-7)
+
+
+def _numpy_copy_rate(rng: np.random.Generator) -> float:
+    """The copy rate in cache as the first-use calibration reads it: numpy.copyto of a
+    512 x 512 float32 block into rows of another stride, the block the full calibration
+    copies with a Copy program (51 GB/s with numpy here, 49 with the executor), without
+    compiling the executor's copy kernel."""
+    side = 512
+    src = rng.random((side, side)).astype(np.float32)
+    dst = np.zeros((side, side + 16), np.float32)[:, :side]
+    np.copyto(dst, src)
+    return src.nbytes / _best(lambda: np.copyto(dst, src), 5)
+
+
+# OpenBLAS' kernel families (its core name, lower case) by the width of the vectors their
+# GEMM kernels use; a core not listed is not compared with teir_plan's vector width.
+OPENBLAS_CORE_VECTOR_BYTES = {
+    "skylakex": 64, "cooperlake": 64, "sapphirerapids": 64, "a64fx": 64,
+    "haswell": 32, "zen": 32, "sandybridge": 32, "neoversev1": 32,
+    "nehalem": 16, "core2": 16, "penryn": 16, "dunnington": 16, "prescott": 16,
+    "atom": 16, "barcelona": 16, "bobcat": 16, "bulldozer": 16, "piledriver": 16,
+    "steamroller": 16, "excavator": 16, "armv8": 16, "cortexa53": 16, "cortexa57": 16,
+    "cortexa72": 16, "cortexa73": 16, "neoversen1": 16, "neoversen2": 16,
+    "thunderx2t99": 16, "thunderx3t110": 16, "vortex": 16, "falkor": 16, "tsv110": 16,
+}
+
+
+def _blas_vector_bytes() -> int | None:
+    """The vector width of the GEMM kernels of the BLAS the executor calls, from
+    OpenBLAS' core name (threadpoolctl), or None (not OpenBLAS, or a core not listed).
+    OpenBLAS 0.3.30-0.3.31 runs its Haswell (AVX2) kernels on AMD's Zen 5, which has
+    AVX-512: its peak there says nothing about what teir_plan's AVX-512 kernel does."""
+    try:
+        import threadpoolctl
+
+        ilp64 = blas.gemm_address(np.dtype(np.float32))[1] == 8  # numpy's OpenBLAS, else scipy's
+        where = "numpy.libs" if ilp64 else "scipy.libs"
+        for info in threadpoolctl.threadpool_info():
+            if info.get("internal_api") == "openblas" and where in str(info.get("filepath")):
+                return OPENBLAS_CORE_VECTOR_BYTES.get(str(info.get("architecture")).lower())
+    except Exception:  # noqa: BLE001 - an unknown BLAS set-up: no width, no adjustment
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class QuickMeasurements:
+    """What the first-use calibration measures (rates on one core, DRAM over the copy),
+    and the two vector widths that relate BLAS' peak to the vector kernel's."""
+
+    gemm_flops_f32: float
+    gemm_flops_f64: float
+    dram_bytes_per_second: float
+    copy_bytes_per_second: float
+    call_seconds: float
+    l2_bytes: int | None  # from sysfs; None where Linux does not say
+    kernel_vector_bytes: int = 0  # teir_plan's vector kernels' (isa.target())
+    blas_vector_bytes: int | None = None  # BLAS' GEMM kernels' (None: not known)
+
+
+def measure_quick() -> QuickMeasurements:
+    """The first-use measurements, on one thread: about 0.3 s here once the kernels are
+    compiled (numba's disk cache), plus their first compilation on a fresh install
+    (which the first einsum would pay anyway)."""
+    rng = np.random.default_rng(0)
+    saved_threads = get_num_threads()
+    try:
+        set_num_threads(1)
+        # Best of 7, float32 measured before and after float64: one reading in a busy
+        # spell of a shared machine priced every BLAS tile twice too dear (see calibrate).
+        f32 = _peak_flops("float32", rng, 7)
+        f64 = _peak_flops("float64", rng, 5)
+        f32 = max(f32, _peak_flops("float32", rng, 3))
+        call = _call_seconds_gemm()
+        copy = _numpy_copy_rate(rng)
+        # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
+        # about 15 ms a copy at 20 GB/s (the full calibration copies 256 MiB).
+        dram = _dram_rate(128, 3)
+    finally:
+        set_num_threads(saved_threads)
+    return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
+                             target().vector_bytes, _blas_vector_bytes())
+
+
+def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
+                      ) -> MachineParams:
+    """First-use parameters: the measured fields as measured, and what hangs on them
+    scaled by the measured-to-reference ratio: the vector kernel's rate by the BLAS peak
+    (on the reference it runs at 0.98 of BLAS' peak), the LLC and packing rates by the
+    in-cache copy rate.  The efficiency table is a fraction of the peak, so the
+    reference's keeps its meaning; the loop, tile and parallel-region costs stay the
+    reference's.
+
+    Where BLAS' kernels use narrower vectors than teir_plan's (OpenBLAS' AVX2 kernels on
+    AMD's Zen 5: BLAS at 131 GFLOP/s a core, the AVX-512 vector kernel at 288), the vector
+    kernel's rate is scaled by the width ratio too: scaled by BLAS' peak alone it read
+    130, and the first-use plans matched the full calibration's on 17 of the 24 TCCG
+    cases (22 with the measured rate).  A CPU that splits wide vectors in two (Zen 4's
+    AVX-512) would be over-rated by this if its BLAS ran narrower kernels there; recent
+    OpenBLAS releases run their AVX-512 (SkylakeX/Cooperlake) kernels on Zen 4, so the
+    widths agree (not checked on a Zen 4 here)."""
+    ref = MachineParams.reference()
+    wider = (m.kernel_vector_bytes / m.blas_vector_bytes
+             if m.blas_vector_bytes and m.kernel_vector_bytes > m.blas_vector_bytes else 1.0)
+    f32 = m.gemm_flops_f32 / ref.gemm_flops_f32
+    f64 = m.gemm_flops_f64 / ref.gemm_flops_f64
+    copy = m.copy_bytes_per_second / ref.copy_bytes_per_second
+    return replace(
+        ref,
+        gemm_flops_f32=m.gemm_flops_f32,
+        gemm_flops_f64=m.gemm_flops_f64,
+        vec_flops_f32=ref.vec_flops_f32 * f32 * wider,
+        vec_flops_f64=ref.vec_flops_f64 * f64 * wider,
+        dram_bytes_per_second=m.dram_bytes_per_second,
+        copy_bytes_per_second=m.copy_bytes_per_second,
+        llc_bytes_per_second=ref.llc_bytes_per_second * copy,
+        pack_bytes_per_second=ref.pack_bytes_per_second * copy,
+        call_seconds=m.call_seconds,
+        l2_bytes=m.l2_bytes or ref.l2_bytes,
+        source="first-use",
+        measured_at=measured_at,
+        machine=machine,
+    )
+
+
+def quick_calibrate(save: bool = True) -> MachineParams:
+    """Measure what plans depend on most (about a second), use it, cache it, and say so
+    once (a :class:`~teir_plan.errors.CalibrationWarning`).  ``tp.calibrate()`` measures
+    fully and replaces it.  Another thread that asks for the parameters meanwhile waits
+    for this measurement."""
+    with machine._measuring:
+        with machine._lock:
+            if machine._current is not None:  # measured by the thread this one waited for
+                return machine._current
+        start = time.perf_counter()
+        measured = measure_quick()
+        spent = time.perf_counter() - start
+        p = params_from_quick(measured, machine._machine_key(), _now())
+        saved = save and machine._save(p)
+        machine.set_machine_params(p)
+    where = (f"cached in {machine._cache_file()}" if saved else "not cached (the cache "
+             f"{machine._cache_file()} could not be written)")
+    warnings.warn(
+        f"teir_plan: no calibration for this machine ({p.machine}); measured a first-use "
+        f"estimate in {spent:.1f} s, {where}. Run tp.calibrate() (15-40 s) for the full "
+        f"measurement; TEIR_PLAN_AUTOCALIBRATE=0 skips measuring.",
+        CalibrationWarning, stacklevel=_caller_stacklevel())
+    return p
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first frame outside teir_plan
+    (the user's einsum or plan call, however deep the planning call that measured)."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(
+            package):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
+def calibrate(save: bool = True) -> MachineParams:
+    """Measure the cost model's parameters on this machine (15-40 seconds) and use them;
+    saved, they replace a first-use estimate.
+
+    >>> import teir_plan as tp
+    >>> params = tp.calibrate(save=False)  # doctest: +SKIP
+    """
+    p = MachineParams.reference()
+    rng = np.random.default_rng(0)
+
+    def gemm_tiles(m: int, n: int, k: int, dtype: str, reps: int = 1, form: int = 0
+                   ) -> tuple[TEIR, list[np.ndarray]]:
+        prog = calibration_program(m, n, k, dtype, reps, form)
+        arrs = [rng.random(m * k).astype(dtype), rng.random(k * n * reps).astype(dtype),
+                np.zeros(m * n * reps, dtype)]
+        return prog, arrs
+
+    def tile_seconds(m: int, n: int, k: int, vector_kernel: bool = False, form: int = 0,
+                     repeats: int = 5) -> float:
+        reps = max(1, min(4000, int(8e7 / (2 * m * n * k))))
+        prog, arrs = gemm_tiles(m, n, k, "float32", reps, form)
+        # The grid is BLAS' table: tiles the vector kernel would take run on BLAS here.
+        lowered = lower(prog, vector_kernel)
+        run_lowered(lowered, arrs)
+        return _best(lambda: run_lowered(lowered, arrs), repeats) / reps  # noqa: B023
+
+    saved_threads = get_num_threads()
+    try:
+        set_num_threads(1)
+        peaks = {dtype: _peak_flops(dtype, rng) for dtype in ("float32", "float64")}
+        # The vector kernel on a tile it takes (one of efbad,cf->abcde's blocks), timed
+        # before the grid and again after it, the shorter kept, as the peak is: the
+        # planner weighs the two rates against each other, and a single reading in a busy
+        # spell (135 GFLOP/s against a peak of 157, where the calibrations around it read
+        # 0.95-1.0 of the peak) tilts its choices toward BLAS tiles.
+        vm, vn, vk = 432, 24, 36
+        vec_spent = tile_seconds(vm, vn, vk, True)
+        # BLAS on every tile shape of the grid, as a fraction of the large-tile peak
+        # with the call's fixed cost included (the loop nest's own cost per tile,
+        # ``tile_seconds``, is the model's separate term).
+        rates: dict[tuple[int, int, int, int], float] = {}
+        forms = range(len(GEMM_FORMS))
+        for f, m, n, k in itertools.product(forms, GEMM_GRID, GEMM_GRID, GEMM_GRID):
+            if 2 * m * n * k > GRID_MAX_FLOPS:  # (the table's order)
+                rates[f, m, n, k] = rates[f, min(m, 512), min(n, 512), min(k, 512)]
+            else:
+                # The transposed forms at best of 3, not 5: calibration stays under 20 s.
+                spent = max(tile_seconds(m, n, k, form=f, repeats=3 if f else 5)
+                            - p.tile_seconds, 1e-9)
+                rates[f, m, n, k] = 2 * m * n * k / spent
+        # The peak is measured again after the grid and the higher kept, and no grid tile
+        # may beat it: on a shared machine one measurement can catch a neighbour's load
+        # (a 768^3 float32 tile measured at 88 GFLOP/s, 175-186 in the calibrations
+        # around it), which priced every BLAS tile twice too dear against the vector
+        # kernel, whose rate is measured apart.
+        for dtype in peaks:
+            peaks[dtype] = max(peaks[dtype], _peak_flops(dtype, rng))
+        peaks["float32"] = max(peaks["float32"], *rates.values())
+        eff = {key: min(1.0, rate / peaks["float32"]) for key, rate in rates.items()}
+        # The vector kernel at full efficiency: its rate on that tile divided by the
+        # tile's modelled efficiency.
+        vec_spent = max(min(vec_spent, tile_seconds(vm, vn, vk, True)) - p.tile_seconds, 1e-9)
+        vec_f32 = 2 * vm * vn * vk / vec_spent / vec_efficiency(vm, vn, vk, 4)
+        t_call = _call_seconds()
+        copy_rate = _copy_rate(rng)
+        # 256 MiB: large enough for the kernel to use huge pages.
+        dram = _dram_rate(256, 3)
+        p = replace(
+            p,
+            l2_bytes=_l2_bytes() or p.l2_bytes,
+            gemm_flops_f32=peaks["float32"],
+            gemm_flops_f64=peaks["float64"],
+            gemm_efficiency=tuple(eff.values()),
+            vec_flops_f32=vec_f32,
+            vec_flops_f64=vec_f32 * p.vec_flops_f64 / p.vec_flops_f32,
+            call_seconds=t_call,
+            copy_bytes_per_second=copy_rate,
+            dram_bytes_per_second=dram,
+            calibrated=True,
+            source="calibrated",
+            measured_at=_now(),
+            machine=machine._machine_key(),
+        )
+    finally:
+        set_num_threads(saved_threads)
+    if save:
+        machine._save(p)
+    machine.set_machine_params(p)
+    return p
