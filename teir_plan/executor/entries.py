@@ -67,7 +67,9 @@ def _blocked_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
 _SIGNATURES = {"vector": _vector_signature, "tile": _tile_signature,
                "chunk": _chunk_signature, "blocked": _blocked_signature}
 # Addresses already compiled, read without the lock (the executor asks on every call).
-_ADDRESSES: dict[tuple[str, np.dtype], int] = {}
+# Keyed by the function and dtype as given: the executor asks on every call, and building
+# the compile key (a formatted name, a normalized dtype) each time would cost more.
+_ADDRESSES: dict[tuple[Callable[..., None], object], int] = {}
 
 
 def compiled_address(entry: Callable[..., None], dtype: np.dtype, abi: str = "vector"
@@ -75,11 +77,12 @@ def compiled_address(entry: Callable[..., None], dtype: np.dtype, abi: str = "ve
     """The address of ``entry`` (a plain Python function of the arguments that
     :func:`call_entry`, :func:`call_tile`, :func:`call_chunk` or :func:`call_blocked`
     passes, as ``abi`` says) compiled for arrays of ``dtype`` (float32 or float64)."""
-    dtype = np.dtype(dtype)
-    key = (f"{entry.__module__}.{entry.__qualname__}", dtype)
-    address = _ADDRESSES.get(key)
+    address = _ADDRESSES.get((entry, dtype))
     if address is not None:
         return address
+    given = (entry, dtype)
+    dtype = np.dtype(dtype)
+    key = (f"{entry.__module__}.{entry.__qualname__}", dtype)
     with _COMPILE_LOCK:
         compiled = _COMPILED.get(key)
         if compiled is None:
@@ -89,7 +92,7 @@ def compiled_address(entry: Callable[..., None], dtype: np.dtype, abi: str = "ve
             compiled = _COMPILED[key] = cfunc(_SIGNATURES[abi](dtype), cache=True)(entry)
         address = int(compiled.address)  # type: ignore[attr-defined]
         assert address, "a compiled C callback has an address"
-        _ADDRESSES[key] = address
+        _ADDRESSES[given] = address
     return address
 
 
