@@ -12,8 +12,6 @@ The pipeline, one package per stage::
 """
 
 import importlib
-import sys
-import types
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
@@ -33,9 +31,9 @@ from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, 
 if TYPE_CHECKING:
     from teir_plan.api import einsum, plan, plan_cache
     from teir_plan.executor import execute, get_num_threads, set_num_threads
-    from teir_plan.explain import Report, explain
-    from teir_plan.plan.plan import Plan
     from teir_plan.planner.calibrate import calibrate
+    from teir_plan.render import Report, explain, pseudocode
+    from teir_plan.schedule.plan import Plan
 
 try:
     __version__ = _version("teir_plan")
@@ -52,9 +50,10 @@ _LAZY = {
     "execute": "teir_plan.executor",
     "get_num_threads": "teir_plan.executor",
     "set_num_threads": "teir_plan.executor",
-    "Report": "teir_plan.explain",
-    "explain": "teir_plan.explain",
-    "Plan": "teir_plan.plan.plan",
+    "Report": "teir_plan.render",
+    "explain": "teir_plan.render",
+    "pseudocode": "teir_plan.render",
+    "Plan": "teir_plan.schedule.plan",
     "calibrate": "teir_plan.planner.calibrate",
 }
 
@@ -72,25 +71,11 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
 
-class _Package(types.ModuleType):
-    """``tp.plan`` and ``tp.explain`` are functions named like the subpackages
-    ``teir_plan.plan`` and ``teir_plan.explain``.  Python binds a subpackage to its
-    parent's attribute when it first imports it; with the functions imported lazily that
-    could come first and leave ``tp.plan`` the subpackage, so that binding is skipped (the
-    subpackages stay in ``sys.modules``, which is where imports find them)."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in ("plan", "explain") and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
 __all__ = [
     "__version__",
     "explain",
     "Report",
+    "pseudocode",
     "einsum",
     "plan",
     "plan_cache",

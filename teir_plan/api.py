@@ -16,10 +16,10 @@ from teir_plan.errors import EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads
 from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
-from teir_plan.plan.build import build_plan, c_strides
-from teir_plan.plan.plan import OperandSpec, Plan, addressable, as_operand
 from teir_plan.planner.autotune import autotune
 from teir_plan.planner.machine import machine_params
+from teir_plan.schedule.build import build_plan, c_strides
+from teir_plan.schedule.plan import OperandSpec, Plan, addressable, as_operand
 
 PLAN_CACHE_SIZE = 512
 

@@ -71,7 +71,7 @@ def main() -> None:
         print("tile figure of the chosen schedule written to demo-tiles.png")
         # The spec's own schedules of this contraction (10.3.6: loops p, r, t index the
         # tiles; s, q, u fill them; 10.3.7: p, r parallel, t a batch-reduce inside BRGEMM).
-        from teir_plan.explain.figure import tile_figure
+        from teir_plan.render.figure import tile_figure
 
         gemm = tp.TEIR(prog.primitives.__class__("float32", "zero", "gemm", "none"),
                        prog.with_exec_types(["seq"] * 3 + ["prim"] * 3).schedule)

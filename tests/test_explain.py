@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
-from teir_plan.explain.pseudocode import prim_arguments, pseudocode
-from teir_plan.explain.report import changes
-from teir_plan.plan.steps import Candidate
 from teir_plan.planner.cost import Cost
+from teir_plan.render.pseudocode import prim_arguments, pseudocode
+from teir_plan.render.report import changes
+from teir_plan.schedule.steps import Candidate
 from tests import spec_examples as ex
 
 P, Q, R, S, T, U = ex.P, ex.Q, ex.R, ex.S, ex.T, ex.U
@@ -258,7 +258,7 @@ def test_figure_grids_follow_fig_10_3_1(tmp_path):
     pytest.importorskip("matplotlib")
     from matplotlib.patches import Rectangle
 
-    from teir_plan.explain.figure import tile_figure
+    from teir_plan.render.figure import tile_figure
 
     fig = tile_figure(ex.gemm_contraction()[0], NAMES)
     ax = fig.axes[0]
@@ -331,7 +331,7 @@ def test_the_executor_note_names_the_kernel_the_lowering_chose(
     # executor's own decision (lower), whichever tile mode that is.
     from teir_plan.executor import table
     from teir_plan.executor.lower import lower
-    from teir_plan.explain.report import executor_note
+    from teir_plan.render.report import executor_note
 
     p = tp.plan(expr, *shapes)
     if p.teir is None:  # it runs on the reduction kernels; with ReLU last it cannot

@@ -3,8 +3,8 @@
 The import graph is read from the sources with ``ast``, not from a running interpreter,
 so that a lazy import inside a function counts as well as one that happens to run.  An
 edge goes from a module to the teir_plan module it names (``from teir_plan.executor
-import walker`` names ``teir_plan.executor.walker``; ``from teir_plan.plan.plan import
-Plan`` names ``teir_plan.plan.plan``).  A package's ``__init__``, which Python runs before
+import walker`` names ``teir_plan.executor.walker``; ``from teir_plan.schedule.plan import
+Plan`` names ``teir_plan.schedule.plan``).  A package's ``__init__``, which Python runs before
 any of its submodules, is not an edge of every import below it: only the modules an
 ``__init__`` imports itself are its edges.  Imports under ``if TYPE_CHECKING:`` never run
 and are left out.
@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "teir_plan"
 # Lazy (function-level) imports that close a cycle, each with why it stays.  An edge
 # listed here that no longer exists fails the test, so the list cannot go stale.
 ALLOWED_LAZY_CYCLES: dict[tuple[str, str], str] = {
-    ("teir_plan.plan.plan", "teir_plan.explain.report"):
+    ("teir_plan.schedule.plan", "teir_plan.render.report"):
         "Plan.explain() builds the report, which reads plans and steps and re-plans the "
         "other result layouts through api._get_plan (api -> plan.build -> plan.plan)",
     ("teir_plan.planner.machine", "teir_plan.planner.calibrate"):
@@ -162,3 +162,18 @@ def test_the_planner_imports_without_numba() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_no_public_function_shares_a_subpackage_name() -> None:
+    """``tp.plan`` and ``tp.explain`` are functions: were a subpackage named like one,
+    importing it would rebind the package attribute (or the function would hide it)."""
+    code = ("import teir_plan as tp, teir_plan.schedule.build, teir_plan.render.report\n"
+            "print(callable(tp.plan), callable(tp.explain), callable(tp.pseudocode), "
+            "tp.schedule.build.__name__, tp.render.report.__name__)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["True", "True", "True", "teir_plan.schedule.build",
+                                     "teir_plan.render.report"]
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    import teir_plan as tp
+    assert not packages & set(tp.__all__), packages & set(tp.__all__)

@@ -13,12 +13,12 @@ import pytest
 
 import teir_plan as tp
 from teir_plan.errors import CalibrationWarning, PlanError
-from teir_plan.explain.report import build_report
 from teir_plan.isa import VectorTarget
 from teir_plan.planner import calibrate as measure
 from teir_plan.planner import machine
 from teir_plan.planner.calibrate import QuickMeasurements, params_from_quick
 from teir_plan.planner.machine import MachineParams, default_params, set_machine_params
+from teir_plan.render.report import build_report
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
 # the tests are fast and deterministic.

@@ -319,7 +319,7 @@ def test_a_set_of_sizes_is_refused_not_reordered():
                                          ("ijk", ["3 names for 2 axes"]),
                                          (b"ij", ["a list of 2 strings"])])
 def test_axis_names_are_checked(names, words):
-    from teir_plan.explain.pseudocode import pseudocode
+    from teir_plan.render.pseudocode import pseudocode
 
     prog = tp.TEIR(tp.Primitives("float32", "none", "copy", "none"),
                    tp.Schedule(["c", "c"], ["seq", "prim"], [2, 3], [[3, 1], [1, 2]]))

@@ -139,8 +139,8 @@ def _fork_while_locked() -> None:
     import teir_plan as tp
     from teir_plan import api
     from teir_plan.executor import threads as thr
-    from teir_plan.plan import workspace as ws
     from teir_plan.planner import machine
+    from teir_plan.schedule import workspace as ws
 
     tp.set_num_threads(2)
     checks = _workload()

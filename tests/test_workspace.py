@@ -10,10 +10,10 @@ import numpy as np
 import teir_plan as tp
 from teir_plan.executor.threads import get_num_threads
 from teir_plan.frontend.expression import parse
-from teir_plan.plan.build import _build, result_layouts
-from teir_plan.plan.plan import OperandSpec
-from teir_plan.plan.workspace import POOL_MIN_BYTES, Workspace, workspace
 from teir_plan.planner.machine import machine_params
+from teir_plan.schedule.build import _build, result_layouts
+from teir_plan.schedule.plan import OperandSpec
+from teir_plan.schedule.workspace import POOL_MIN_BYTES, Workspace, workspace
 
 
 def test_reuses_an_idle_buffer_of_similar_size() -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # plans are timed, not built, here: the planner does not import plans
-    from teir_plan.plan.plan import Plan
+    from teir_plan.schedule.plan import Plan
 
 AUTOTUNE_CANDIDATES = 5
 

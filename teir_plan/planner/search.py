@@ -71,7 +71,7 @@ class Ranked:
         return self.cost.seconds
 
 
-# Planning a result layout that wins is repeated in full (plan/build.py: the losing
+# Planning a result layout that wins is repeated in full (schedule/build.py: the losing
 # layouts' searches keep fewer candidates); these memos let the repeat reuse the variants
 # and the per-prim-choice tile costs of the first search.  Keyed by the machine
 # parameters, bounded, and cleared by forget_memos.
@@ -173,10 +173,10 @@ def rank(
 
     ``expansions``: a dict shared by the searches of one plan, which keeps each prim
     choice's costed schedules, so that searching a problem again with more candidates
-    kept (plan/build.py) costs only what the first search pruned.
+    kept (schedule/build.py) costs only what the first search pruned.
 
     ``ceiling``: a cost no useful candidate reaches (another result layout's best, when
-    plan/build.py weighs several): prim choices whose lower bound reaches it are not
+    schedule/build.py weighs several): prim choices whose lower bound reaches it are not
     costed, so the list may be shorter than ``top``, or empty when no candidate can
     cost less.  Every candidate cheaper than the ceiling is still found."""
     scored: list[tuple[float, int, Contraction, Choice, Cost, tuple[Pack, ...]]] = []

@@ -16,13 +16,13 @@ import numpy as np
 from teir_plan.executor.execute import run_blocked, run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.frontend.contraction import Contraction
-from teir_plan.plan.view import View
-from teir_plan.plan.workspace import workspace
 from teir_plan.planner.block import Blocking
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.pack import Pack
 from teir_plan.planner.reduce import Reduction
+from teir_plan.schedule.view import View
+from teir_plan.schedule.workspace import workspace
 from teir_plan.teir.records import TEIR
 
 
@@ -136,7 +136,7 @@ class CopyStep(Step):
 
 @dataclass(frozen=True)
 class ViewStep(Step):
-    """The result is a view of an operand (see :mod:`teir_plan.plan.view`): a call
+    """The result is a view of an operand (see :mod:`teir_plan.schedule.view`): a call
     without ``out`` returns the view and runs nothing; this step runs only for a plan
     called with ``out=``, copying the view into it."""
 

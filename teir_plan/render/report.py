@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from teir_plan.errors import PlanError
-from teir_plan.explain.pseudocode import pseudocode
-from teir_plan.plan.plan import Plan
-from teir_plan.plan.steps import (
+from teir_plan.planner.cost import Cost
+from teir_plan.render.pseudocode import pseudocode
+from teir_plan.schedule.plan import Plan
+from teir_plan.schedule.steps import (
     BlockedStep,
     Candidate,
     CastStep,
@@ -38,7 +39,6 @@ from teir_plan.plan.steps import (
     ReduceStep,
     TEIRStep,
 )
-from teir_plan.planner.cost import Cost
 from teir_plan.teir.enums import ExecType, Prim
 
 
@@ -345,7 +345,7 @@ class Report:
     def figure(self):  # type: ignore[no-untyped-def]
         """A matplotlib figure of the main step's tiles, in the manner of the spec's
         Fig. 10.3.1.  Needs matplotlib (``pip install 'teir_plan[plot]'``)."""
-        from teir_plan.explain.figure import tile_figure
+        from teir_plan.render.figure import tile_figure
 
         step = self._plan.main_step if self._plan is not None else None
         if step is None:
@@ -417,8 +417,8 @@ def executor_note(teir: Any) -> str:
     strided loops."""
     from teir_plan.executor import table
     from teir_plan.executor.lower import lower
-    from teir_plan.explain.pseudocode import prim_axes_by_role
     from teir_plan.isa import target
+    from teir_plan.render.pseudocode import prim_axes_by_role
     from teir_plan.tiles import SMALL_TILE_FLOPS, blas_plan
 
     if teir.is_unary:
@@ -663,7 +663,7 @@ def _free_layout_note(plan: Plan) -> str | None:
     the layout the planner would choose itself, when it is predicted faster by more
     than the planner's own layout margin, and how to get it.  None otherwise."""
     from teir_plan.api import _get_plan
-    from teir_plan.plan.build import LAYOUT_MARGIN
+    from teir_plan.schedule.build import LAYOUT_MARGIN
 
     opt = plan.options.get("optimize")
     if (plan.options.get("result_layouts") or plan.view is not None
@@ -817,7 +817,7 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
 def _original_contraction(plan: Plan):  # type: ignore[no-untyped-def]
     """The contraction as the user wrote it (before fusing), for two-operand plans."""
     from teir_plan.frontend.contraction import describe
-    from teir_plan.plan.build import layout_from
+    from teir_plan.schedule.build import layout_from
 
     step = plan.main_step
     if step is None or len(plan.operands) != 2 or step.inputs != (0, 1):

@@ -55,7 +55,7 @@ class View:
 
     def element_strides(self, strides: Sequence[int]) -> tuple[int, ...]:
         """The view's element strides for an operand of element ``strides``, normalized
-        as :class:`teir_plan.plan.plan.OperandSpec` normalizes them (0 along extent 1;
+        as :class:`teir_plan.schedule.plan.OperandSpec` normalizes them (0 along extent 1;
         all 0 for an empty result)."""
         if 0 in self.shape:
             return (0,) * len(self.shape)

@@ -13,9 +13,9 @@ from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.executor.execute import run_lowered
 from teir_plan.frontend.expression import Expression
-from teir_plan.plan.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
-from teir_plan.plan.view import View
-from teir_plan.plan.workspace import POOL_MIN_BYTES, workspace
+from teir_plan.schedule.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
+from teir_plan.schedule.view import View
+from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
 from teir_plan.teir.records import TEIR
 
 
@@ -198,7 +198,7 @@ class Plan:
 
     def explain(self, measure: bool = False, top: int = 5):  # type: ignore[no-untyped-def]
         """A :class:`tp.Report` of what was chosen, why, and what else was considered."""
-        from teir_plan.explain.report import build_report
+        from teir_plan.render.report import build_report
 
         return build_report(self, measure=measure, top=top)
 
@@ -260,7 +260,7 @@ class Plan:
         if not self._out_dense:
             return spec.allocate()
         # A large result borrows pooled memory that returns to the pool when the caller
-        # drops it: repeated calls write into mapped pages (see plan/workspace.py).
+        # drops it: repeated calls write into mapped pages (see schedule/workspace.py).
         return workspace.lend(spec.shape, spec.dtype, self._out_order)
 
     @cached_property

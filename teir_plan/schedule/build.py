@@ -26,8 +26,14 @@ from teir_plan.frontend.convention import (
     pairwise,
 )
 from teir_plan.frontend.expression import Expression, parse
-from teir_plan.plan.plan import OperandSpec, Plan
-from teir_plan.plan.steps import (
+from teir_plan.planner.block import blocked_cost, blocking_for
+from teir_plan.planner.copy import plan_copy
+from teir_plan.planner.cost import read_factors
+from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.reduce import Reduction, plan_reduction
+from teir_plan.planner.search import plain, rank
+from teir_plan.schedule.plan import OperandSpec, Plan
+from teir_plan.schedule.steps import (
     BlockedStep,
     BufferSpec,
     Candidate,
@@ -41,13 +47,7 @@ from teir_plan.plan.steps import (
     ViewStep,
     step_seconds,
 )
-from teir_plan.plan.view import view_for
-from teir_plan.planner.block import blocked_cost, blocking_for
-from teir_plan.planner.copy import plan_copy
-from teir_plan.planner.cost import read_factors
-from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.reduce import Reduction, plan_reduction
-from teir_plan.planner.search import plain, rank
+from teir_plan.schedule.view import view_for
 from teir_plan.teir.records import TEIR
 
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -278,7 +278,7 @@ def _view_plan(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
                result: np.dtype, order: str, opt: Optimize, casting: Casting,
                threads: int) -> Plan | None:
     """The plan returning a view of the operand, when the expression only rearranges it
-    (see :mod:`teir_plan.plan.view`), the result keeps its dtype, and the view has the
+    (see :mod:`teir_plan.schedule.view`), the result keeps its dtype, and the view has the
     layout ``order`` asks for (any, for "K")."""
     view = view_for(expr, [s.shape for s in specs])
     # numpy's result type of a non-native operand is native: a view keeps the operand's
