@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from teir_plan.api import einsum, plan, plan_cache
     from teir_plan.executor import execute, get_num_threads, set_num_threads
     from teir_plan.planner.calibrate import calibrate
-    from teir_plan.render import Report, explain, pseudocode
+    from teir_plan.render import Report, explain
+    from teir_plan.render.pseudocode import pseudocode
     from teir_plan.schedule.plan import Plan
 
 try:
@@ -52,7 +53,7 @@ _LAZY = {
     "set_num_threads": "teir_plan.executor",
     "Report": "teir_plan.render",
     "explain": "teir_plan.render",
-    "pseudocode": "teir_plan.render",
+    "pseudocode": "teir_plan.render.pseudocode",
     "Plan": "teir_plan.schedule.plan",
     "calibrate": "teir_plan.planner.calibrate",
 }
