@@ -36,16 +36,7 @@ from teir_plan.executor.lower import Lowered, lower  # noqa: E402
 
 def tile_kind(low: Lowered) -> str:
     """The name of the tile kind a lowered program's tiles run on."""
-    from teir_plan.executor import table as T
-
-    t = low.tile
-    if t[T.T_KIND] in (T.KIND_COPY, T.KIND_RELU):
-        return "relu" if t[T.T_KIND] == T.KIND_RELU else "copy"
-    mode = int(t[T.T_MODE])
-    if mode == T.MODE_VEC:
-        return "vec_t" if t[T.T_VEC_T] else ("vec_p" if t[T.T_VEC_P] else "vec")
-    return {T.MODE_LOOPS: "loops", T.MODE_BLAS: "blas", T.MODE_ROW: "row",
-            T.MODE_DOT: "dot"}[mode]
+    return low.kind.name
 
 
 def cases() -> list[tuple[str, str, list[tuple[int, ...]], str]]:

@@ -22,9 +22,9 @@ import teir_plan as tp
 from benchmarks.common import machine
 from teir_plan.executor.execute import run_lowered
 from teir_plan.executor.lower import lower
-from teir_plan.executor.table import MODE_VEC, T_MODE
 from teir_plan.isa import target
 from teir_plan.planner.calibrate import calibration_program
+from teir_plan.tilekinds.vec import KIND as VEC
 
 # Tiles the vector kernel takes in the TCCG set: efbad,cf's blocks, dbea,ec's, a long
 # thin tile and a squarer one.
@@ -37,7 +37,7 @@ def _runs(m: int, n: int, k: int, rng: np.random.Generator):  # type: ignore[no-
     arrays = [rng.random(m * k).astype(np.float32), rng.random(k * n * reps).astype(np.float32),
               np.zeros(m * n * reps, np.float32)]
     vec, blas = lower(prog, True), lower(prog, False)
-    assert int(vec.tile[T_MODE]) == MODE_VEC, f"{(m, n, k)}: not a vector-kernel tile here"
+    assert vec.kind is VEC, f"{(m, n, k)}: not a vector-kernel tile here"
     return reps, arrays, vec, blas
 
 

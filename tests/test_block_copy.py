@@ -248,8 +248,8 @@ def test_a_large_permutation_streams_and_matches_numpy() -> None:
     """A permutation with an output of 32 MiB streams (non-temporal stores), into the
     plan's own result and into an out= that starts 16 bytes into a line."""
     import teir_plan as tp
-    from teir_plan.executor import table as K
     from teir_plan.executor.lower import lower
+    from teir_plan.tilekinds import table as K
 
     a = np.random.default_rng(3).standard_normal((2048, 4096)).astype(np.float32)
     for expr in ("ab->ba", "ab->ab"):
@@ -381,7 +381,7 @@ def test_a_permutation_whose_tiles_continue_rows_into_any_out_offset(dtype: type
     into an out= at every offset within a line, the bytes around it untouched."""
     import teir_plan as tp
     from teir_plan.executor import lower as lowering
-    from teir_plan.executor import table as K
+    from teir_plan.tilekinds import table as K
 
     lanes = 64 // np.dtype(dtype).itemsize
     x = np.random.default_rng(9).standard_normal((3, 3 * lanes, 5, 2 * lanes)).astype(dtype)

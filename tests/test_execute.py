@@ -215,7 +215,6 @@ def test_large_blas_tiles_split_across_workers(m, n, layout, first, last, thread
     sequential K loop: every orientation BLAS is called in (plain, transposed, C^T =
     B^T A^T), operands it must pack and an output it cannot address, Zero first or
     accumulation, ReLU last."""
-    from teir_plan.executor import table as K
     from teir_plan.executor.lower import lower
 
     rng = np.random.default_rng(7)
@@ -239,7 +238,7 @@ def test_large_blas_tiles_split_across_workers(m, n, layout, first, last, thread
         dim_types="kmnk", exec_types=["seq", "prim", "prim", "prim"], dim_sizes=[kl, m, n, k],
         strides=[[sa[0], sa[1], 0, sa[2]], [sb[0], 0, sb[2], sb[1]], [0, sc[0], sc[1], 0]],
     )
-    assert lower(prog).tile[K.T_MODE] == K.MODE_BLAS
+    assert lower(prog).kind.name == "blas"
     want = np.einsum("lik,lkj->ij", a, b) + (c0 if first == "none" else 0)
     if last == "relu":
         want = np.maximum(want, 0)

@@ -19,8 +19,8 @@ import pytest
 
 import teir_plan as tp
 from teir_plan.planner.cost import Cost
+from teir_plan.render.notes import changes
 from teir_plan.render.pseudocode import prim_arguments, pseudocode
-from teir_plan.render.report import changes
 from teir_plan.schedule.steps import Candidate
 from tests import spec_examples as ex
 
@@ -314,24 +314,23 @@ def test_html_is_one_self_contained_file_a_browser_renders(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("expr", "shapes", "mode", "words"),
+    ("expr", "shapes", "kind", "words"),
     [
-        ("ij,j->i", [(512, 512), (512,)], "MODE_DOT", "dot products (one per output row)"),
+        ("ij,j->i", [(512, 512), (512,)], "dot", "dot products (one per output row)"),
         ("j,ji->i", [(512,), (512, 512)], None, None),
-        ("i,i->", [(4096,), (4096,)], "MODE_DOT", "one dot product"),
-        ("ij,ij->ij", [(256, 256), (256, 256)], "MODE_ROW", "writes the elementwise products"),
+        ("i,i->", [(4096,), (4096,)], "dot", "one dot product"),
+        ("ij,ij->ij", [(256, 256), (256, 256)], "row", "writes the elementwise products"),
         ("ij,jk->ik", [(256, 256), (256, 256)], None, None),
-        ("bda,dc->abc", [(64, 64, 96), (64, 24)], "MODE_VEC", "vector kernel"),
+        ("bda,dc->abc", [(64, 64, 96), (64, 24)], "vec", "vector kernel"),
     ],
 )
 def test_the_executor_note_names_the_kernel_the_lowering_chose(
-    expr: str, shapes: list[tuple[int, ...]], mode: str | None, words: str | None
+    expr: str, shapes: list[tuple[int, ...]], kind: str | None, words: str | None
 ) -> None:
     # The note is the explain report's account of the executor: it must agree with the
-    # executor's own decision (lower), whichever tile mode that is.
-    from teir_plan.executor import table
+    # executor's own decision (lower), whichever tile kind that is.
     from teir_plan.executor.lower import lower
-    from teir_plan.render.report import executor_note
+    from teir_plan.render.notes import executor_note
 
     p = tp.plan(expr, *shapes)
     if p.teir is None:  # it runs on the reduction kernels; with ReLU last it cannot
@@ -339,15 +338,15 @@ def test_the_executor_note_names_the_kernel_the_lowering_chose(
         p = tp.plan(expr, *shapes, epilogue="relu")
     assert p.teir is not None
     note = executor_note(p.teir)
-    low = int(lower(p.teir).tile[table.T_MODE])
-    if mode is not None:
-        assert low == getattr(table, mode)
+    low = lower(p.teir).kind.name
+    if kind is not None:
+        assert low == kind
         assert words in note
     says_blas = "BLAS" in note and "no BLAS call" not in note
-    assert says_blas == (low == table.MODE_BLAS)
-    assert ("dot product" in note) == (low == table.MODE_DOT)
-    assert ("vector kernel" in note) == (low == table.MODE_VEC)
-    assert ("as rows" in note) == (low == table.MODE_ROW)
+    assert says_blas == (low == "blas")
+    assert ("dot product" in note) == (low == "dot")
+    assert ("vector kernel" in note) == (low in ("vec", "vec_t", "vec_p"))
+    assert ("as rows" in note) == (low == "row")
 
 
 def test_a_fixed_result_layout_names_the_faster_layout_the_planner_would_choose() -> None:

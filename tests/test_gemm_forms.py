@@ -9,10 +9,10 @@ import itertools
 import pytest
 
 from teir_plan.errors import PlanError
-from teir_plan.executor import table as K
 from teir_plan.executor.lower import lower
 from teir_plan.planner.calibrate import calibration_program
-from teir_plan.planner.cost import blas_form, dot_tile, gemm_efficiency, tile_seconds
+from teir_plan.planner.cost import tile_seconds
+from teir_plan.planner.gemm_rate import gemm_efficiency
 from teir_plan.planner.machine import (
     DEFAULT_GEMM_EFFICIENCY,
     GEMM_FORMS,
@@ -20,7 +20,8 @@ from teir_plan.planner.machine import (
     MachineParams,
 )
 from teir_plan.planner.search import prim_options, variants
-from teir_plan.tiles import BlasPlan, blas_plan
+from teir_plan.tilekinds import table as K
+from teir_plan.tilekinds.blas import BlasPlan, blas_form, blas_plan
 from tests.test_search import _contraction
 
 
@@ -101,8 +102,9 @@ def _blas_tiles(case: tuple[str, str]):  # type: ignore[no-untyped-def]
     base = MachineParams()
     for v, _ in variants(_contraction(case[0], case[1], 1), base, 1):
         for opt in prim_options(v, base, 1):
-            if opt.blas is None or opt.tile.vec or dot_tile(v, *opt.prim):
+            if not opt.tile.blas:
                 continue  # not a BLAS tile
+            assert opt.blas is not None
             yield v, opt, blas_form(opt.blas)
 
 
@@ -155,7 +157,7 @@ def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeyp
 
 
 def test_the_floors_efficiency_bounds_every_form_and_orientation() -> None:
-    from teir_plan.planner.cost import best_gemm_efficiency
+    from teir_plan.planner.gemm_rate import best_gemm_efficiency
 
     p = MachineParams()
     for m, n, k in itertools.product([1, 8, 30, 64, 100, 700, 5000], repeat=3):

@@ -18,10 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import teir_plan as tp
-from teir_plan.executor import table as K
 from teir_plan.executor.lower import lower
 from teir_plan.executor.microkernel import LINES, QUAD_LINES, VECTOR_BYTES, gemm_vec
-from teir_plan.tiles import streams_out, vec_axis
+from teir_plan.tilekinds import table as K
+from teir_plan.tilekinds.vec import vec_axis
+from teir_plan.tiles import streams_out
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
 
@@ -151,7 +152,7 @@ def test_vector_kernel_programs_match_numpy() -> None:
                                       parallel)
         teir.validate()
         low = lower(teir)
-        assert low.tile[K.T_MODE] == K.MODE_VEC
+        assert low.kind.name == "vec"
         assert low.tile[K.T_SWAP] == int(along == "n")
         assert_program_matches(teir, a, b, expr, first, last,
                                f"{dtype} {along} {ksplit} {first}")
@@ -192,9 +193,9 @@ def test_the_kernel_can_be_turned_off_for_blas_calibration() -> None:
     kernel off gives BLAS tiles that compute the same result."""
     teir, (a, b), expr = _program("float32", 100, 12, 36, 1, "m")
     teir.validate()
-    assert lower(teir).tile[K.T_MODE] == K.MODE_VEC
+    assert lower(teir).kind.name == "vec"
     low = lower(teir, vector_kernel=False)
-    assert low.tile[K.T_MODE] == K.MODE_BLAS
+    assert low.kind.name == "blas"
     from teir_plan.executor.execute import run_lowered
 
     out = np.zeros((12, 100), np.float32)
@@ -215,7 +216,7 @@ def test_a_streamed_output_is_written_with_non_temporal_stores() -> None:
     ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
     plan = tp.plan(expr, a, b)
     low = lower(plan.teir)
-    assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_STREAM] == 1
+    assert low.kind.name == "vec" and low.tile[K.T_STREAM] == 1
     assert "non-temporal" in str(plan.explain())
     np.testing.assert_allclose(plan(a, b), ref, rtol=1e-4, atol=1e-4)
     raw = line_aligned(ref.size + 4, np.float32)

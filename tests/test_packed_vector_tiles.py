@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
-from teir_plan.executor import table as K
 from teir_plan.executor.lower import lower
-from teir_plan.tiles import VEC_P_MIN_LINES, vec_axis, vec_p_axis, vec_t_axis
+from teir_plan.tilekinds import table as K
+from teir_plan.tilekinds.vec import vec_axis
+from teir_plan.tilekinds.vec_p import VEC_P_MIN_LINES, vec_p_axis
+from teir_plan.tilekinds.vec_t import vec_t_axis
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases
 
 
@@ -55,8 +57,9 @@ def test_packed_vector_tiles_match_numpy(length: int) -> None:
         k = 60 if length == 100 else 48  # K (and its splits) ending inside a line too
         teir, (a, b), expr = _program(dtype, m, n, k, ksplit, along, first, last, parallel)
         teir.validate()
-        tile = lower(teir).tile
-        assert tile[K.T_MODE] == K.MODE_VEC and tile[K.T_VEC_P] >= length
+        low = lower(teir)
+        tile = low.tile
+        assert low.kind.name == "vec_p" and tile[K.T_VEC_P] >= length
         assert tile[K.T_VEC_T] == 0 and tile[K.T_SWAP] == int(along == "n")
         assert_program_matches(teir, a, b, expr, first, last,
                                f"{dtype} {along} {length} {ksplit} {first} {last} {parallel}")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
-from teir_plan.executor import table as K
 from teir_plan.executor.lower import lower
+from teir_plan.tilekinds import table as K
 from tests.reference import run_reference
 
 
@@ -52,7 +52,7 @@ def test_folded_k_loop(threads, dtype, first, last, unit):
     prog = _program(dtype, first, last, "mkk", ["parallel", "seq", "seq"],
                     [n_i, n_p, n_q], [s0, s1, [1, 0, 0]])
     low = lower(prog)
-    assert low.tile[K.T_MODE] == K.MODE_ROW and low.tile[K.T_M] == n_q
+    assert low.kind.name == "row" and low.tile[K.T_M] == n_q
     assert len(low.loops) == 2  # q is the tile's now
     _run_both(prog, [n_i * n_p * n_q * sq, n_p * n_q * sq, n_i], seed=1)
 
@@ -70,7 +70,7 @@ def test_folded_elementwise_loop_inside_a_k_loop(threads, dtype, first, last, un
     prog = _program(dtype, first, last, "ckc", ["parallel", "seq", "seq"],
                     [n_i, n_p, n_j], [s0, s0, [n_j * sj, 0, sj]])
     low = lower(prog)
-    assert low.tile[K.T_MODE] == K.MODE_ROW and low.tile[K.T_C_M] == sj
+    assert low.kind.name == "row" and low.tile[K.T_C_M] == sj
     size = n_p * n_i * n_j * sj
     _run_both(prog, [size, size, n_i * n_j * sj], seed=2)
 
@@ -84,7 +84,7 @@ def test_parallel_loops_walked_in_runs(threads, dtype, first, last):
     prog = _program(dtype, first, last, "cc", ["parallel", "parallel"], [7, 13],
                     [[13, 1], [1, 7], [13, 1]])
     low = lower(prog)
-    assert low.tile[K.T_MODE] == K.MODE_ROW and low.tile[K.T_ROW_PAR] == 1
+    assert low.kind.name == "row" and low.tile[K.T_ROW_PAR] == 1
     _run_both(prog, [91, 91, 91], seed=3)
 
 
@@ -105,18 +105,18 @@ def test_dot_tiles(threads, dtype, first, last, swap):
                         [[m * k, k, 1], [k, 0, 1], [m, 1, 0]])
         lengths = [b * m * k, b * k, b * m]
     low = lower(prog)
-    assert low.tile[K.T_MODE] == K.MODE_DOT and low.tile[K.T_SWAP] == int(swap)
+    assert low.kind.name == "dot" and low.tile[K.T_SWAP] == int(swap)
     _run_both(prog, lengths, seed=4)
 
 
 @pytest.mark.parametrize(
     "expr, shapes, mode",
     [
-        ("ij,ij->ij", [(37, 53), (37, 53)], K.MODE_ROW),
-        ("ij,ji->ij", [(37, 53), (53, 37)], K.MODE_ROW),
-        ("i,i->", [(1001,), (1001,)], K.MODE_DOT),
-        ("ij,j->i", [(65, 300), (300,)], K.MODE_DOT),
-        ("j,ij->i", [(300,), (65, 300)], K.MODE_DOT),
+        ("ij,ij->ij", [(37, 53), (37, 53)], "row"),
+        ("ij,ji->ij", [(37, 53), (53, 37)], "row"),
+        ("i,i->", [(1001,), (1001,)], "dot"),
+        ("ij,j->i", [(65, 300), (300,)], "dot"),
+        ("j,ij->i", [(300,), (65, 300)], "dot"),
         ("bij,bij->b", [(6, 5, 40), (6, 5, 40)], None),
     ],
 )
@@ -139,7 +139,7 @@ def test_einsum_through_row_and_dot_tiles(threads, expr, shapes, mode, view):
         assert [s.kind for s in p.steps] == ["reduce"]
         p = tp.plan(expr, *ops, epilogue="relu")
     if view == "plain" and mode is not None:
-        assert lower(p.teir).tile[K.T_MODE] == mode
+        assert lower(p.teir).kind.name == mode
     for relu in (False, True):
         got = tp.einsum(expr, *ops, epilogue="relu" if relu else None)
         ref = np.einsum(expr, *(o.astype(np.float64) for o in ops))
@@ -173,7 +173,7 @@ def test_one_long_dot_product_split_over_threads(threads, dtype, first, last, k)
 
     prog = _program(dtype, first, last, "k", ["prim"], [k], [[1], [1], [0]])
     low = lower(prog)
-    assert low.tile[K.T_MODE] == K.MODE_DOT
+    assert low.kind.name == "dot"
     assert dot_split(low) == (k >= 1 << 16)
     rng = np.random.default_rng(6)
     dt = np.dtype(dtype)

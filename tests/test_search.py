@@ -184,8 +184,9 @@ def test_blas_tiles_overlap_less_with_the_reads_they_pack() -> None:
     m, n, k = (names.index(x) for x in "ace")
     vec = next(ch for ch in choices_for(c, (m, n, k, -1), 2)
                if ch.loops == (names.index("b"), names.index("d")) and ch.npar == 1)
-    assert cost.vec_tile(c, vec.m, vec.n, vec.k, vec.br) == cost.VEC_M
-    assert not cost.vec_tile(c, blas.m, blas.n, blas.k, blas.br)
+    kind, axis, _ = cost.tile_kind(c, vec.m, vec.n, vec.k, vec.br, vec.blas)
+    assert (kind.name, axis) == ("vec", 1)  # along M
+    assert not cost.tile_kind(c, blas.m, blas.n, blas.k, blas.br, blas.blas)[0].vector
 
     def parts(ch: Choice) -> tuple[float, float]:
         e = estimate(c, ch, params, 2)
@@ -206,7 +207,6 @@ def test_a_row_axis_too_long_for_the_vector_kernel_is_split_to_fit() -> None:
     still offers q split into tiles of 64 rows, which run on the vector kernel and give
     numpy's answer; 24 rows of K 384 (BLAS measured faster) are not offered."""
     import teir_plan as tp
-    from teir_plan.executor import table
     from teir_plan.executor.lower import lower
     from teir_plan.planner.candidates import vec_rows_split
     from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K
@@ -219,7 +219,7 @@ def test_a_row_axis_too_long_for_the_vector_kernel_is_split_to_fit() -> None:
              and any(a.name.startswith("q") and a.extent == 64 for a in v.axes)]
     assert split
     ranked = rank(split[0], MachineParams(), 1, top=8)
-    vec = [r for r in ranked if lower(r.teir).tile[table.T_MODE] == table.MODE_VEC]
+    vec = [r for r in ranked if lower(r.teir).kind.name == "vec"]
     assert vec and 64 in vec[0].teir.schedule.dim_sizes
     rng = np.random.default_rng(5)
     a = rng.standard_normal((2, 3, 128, 128)).astype(np.float32)

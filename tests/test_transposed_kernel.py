@@ -22,13 +22,14 @@ from numba import njit
 
 import teir_plan as tp
 from teir_plan.executor import entries as E
-from teir_plan.executor import table as K
 from teir_plan.executor import transposed_kernel as T
 from teir_plan.executor.intrinsics import store_fence
 from teir_plan.executor.lower import lower
 from teir_plan.executor.microkernel import LINES, VECTOR_BYTES
-from teir_plan.executor.transposed_kernel import gemm_vec_t, scratch_elements
-from teir_plan.tiles import vec_axis, vec_t_axis
+from teir_plan.executor.transposed_kernel import gemm_vec_t
+from teir_plan.tilekinds import table as K
+from teir_plan.tilekinds.vec import vec_axis
+from teir_plan.tilekinds.vec_t import scratch_elements, vec_t_axis
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
 
@@ -117,7 +118,7 @@ def test_programs_on_the_kernel_match_numpy() -> None:
                                       parallel)
         teir.validate()
         low = lower(teir)
-        assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_VEC_T] != 0
+        assert low.kind.name == "vec_t" and low.tile[K.T_VEC_T] != 0
         assert low.tile[K.T_SWAP] == int(along == "n")
         assert_program_matches(teir, a, b, expr, first, last,
                                f"{dtype} {along} {ksplit} {first}")
@@ -156,7 +157,7 @@ def test_the_planner_uses_the_kernel_into_a_c_order_out() -> None:
     ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
     plan = tp.plan(expr, a, b, order="C")
     low = lower(plan.teir)
-    assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_STREAM] == 1
+    assert low.kind.name in ("vec", "vec_t") and low.tile[K.T_STREAM] == 1
     if LINES * VECTOR_BYTES // 4 > 20:
         # f (20) is shorter than the plain vector kernel's micro-tile on this target
         # (AVX-512's 48 float32); with narrower vectors that kernel takes f itself.
@@ -188,7 +189,7 @@ def test_order_k_keeps_the_layout_the_vector_kernel_serves(expr: str) -> None:
     shapes = [tuple(ext[ch] for ch in t) for t in expr.split("->")[0].split(",")]
     plan = tp.plan(expr, *shapes, dtype=np.float32)
     low = lower(plan.teir)
-    assert low.tile[K.T_MODE] == K.MODE_VEC and low.tile[K.T_VEC_T] == 0
+    assert low.kind.name == "vec" and low.tile[K.T_VEC_T] == 0
     if LINES * VECTOR_BYTES // 4 > 20:
         # f (20) is shorter than the vector kernel's micro-tile on this target (AVX-512's
         # 48 float32): C order would need the transposed kernel.  With narrower vectors

@@ -25,15 +25,15 @@ from teir_plan.executor.intrinsics import (
     to_next_line,
 )
 from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
-from teir_plan.executor.table import (
-    T_SCRATCH,
-)
 from teir_plan.executor.walker import (
     _chunk,
     _collapsed_offsets,
     _iterations,
     _next_offsets,
     _walk_seq,
+)
+from teir_plan.tilekinds.table import (
+    T_SCRATCH,
 )
 
 # A blocked write-back's rows of non-temporal stores at least this long may be written

@@ -9,7 +9,8 @@ when ``TEIR_PLAN_VECTOR_BYTES`` narrows it.
 
 This locator takes every function defined in ``teir_plan/executor/``: its cache lives in
 a folder named by the vector target, and its source stamp is a hash of every executor
-source file (and of ``teir_plan/tiles.py`` and ``teir_plan/isa.py``, whose constants
+source file (and of ``teir_plan/tiles.py``, ``teir_plan/isa.py`` and the tile kinds'
+``teir_plan/tilekinds/``, whose constants
 the kernels compile in) together with that target and llvmlite's version (numba adds its own version
 and the CPU).  Any edit to any executor file, a new release or another vector width
 recompiles everything that could have inlined it; functions elsewhere keep numba's own
@@ -31,7 +32,8 @@ EXECUTOR_DIR = Path(__file__).resolve().parent
 
 # The tile rules' constants and the vector target's shapes are compiled into the kernels
 # too (both sit outside the executor so that the planner imports them without numba).
-COMPILED_IN = (EXECUTOR_DIR.parent / "tiles.py", EXECUTOR_DIR.parent / "isa.py")
+COMPILED_IN = (EXECUTOR_DIR.parent / "tiles.py", EXECUTOR_DIR.parent / "isa.py",
+               *sorted((EXECUTOR_DIR.parent / "tilekinds").glob("*.py")))
 
 
 def _sources() -> list[Path]:

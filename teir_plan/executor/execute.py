@@ -6,7 +6,6 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
-from teir_plan.executor import table as K
 from teir_plan.executor.blocked import (
     blocked_address,
     blocked_chunk_at,
@@ -34,6 +33,8 @@ from teir_plan.executor.walker import (
     run_split,
 )
 from teir_plan.teir.records import TEIR
+from teir_plan.tilekinds import table as K
+from teir_plan.tilekinds.dot import KIND as DOT
 from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 
 # OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
@@ -113,7 +114,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             else:
                 _runner(run_parallel)(chunk_address(low.dtype), x0, x1, y, low.loops,
                                         low.npar, tile, consts, nchunks)
-    elif low.tile[K.T_MODE] == K.MODE_BLAS:
+    elif low.calls_blas:
         # Splitting a tile across workers pays off only on large tiles; on small ones
         # the parallel region costs more than it saves.  BLAS itself always runs on one
         # thread: its own threads would compete with the executor's (see run_split).
@@ -184,7 +185,7 @@ def dot_split(low: Lowered) -> bool:
     """Whether a program is one dot product long enough to split over the threads
     (run_dot_split): a one-row dot tile, no loops, K at least DOT_SPLIT_MIN_K."""
     t = low.tile
-    return (t[K.T_MODE] == K.MODE_DOT and t[K.T_M] == 1 and t[K.T_N] == 1
+    return (low.kind is DOT and t[K.T_M] == 1 and t[K.T_N] == 1
             and len(low.loops) == 0 and t[K.T_K] >= DOT_SPLIT_MIN_K)
 
 

@@ -19,7 +19,7 @@ from teir_plan.executor.entries import (
     call_entry,
 )
 from teir_plan.executor.intrinsics import element_address, to_next_line
-from teir_plan.executor.table import (
+from teir_plan.tilekinds.table import (
     T_A_BR,
     T_A_K,
     T_A_M,

@@ -10,32 +10,25 @@ first/last-access tests.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
-from teir_plan.executor import table as K
-from teir_plan.executor.blas import gemm_address
-from teir_plan.executor.microkernel import entry_address as vec_entry_address
-from teir_plan.executor.transposed_kernel import entry_address, scratch_elements
-from teir_plan.executor.walker import tile_entry_address
+from teir_plan.executor.kind_entries import Entries
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR
 
-# Which kernel a tile runs on is decided by the tile rules, which the planner's cost model
-# asks too; this module only builds the tables.
-from teir_plan.tiles import (
-    COPY_RUN_MIN_LINES,
-    SMALL_TILE_FLOPS,
-    blas_plan,
-    dot_tile,
-    packed_ld,
-    streams_out,
-    vec_axis,
-    vec_line_bytes,
-    vec_p_axis,
-    vec_t_axis,
-)
+# Which kernel a tile runs on is decided by the tile kinds (teir_plan/tilekinds), which
+# the planner's cost model asks too; this module only builds the tables.
+from teir_plan.tilekinds import GemmTile, TileKind, choose, lowered_kind
+from teir_plan.tilekinds import table as K
+from teir_plan.tilekinds.blas import KIND as BLAS
+from teir_plan.tilekinds.copy import COPY, RELU, unary_tile
+from teir_plan.tilekinds.kind import Lowering
+from teir_plan.tilekinds.row import fold
+from teir_plan.tilekinds.vec import KIND as VEC
+from teir_plan.tilekinds.vec import vec_line_bytes
+from teir_plan.tiles import COPY_RUN_MIN_LINES, streams_out
 
 
 @dataclass(frozen=True)
@@ -57,13 +50,17 @@ class Lowered:
     def has_parallel(self) -> bool:
         return self.npar > 0 and self.parallel_iterations > 1
 
+    @cached_property
+    def kind(self) -> TileKind:
+        """The tile kind the program's tiles run on (kept: the executor asks on every
+        call)."""
+        return lowered_kind(self.tile)
+
     @property
     def calls_blas(self) -> bool:
         """Whether the program's tiles call BLAS (else the executor leaves BLAS' thread
         count alone: setting and restoring it costs about 3 us a call)."""
-        t = self.tile
-        return (int(t[K.T_KIND]) in (K.KIND_GEMM, K.KIND_BRGEMM)
-                and int(t[K.T_MODE]) == K.MODE_BLAS)
+        return self.kind is BLAS
 
 
 def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
@@ -73,8 +70,7 @@ def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
     blocks, 72 KiB of lines beside a 1728 KiB stage, 118 -> 150 GFLOP/s; efbad,cf's,
     121 KiB beside 1944 KiB, 102 -> 80)."""
     t = low.tile
-    if (t[K.T_KIND] not in (K.KIND_GEMM, K.KIND_BRGEMM) or t[K.T_MODE] != K.MODE_VEC
-            or t[K.T_VEC_T] or t[K.T_VEC_P]):
+    if low.kind is not VEC:
         return False
     mv = int(t[K.T_N] if t[K.T_SWAP] else t[K.T_M])
     return 2 * vec_line_bytes(int(t[K.T_K]), mv, low.dtype.itemsize) <= l2_room
@@ -112,31 +108,25 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     tile[K.T_LAST_RELU] = int(p.prim_last is Prim.RELU)
     prim = s.prim_axes()
     if teir.is_unary:
-        tile[K.T_KIND] = K.KIND_RELU if p.prim_main is Prim.RELU else K.KIND_COPY
-        tile[K.T_TILE_FN] = tile_entry_address("copy", dtype)
         a0 = prim[0] if len(prim) > 0 else None
         a1 = prim[1] if len(prim) > 1 else None
-        tile[K.T_M] = s.dim_sizes[a0] if a0 is not None else 1
-        tile[K.T_N] = s.dim_sizes[a1] if a1 is not None else 1
-        tile[K.T_A_M] = s.strides[0][a0] if a0 is not None else 0
-        tile[K.T_A_K] = s.strides[0][a1] if a1 is not None else 0
-        tile[K.T_C_M] = s.strides[1][a0] if a0 is not None else 0
-        tile[K.T_C_N] = s.strides[1][a1] if a1 is not None else 0
-        # A copy writes every element once: large outputs stream (ReLU programs do not:
-        # their elementwise loop has no line stores).
-        tile[K.T_STREAM] = int(p.prim_main is Prim.COPY
-                               and streams_out(_out_bytes(teir, dtype), False, True))
-        if tile[K.T_STREAM] and tile[K.T_M] * tile[K.T_N] <= COPY_RUN_BUFFER_ELEMENTS:
-            # A buffer for a tile whose rows form one run of out (kernels.
-            # _copy_transposed_run), one line longer to match out's offset in a line.
-            tile[K.T_SCRATCH] = tile[K.T_M] * tile[K.T_N] + 64 // dtype.itemsize
+        kind = RELU if p.prim_main is Prim.RELU else COPY
+        assert kind.encode is not None
+        unary = unary_tile(s.dim_sizes[a0] if a0 is not None else 1,
+                           s.dim_sizes[a1] if a1 is not None else 1,
+                           (s.strides[0][a0] if a0 is not None else 0,
+                            s.strides[0][a1] if a1 is not None else 0),
+                           (s.strides[1][a0] if a0 is not None else 0,
+                            s.strides[1][a1] if a1 is not None else 0), dtype.itemsize)
+        kind.encode(tile, unary, 1, Lowering(
+            dtype, streams_out(_out_bytes(teir, dtype), False, True), Entries(dtype)))
         if tile[K.T_STREAM]:
             runs = copy_runs(teir, [i for i in range(len(s.dim_sizes)) if i not in par])
             if runs is not None:
                 return Lowered(loops, len(par), par_iters, tile, t, dtype, runs)
     else:
         _lower_gemm(teir, tile, dtype, vector_kernel)
-        loops = _fold_row(loops, len(par), tile)
+        loops = fold(loops, len(par), tile)
         return Lowered(loops, len(par), par_iters, tile, t, dtype,
                        plain_blas=plain_blas(tile, loops))
     return Lowered(loops, len(par), par_iters, tile, t, dtype)
@@ -151,50 +141,11 @@ def plain_blas(tile: np.ndarray, loops: np.ndarray) -> bool:
     16^3 products took 608-622 us against 317-324).  Compiled apart from the general
     walker, it is also all that a first matrix product in a process compiles."""
     return bool(
-        tile[K.T_KIND] == K.KIND_GEMM and tile[K.T_MODE] == K.MODE_BLAS
+        tile[K.T_KIND] == K.KIND_GEMM and BLAS.owns(tile)
         and tile[K.T_LAST_RELU] == 0 and tile[K.T_TRANSA] != 0 and tile[K.T_TRANSB] != 0
         and tile[K.T_LDC] != 0 and tile[K.T_BR] == 1
         and not any(r[4] != 0 and r[0] > 1 for r in loops)
     )
-
-
-def _fold_row(loops: np.ndarray, npar: int, tile: np.ndarray) -> np.ndarray:
-    """A scalar product tile (m = n = k = br = 1: elementwise products, dot products and
-    the spec's scalar schedules) takes the program's innermost loop into itself: a row
-    tile (table.MODE_ROW) multiplies a whole row per call, in a vectorized loop,
-    instead of one element per call of the loop walker (which costs some 50 ns each:
-    ``ij,ij->ij`` on 2048 x 2048 float32 took 218 ms against numpy's 2).  Returns the
-    loop table without a folded sequential loop; a parallel loop stays in the table
-    (``T_ROW_PAR``: the parallel runner walks it in runs).
-
-    >>> loops = np.array([[4, 1, 1, 1, 0]])  # one parallel C loop
-    >>> tile = np.zeros(K.TILE_LEN, np.int64)
-    >>> tile[[K.T_M, K.T_N, K.T_K, K.T_BR]] = 1
-    >>> _fold_row(loops, 1, tile).tolist(), int(tile[K.T_MODE] == K.MODE_ROW)
-    ([[4, 1, 1, 1, 0]], 1)
-    """
-    if (tile[K.T_MODE] != K.MODE_LOOPS or len(loops) == 0
-            or any(tile[f] != 1 for f in (K.T_M, K.T_N, K.T_K, K.T_BR))):
-        return loops
-    size, s0, s1, s2, is_k = (int(v) for v in loops[-1])
-    # A K loop sums into one element (out stride 0); any other loop writes a new
-    # element each step.  A loop of one step gains nothing.
-    if size <= 1 or (s2 == 0) != bool(is_k):
-        return loops
-    tile[K.T_MODE] = K.MODE_ROW
-    tile[K.T_A_M], tile[K.T_B_N], tile[K.T_C_M] = s0, s1, s2
-    if len(loops) > npar:  # the innermost sequential loop: folded into the tile
-        tile[K.T_M] = size
-        return loops[:-1]
-    tile[K.T_ROW_PAR] = 1  # the innermost parallel loop: walked in runs by run_chunk
-    return loops
-
-
-
-
-# The largest Copy tile (elements) that gets a buffer to assemble its run of out in
-# (copy_kernels._copy_transposed_run): it must stay in L1 beside the lines it is read from.
-COPY_RUN_BUFFER_ELEMENTS = 4096
 
 
 def copy_runs(teir: TEIR, axes: list[int]) -> np.ndarray | None:
@@ -255,65 +206,14 @@ def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bo
     def st(j: int, ax: int | None) -> int:
         return s.strides[j][ax] if ax is not None else 0
 
-    m, n, k, br = size(m_ax), size(n_ax), size(k_ax), size(br_ax)
-    tile[K.T_KIND] = K.KIND_BRGEMM if p.prim_main is Prim.BRGEMM else K.KIND_GEMM
-    tile[K.T_M], tile[K.T_N], tile[K.T_K], tile[K.T_BR] = m, n, k, br
-    tile[K.T_A_M], tile[K.T_A_K] = st(0, m_ax), st(0, k_ax)
-    tile[K.T_B_K], tile[K.T_B_N] = st(1, k_ax), st(1, n_ax)
-    tile[K.T_C_M], tile[K.T_C_N] = st(2, m_ax), st(2, n_ax)
-    tile[K.T_A_BR], tile[K.T_B_BR] = st(0, br_ax), st(1, br_ax)
-
-    a, b, c = (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)), (st(2, m_ax), st(2, n_ax))
+    t = GemmTile(size(m_ax), size(n_ax), size(k_ax), size(br_ax),
+                 (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)),
+                 (st(2, m_ax), st(2, n_ax)), dtype.itemsize)
+    K.set_fields(tile, kind=K.KIND_BRGEMM if p.prim_main is Prim.BRGEMM else K.KIND_GEMM,
+                 m=t.m, n=t.n, k=t.k, br=t.br, a_m=t.a[0], a_k=t.a[1], b_k=t.b[0],
+                 b_n=t.b[1], c_m=t.c[0], c_n=t.c[1], a_br=st(0, br_ax), b_br=st(1, br_ax))
     k_loop = any(s.dim_types[i] is DimType.K for i in s.loop_axes())
     streamed = streams_out(_out_bytes(teir, dtype), k_loop, p.prim_first is Prim.ZERO)
-    vec = vec_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
-    if vec:
-        tile[K.T_MODE] = K.MODE_VEC
-        tile[K.T_VEC_FN] = vec_entry_address(dtype)
-        tile[K.T_SWAP] = int(vec == 2)
-        tile[K.T_STREAM] = int(streamed)
-        tile[K.T_AHEAD] = 1  # see prefetch_ahead for blocked programs
-        return
-    vec = vec_t_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
-    if vec:
-        tile[K.T_MODE] = K.MODE_VEC
-        tile[K.T_VEC_T] = entry_address(dtype)
-        rows, c_vec = (n, c[0]) if vec == 1 else (m, c[1])
-        tile[K.T_SWAP] = int(vec == 2)
-        # Its output streams only as one contiguous block: out's stride along the
-        # vector axis is the rows' extent (gemm_vec_t; the cost model's rule too).
-        tile[K.T_STREAM] = int(streamed and c_vec == rows)
-        tile[K.T_SCRATCH] = scratch_elements(rows, k, dtype.itemsize)
-        return
-    vec = vec_p_axis(m, n, k, br, a, b, c, dtype.itemsize) if vector_kernel else 0
-    if vec:
-        tile[K.T_MODE] = K.MODE_VEC
-        tile[K.T_VEC_FN] = vec_entry_address(dtype)
-        tile[K.T_TILE_FN] = tile_entry_address("packed", dtype)
-        tile[K.T_SWAP] = int(vec == 2)
-        tile[K.T_STREAM] = int(streamed)
-        length = n if vec == 2 else m
-        tile[K.T_VEC_P] = packed_ld(length, dtype.itemsize)
-        # The block, from the buffer's first whole line.
-        tile[K.T_SCRATCH] = k * int(tile[K.T_VEC_P]) + 64 // dtype.itemsize
-        return
-    if dot_tile(m, n, k, br, a, b):
-        tile[K.T_MODE] = K.MODE_DOT
-        tile[K.T_SWAP] = int(m == 1 and n > 1)
-        return
-    plan = blas_plan(m, n, k, a, b, c)
-    if m * n * k < SMALL_TILE_FLOPS or plan is None:
-        tile[K.T_MODE] = K.MODE_LOOPS
-        return
-    tile[K.T_MODE] = K.MODE_BLAS
-    tile[K.T_TILE_FN] = tile_entry_address("blas", dtype)
-    tile[K.T_SWAP] = int(plan.swap)
-    tile[K.T_TRANSA], tile[K.T_LDA] = plan.transa, plan.lda
-    tile[K.T_TRANSB], tile[K.T_LDB] = plan.transb, plan.ldb
-    tile[K.T_LDC] = plan.ldc
-    tile[K.T_GEMM_FN], tile[K.T_BLAS_INT] = gemm_address(dtype)
-    if plan.needs_scratch:
-        mm, nn = (n, m) if plan.swap else (m, n)
-        tile[K.T_SCRATCH] = mm * k + k * nn + mm * nn
-
-
+    kind, axis = choose(t, vector_kernel)
+    assert kind.encode is not None
+    kind.encode(tile, t, axis, Lowering(dtype, streamed, Entries(dtype)))

@@ -52,7 +52,7 @@ from teir_plan.executor.microkernel import LINE_BYTES, VECTOR_BYTES, reg_vector
 
 # The largest micro-tile's rows: the tile rules' constant, so that the cost model prices
 # the tiles this kernel runs without importing it.
-from teir_plan.tiles import VEC_T_TILE_ROWS as MAX_ROWS
+from teir_plan.tilekinds.vec_t import VEC_T_TILE_ROWS as MAX_ROWS
 
 
 def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
@@ -231,21 +231,12 @@ def _line_t(V, vo, vk, S, so, sk, C, co, cv, n, K, first, pf, tail, relu):  # ty
         r += real
 
 
-def scratch_elements(rows: int, k: int, itemsize: int) -> int:
-    """Elements of the per-worker buffer :func:`gemm_vec_t` needs for a tile of ``rows``
-    rows and ``k`` K steps: one line of the vector axis across the rows and a line
-    carried over (a streamed output), then S's rows x K block padded to a multiple of
-    4 rows (S's rows not one element apart, or not a multiple of 4)."""
-    lanes = max(VECTOR_BYTES, LINE_BYTES) // itemsize
-    return rows * lanes + lanes + (rows + 3) // 4 * 4 * max(k, 1)
-
-
 @njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
 def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, relu, buf):  # type: ignore[no-untyped-def]
     """C[co + v*cv + r] = (or +=, unless ``first``) sum_{p < K} V[vo + p*vk + v] *
     S[so + p*sk + r*sn] for v < mv (the vector axis: unit stride in V) and r < n (the
     rows: unit stride in C); then max(., 0) if ``relu``.  ``buf``: a buffer of
-    :func:`scratch_elements` elements.
+    :func:`teir_plan.tilekinds.vec_t.scratch_elements` elements.
 
     When S's rows are not one element apart, or not a multiple of 4, S's block is first
     copied into ``buf``, rows padded with zeros to a multiple of 4 (the micro-tiles read

@@ -7,7 +7,7 @@ program into integer tables, and these kernels only walk them:
   the first ``npar`` rows are the parallel axes, the rest the sequential axes in
   schedule order.
 * ``tile``: the primitive's parameters, indexed by the ``T_*`` slots of
-  :mod:`teir_plan.executor.table`.
+  :mod:`teir_plan.tilekinds.table`.
 
 The same compiled runners serve every program of a dtype, whatever its number of axes,
 sizes or strides, so a new program never triggers a compilation: ``run_chunk`` for any
@@ -53,13 +53,12 @@ from teir_plan.executor.gemm_tiles import (
     _set_int,
 )
 from teir_plan.executor.intrinsics import store_fence
-from teir_plan.executor.table import (
+from teir_plan.tilekinds.blas import MODE as MODE_BLAS
+from teir_plan.tilekinds.dot import MODE as MODE_DOT
+from teir_plan.tilekinds.row import MODE as MODE_ROW
+from teir_plan.tilekinds.table import (
     KIND_COPY,
     KIND_RELU,
-    MODE_BLAS,
-    MODE_DOT,
-    MODE_ROW,
-    MODE_VEC,
     T_A_K,
     T_A_M,
     T_AHEAD,
@@ -94,6 +93,7 @@ from teir_plan.executor.table import (
     T_VEC_P,
     T_VEC_T,
 )
+from teir_plan.tilekinds.vec import MODE as MODE_VEC
 
 
 # _run_tile and _walk_seq are inlined into the runners that call them: numba compiles
@@ -497,7 +497,7 @@ def _packed_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, s
                      carray(ip, (i_n,)))
 
 
-_TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "packed": _packed_entry}
+_TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "vec_p": _packed_entry}
 
 
 def _chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
@@ -513,6 +513,6 @@ def chunk_address(dtype: np.dtype) -> int:
 
 
 def tile_entry_address(kind: str, dtype: np.dtype) -> int:
-    """The address of tile kind ``kind``'s ("copy", "blas", "packed") entry point for arrays of
+    """The address of tile kind ``kind``'s ("copy", "blas", "vec_p") entry point for arrays of
     ``dtype``, for :func:`teir_plan.executor.entries.call_tile`."""
     return compiled_address(_TILE_ENTRIES[kind], dtype, abi="tile")

@@ -33,7 +33,7 @@ from teir_plan.planner.machine import (
     _l2_bytes,
 )
 from teir_plan.teir.records import TEIR
-from teir_plan.tiles import vec_efficiency
+from teir_plan.tilekinds.vec import vec_efficiency
 
 
 def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]

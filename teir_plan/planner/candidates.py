@@ -17,17 +17,9 @@ from dataclasses import dataclass, field
 from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
-from teir_plan.tiles import (
-    SMALL_TILE_FLOPS,
-    VEC_MAX_ROWS_TIMES_K,
-    VEC_MAX_SPAN,
-    VEC_P_MAX_BYTES,
-    VEC_P_MIN_LINES,
-    VEC_ROWS,
-    VEC_STREAM_K,
-    BlasPlan,
-    blas_plan,
-)
+from teir_plan.tilekinds.blas import BlasPlan, blas_call
+from teir_plan.tilekinds.vec_p import VEC_P_MAX_BYTES, VEC_P_MIN_LINES
+from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_ROWS, VEC_STREAM_K
 
 NO_AXIS = -1
 MAX_PRIM_CHOICES = 6
@@ -305,9 +297,7 @@ def tile_blas(c: Contraction, m: int, n: int, k: int) -> BlasPlan | None:
     def st(j: int, a: int) -> int:
         return c.axes[a].strides[j] if a != NO_AXIS else 0
 
-    if em * en * ek < SMALL_TILE_FLOPS:
-        return None
-    return blas_plan(
+    return blas_call(
         em, en, ek, (st(0, m), st(0, k)), (st(1, k), st(1, n)), (st(2, m), st(2, n))
     )
 

@@ -26,35 +26,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NamedTuple
 
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
-from teir_plan.planner.machine import GEMM_FORMS, GEMM_GRID, MachineParams
+from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType
+from teir_plan.tilekinds import GEMM_KINDS, AxisView, GemmTile, TileKind
+from teir_plan.tilekinds.blas import KIND as BLAS
+from teir_plan.tilekinds.blas import BlasPlan
+from teir_plan.tilekinds.dot import KIND as DOT
+from teir_plan.tilekinds.kind import PriceArgs
+from teir_plan.tilekinds.loops import KIND as LOOPS
+from teir_plan.tilekinds.row import ROW_FLOPS
+from teir_plan.tilekinds.vec import vec_line_bytes
 from teir_plan.tiles import (
     BLAS_THREADED_TILE_FLOPS,
-    DOT_MIN_K,
     DOT_SPLIT_MIN_K,
     NEXT_TILE_PREFETCH_BYTES,
-    SMALL_TILE_FLOPS,
-    VEC_BYTES,
-    VEC_LINES,
-    VEC_MIN_ROWS,
     VEC_STREAM_K,
-    VEC_T_MAX_ROWS,
-    VEC_T_MIN_LINES,
-    BlasPlan,
     streams_out,
-    vec_axis,
-    vec_efficiency,
-    vec_line_bytes,
-    vec_p_axis,
-    vec_t_axis,
-    vec_t_efficiency,
 )
-from teir_plan.tiles import dot_tile as lower_dot_tile
 
 
 @dataclass(frozen=True)
@@ -94,136 +86,6 @@ class Cost:
         return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
-def _gather_bytes(strides: tuple[int, int], isz: int) -> int:
-    """Bytes a strided gather effectively moves per element: the element itself when one
-    axis is unit-stride, else most of a cache line."""
-    return isz if 1 in (abs(strides[0]), abs(strides[1])) else 8 * isz
-
-
-def _grid_position(x: int) -> tuple[int, float, float]:
-    """(segment, weight of its upper end, scale) of extent ``x`` on GEMM_GRID's log
-    scale.  Beyond the grid's largest extent BLAS is saturated; below its smallest a
-    call costs what the smallest does (scale < 1: the micro-kernel pads the tile)."""
-    g = GEMM_GRID
-    if x <= g[0]:
-        return 0, 0.0, max(x, 1) / g[0]
-    if x >= g[-1]:
-        return len(g) - 2, 1.0, 1.0
-    i = next(j for j in range(len(g) - 1) if x <= g[j + 1])
-    return i, math.log(x / g[i]) / math.log(g[i + 1] / g[i]), 1.0
-
-
-# Bounded: one plan looks up at most a few hundred tiles, and a memo of 65536 entries
-# grew a process by 32 MB over 9,000 distinct problems (tests/test_memory.py).
-@lru_cache(maxsize=4096)
-def _interpolate(params: MachineParams, m: int, n: int, k: int, form: int = 0) -> float:
-    return _interpolate_table(params.gemm_efficiency, m, n, k, form)
-
-
-@lru_cache(maxsize=16)
-def _best_table(params: MachineParams) -> tuple[float, ...]:
-    """Per grid point, the best efficiency of any form in either orientation (m and n
-    swapped): interpolated, an upper bound on every form's and orientation's own."""
-    g = len(GEMM_GRID)
-    t = params.gemm_efficiency
-    return tuple(
-        max(t[((f * g + a) * g + b) * g + c] for f in range(len(GEMM_FORMS))
-            for a, b in ((i, j), (j, i)))
-        for i in range(g) for j in range(g) for c in range(g))
-
-
-@lru_cache(maxsize=4096)
-def best_gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float:
-    """At least :func:`gemm_efficiency` of an m x n x k tile in any form and of an
-    n x m x k one (the search's floors: a weighted geometric mean of table entries
-    grows with each entry)."""
-    return _interpolate_table(_best_table(params), m, n, k, 0)
-
-
-def _interpolate_table(table: tuple[float, ...], m: int, n: int, k: int, form: int
-                       ) -> float:
-    size = len(GEMM_GRID)
-    base = form * size
-    (im, wm, sm), (in_, wn, sn), (ik, wk, sk) = map(_grid_position, (m, n, k))
-    log_eff = 0.0
-    for dm, fm in ((0, 1 - wm), (1, wm)):
-        for dn, fn in ((0, 1 - wn), (1, wn)):
-            for dk, fk in ((0, 1 - wk), (1, wk)):
-                w = fm * fn * fk
-                if w > 0:
-                    v = table[((base + im + dm) * size + in_ + dn) * size + ik + dk]
-                    log_eff += w * math.log(max(v, 1e-4))
-    return math.exp(log_eff) * sm * sn * sk
-
-
-_ORD_T = ord("T")
-
-
-def blas_form(blas: BlasPlan) -> int:
-    """The index in GEMM_FORMS of this call's (transA, transB); a packed operand is
-    packed into the N form."""
-    return (blas.transa == _ORD_T) + 2 * (blas.transb == _ORD_T)
-
-
-def gemm_efficiency(params: MachineParams, m: int, n: int, k: int, form: int = 0) -> float:
-    """BLAS' fraction of its peak on one m x n x k call (BLAS' own m and n) with its
-    operands in ``form`` (an index in GEMM_FORMS: 0 is N,N), from the calibrated
-    table: interpolated linearly in log extent and log efficiency.
-
-    >>> from teir_plan.planner.machine import MachineParams
-    >>> p = MachineParams()
-    >>> gemm_efficiency(p, 512, 512, 512) > gemm_efficiency(p, 512, 24, 512)
-    True
-    """
-    return _interpolate(params, m, n, k, form)
-
-
-# vec_tile's codes: the vector kernel along M or N, the transposed vector kernel along
-# M or N (out's unit stride along the other axis, the rows), and the vector kernel along
-# M or N on a vector operand transposed tile by tile (its unit stride along K).
-VEC_M, VEC_N, VEC_T_M, VEC_T_N, VEC_P_M, VEC_P_N = 1, 2, 3, 4, 5, 6
-
-
-def vector_operand(vec: int) -> int:
-    """The operand (0: in0, 1: in1) a vec_tile code reads along its vector axis."""
-    return 0 if vec in (VEC_M, VEC_T_M, VEC_P_M) else 1
-
-
-def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int:
-    """The executor's rules (:func:`teir_plan.executor.lower.vec_axis`, then
-    :func:`~teir_plan.executor.lower.vec_t_axis`, then
-    :func:`~teir_plan.executor.lower.vec_p_axis`) for this prim choice's tiles: VEC_M or
-    VEC_N when they run on the vector kernel, VEC_T_M or VEC_T_N on the transposed one,
-    VEC_P_M or VEC_P_N on the vector kernel after a per-tile transpose, else 0."""
-    ax = c.axes
-    # Quick answers for most choices (the rules need both axes, and a unit stride along
-    # one of them in that axis' operand, and in out along one of them): this runs for
-    # every prim choice the search considers.
-    if m_ax == NO_AXIS or n_ax == NO_AXIS:
-        return 0
-    am, an = ax[m_ax], ax[n_ax]
-    # The shortest vector axis of any vector kernel (vec_axis, vec_t_axis).
-    shortest = min(VEC_LINES * VEC_BYTES, VEC_T_MIN_LINES * 64) // c.dtype.itemsize
-    if not ((am.strides[0] == 1 and (am.strides[2] == 1 or an.strides[2] == 1)
-             and am.extent >= shortest)
-            or (an.strides[1] == 1 and (an.strides[2] == 1 or am.strides[2] == 1)
-                and an.extent >= shortest)
-            or (k_ax != NO_AXIS and (am.strides[2] == 1 or an.strides[2] == 1)
-                and 1 in ax[k_ax].strides[:2])):  # the packed kernel: vec_p_axis
-        return 0
-    args = (_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
-            (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
-            (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
-    vec = vec_axis(*args)
-    if vec:
-        return vec
-    vec = vec_t_axis(*args)
-    if vec:
-        return vec + 2
-    vec = vec_p_axis(*args)
-    return vec + 4 if vec else 0
-
-
 def _ext(c: Contraction, a: int) -> int:
     """Axis ``a``'s extent, 1 for no axis."""
     return c.axes[a].extent if a != NO_AXIS else 1
@@ -234,10 +96,47 @@ def _st(c: Contraction, a: int, j: int) -> int:
     return c.axes[a].strides[j] if a != NO_AXIS else 0
 
 
+def gemm_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> GemmTile:
+    """The tile of these prim axes, as the tile kinds see it."""
+    return GemmTile(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
+                    (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
+                    (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
+
+
+def _view(c: Contraction, a: int) -> AxisView | None:
+    if a == NO_AXIS:
+        return None
+    ax = c.axes[a]
+    return AxisView(ax.extent, ax.strides)
+
+
+def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
+              blas: BlasPlan | None) -> tuple[TileKind, int, GemmTile]:
+    """The kind that runs this prim choice's tiles (the executor's lowering asks the
+    same rules, :func:`teir_plan.tilekinds.choose`), its axis, and the tile.  ``blas``:
+    the prim choice's BLAS call (candidates.blas_call: the BLAS kind's own rule, mapped
+    once per prim choice)."""
+    views = (_view(c, m_ax), _view(c, n_ax), _view(c, k_ax))
+    tile = gemm_tile(c, m_ax, n_ax, k_ax, br_ax)
+    for kind in GEMM_KINDS:
+        if kind is BLAS:
+            if blas is not None:
+                return kind, 1, tile
+            continue
+        # A quick necessary condition first: this runs for every prim choice the
+        # search considers.
+        if kind is not LOOPS and not kind.may_take(*views, c.dtype.itemsize):
+            continue
+        axis = kind.takes(tile)
+        if axis:
+            return kind, axis, tile
+    raise AssertionError("the loops kind takes every tile")  # pragma: no cover
+
+
 def streamed(c: Contraction, k_ax: int, br_ax: int) -> bool:
-    """The executor's :func:`teir_plan.executor.lower.streams_out` for schedules of this
-    prim choice: every K axis in the primitive (no K loop), and the search's programs
-    zero their output first."""
+    """The executor's :func:`teir_plan.tiles.streams_out` for schedules of this prim
+    choice: every K axis in the primitive (no K loop), and the search's programs zero
+    their output first."""
     k_loop = any(ax.role is DimType.K and i not in (k_ax, br_ax) for i, ax in enumerate(c.axes))
     return streams_out(c._elements[2] * c.dtype.itemsize, k_loop, True)
 
@@ -247,106 +146,29 @@ class TileCost(NamedTuple):
 
     seconds: float
     flops: int
-    packed_bytes: int  # operand bytes BLAS' caller gathers into scratch per call
-    vec: int  # vec_tile: the vector kernel (VEC_M, VEC_N, VEC_T_*, VEC_P_*), else 0
+    packed_bytes: int  # operand bytes gathered into scratch per call
+    kind: str  # the tile kind's name (teir_plan.tilekinds)
+    vector_operand: int  # a vector kernel's vector operand (0: in0, 1: in1), else -1
     streams: bool  # on a vector kernel, with out streamed to memory (streamed)
-    blas: bool = False  # a BLAS call (not the vector kernel, dot products or loops)
     repack_seconds: float = 0.0  # of ``seconds``: a packed vector tile's transpose
 
-
-# A packed vector-kernel tile's transpose of its vector operand's block into the
-# worker's buffer, bytes read plus written per second on one core (in registers, a line
-# by a line).  Measured on one core: bhqd,bhkd->bhqk's 64 x 128 float32 blocks, 96 of
-# them, 50 us on top of the same tiles on a pre-transposed operand (130 GB/s).
-VEC_P_BYTES_PER_SECOND = 120e9
-# A transposed vector-kernel tile's fixed cost besides the loop walker's: the call
-# through its address, and its buffer's bookkeeping.
-VEC_T_CALL_SECONDS = 150e-9
-
-# The executor's row tiles (a scalar tile with the innermost loop folded in) and dot
-# tiles (one output column, unit-stride K) run vectorized loops.  Measured in L1 on
-# this machine's cores: elementwise rows 19 GFLOP/s (float32) and 8 (float64), dot
-# products 36 and 11; these rates are a little below the slower of each pair.
-ROW_FLOPS = 8e9
-DOT_FLOPS = 10e9
-
-
-def dot_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> bool:
-    """Whether the executor runs these prim axes as dot products (lower.dot_tile)."""
-    # A quick answer for most choices (this runs for every prim choice the search
-    # considers): dot tiles need K with unit stride in both operands.
-    if k_ax == NO_AXIS or c.axes[k_ax].strides[:2] != (1, 1):
-        return False
-    return lower_dot_tile(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
-                          (_st(c, m_ax, 0), 1), (1, _st(c, n_ax, 1)))
+    @property
+    def blas(self) -> bool:
+        """A BLAS call (not a vector kernel, dot products or loops)."""
+        return self.kind == BLAS.name
 
 
 def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
                  blas: BlasPlan | None, params: MachineParams) -> TileCost:
-    """The cost of one primitive call on one core."""
-    ax = c.axes
-    isz = c.dtype.itemsize
-    m = ax[m_ax].extent if m_ax != NO_AXIS else 1
-    n = ax[n_ax].extent if n_ax != NO_AXIS else 1
-    k = ax[k_ax].extent if k_ax != NO_AXIS else 1
-    br = ax[br_ax].extent if br_ax != NO_AXIS else 1
-    tile_flops = 2 * m * n * k * br
-    packed = 0
-    repack = 0.0
-    vec = vec_tile(c, m_ax, n_ax, k_ax, br_ax)
-    dot = not vec and dot_tile(c, m_ax, n_ax, k_ax, br_ax)
-    streams = bool(vec) and streamed(c, k_ax, br_ax)
-    if vec:
-        length, rows = (m, n) if vector_operand(vec) == 0 else (n, m)
-        if vec in (VEC_T_M, VEC_T_N):
-            eff = vec_t_efficiency(length, rows, k, isz)
-            # Its output streams only as one contiguous block (out's stride along the
-            # vector axis is the rows' extent); other blocks go through the cache.
-            vax, rax = (ax[m_ax], ax[n_ax]) if vec == VEC_T_M else (ax[n_ax], ax[m_ax])
-            streams = streams and vax.strides[2] == rows
-            s_op = 1 - vector_operand(vec)
-            rows_stride = rax.strides[s_op]
-            if rows_stride != 1 or rows % 4:
-                # The kernel first copies S's rows x K block, padded, into its buffer.
-                k_stride = ax[k_ax].strides[s_op] if k_ax != NO_AXIS else 0
-                packed = rows * k * _gather_bytes((rows_stride, k_stride), isz)
-        else:
-            eff = vec_efficiency(length, rows, k, isz)
-        per_call = tile_flops / (params.vec_flops(c.dtype) * eff)
-        if vec in (VEC_T_M, VEC_T_N):
-            per_call += VEC_T_CALL_SECONDS + packed / params.copy_bytes_per_second
-        elif vec in (VEC_P_M, VEC_P_N):
-            # The vector operand's block transposed into the worker's buffer first.
-            packed = k * length * isz
-            repack = 2 * packed / VEC_P_BYTES_PER_SECOND
-            per_call += repack
-    elif dot:
-        per_call = tile_flops / DOT_FLOPS
-    elif blas is not None:
-        mm, nn = (n, m) if blas.swap else (m, n)
-        rate = params.gemm_flops(c.dtype) * gemm_efficiency(params, mm, nn, k,
-                                                            blas_form(blas))
-        a_str = (ax[m_ax].strides[0] if m_ax != NO_AXIS else 0,
-                 ax[k_ax].strides[0] if k_ax != NO_AXIS else 0)
-        b_str = (ax[k_ax].strides[1] if k_ax != NO_AXIS else 0,
-                 ax[n_ax].strides[1] if n_ax != NO_AXIS else 0)
-        c_str = (ax[m_ax].strides[2] if m_ax != NO_AXIS else 0,
-                 ax[n_ax].strides[2] if n_ax != NO_AXIS else 0)
-        a_op, b_op = (b_str, a_str) if blas.swap else (a_str, b_str)
-        if blas.transa == 0:
-            packed += mm * k * br * _gather_bytes(a_op, isz)
-        if blas.transb == 0:
-            packed += k * nn * br * _gather_bytes(b_op, isz)
-        if blas.ldc == 0:
-            packed += 2 * m * n * _gather_bytes(c_str, isz)
-        per_call = (
-            tile_flops / rate
-            + packed / params.pack_bytes_per_second
-        )
-    else:
-        per_call = tile_flops / params.loop_flops
-    return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec, streams,
-                    blas is not None and not vec and not dot, repack)
+    """The cost of one primitive call on one core: its kind's price (each kind's module
+    of teir_plan.tilekinds) plus the walker's bookkeeping per tile."""
+    kind, axis, tile = tile_kind(c, m_ax, n_ax, k_ax, br_ax, blas)
+    flops = 2 * tile.m * tile.n * tile.k * tile.br
+    streams = kind.vector and streamed(c, k_ax, br_ax)
+    assert kind.price is not None
+    price = kind.price(tile, axis, PriceArgs(params, c.dtype, flops, streams, blas))
+    return TileCost(price.seconds + params.tile_seconds, flops, price.packed_bytes, kind.name,
+                    axis - 1 if kind.vector else -1, price.streams, price.repack_seconds)
 
 
 # The fraction of the smaller of compute and memory time that does not overlap with
@@ -436,9 +258,6 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
     isz = dt.itemsize
     e = c._elements
     memory = isz * (e[0] + e[1] + e[2]) / first_read_rate(c, params)
-    gemm, vec = params.gemm_flops(dt), params.vec_flops(dt)
-    micro = VEC_LINES * VEC_BYTES // isz
-    lanes = 64 // isz
     threads = max(1, threads)
     out = []
     seen: dict[tuple[int, int, int, int], float] = {}  # many prim choices share extents
@@ -452,18 +271,8 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
         if flops == 2:  # folded into a row (compute_bound: no bookkeeping per element)
             compute = calls * 2 / ROW_FLOPS
         else:
-            rate = params.loop_flops
-            if m * n * k >= SMALL_TILE_FLOPS:  # BLAS, either way round, in any form
-                rate = max(rate, gemm * best_gemm_efficiency(params, m, n, k))
-            if VEC_BYTES and max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:  # vector kernel
-                rate = max(rate, vec * max(vec_efficiency(m, n, k, isz),
-                                           vec_efficiency(n, m, k, isz)))
-            if (VEC_BYTES and max(m, n) >= VEC_T_MIN_LINES * lanes
-                    and 2 <= min(m, n) <= VEC_T_MAX_ROWS):  # the transposed kernel
-                rate = max(rate, vec * max(vec_t_efficiency(m, n, k, isz),
-                                           vec_t_efficiency(n, m, k, isz)))
-            if min(m, n) == 1 and k >= DOT_MIN_K:  # dot products
-                rate = max(rate, DOT_FLOPS)
+            # The fastest rate any kind reaches on the shape.
+            rate = max(kind.floor_rate(m, n, k, isz, params, dt) for kind in GEMM_KINDS)
             compute = calls * (flops / rate + params.tile_seconds)
         seen[tile] = total_seconds(compute / threads, memory, params.call_seconds)
         out.append(seen[tile])
@@ -478,7 +287,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     ``pack_seconds``: whole-operand packs run before it, added to its total)."""
     ax = c.axes
     tile = tile or tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
-    per_call, tile_flops, packed, vec = tile.seconds, tile.flops, tile.packed_bytes, tile.vec
+    per_call, tile_flops, packed = tile.seconds, tile.flops, tile.packed_bytes
     calls = 1
     for a in ch.loops:
         calls *= ax[a].extent
@@ -492,7 +301,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         # A packed vector tile whose predecessor on its worker read the same block keeps
         # the buffer (gemm_tiles._gemm_vec_packed): the innermost loops that do not move
         # the vector operand repeat each transpose's use.
-        op = vector_operand(vec)
+        op = tile.vector_operand
         reuse = 1
         for a in reversed(ch.loops):
             if ax[a].strides[op] != 0:
@@ -511,14 +320,14 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         efficiency = par_iters / (threads * math.ceil(par_iters / threads))
         compute = compute / (threads * efficiency)
         overhead += params.parallel_seconds
-    elif (threads > 1 and not ch.loops and dot_tile(c, ch.m, ch.n, ch.k, ch.br)
+    elif (threads > 1 and not ch.loops and tile.kind == DOT.name
           and tile_flops == 2 * ax[ch.k].extent >= 2 * DOT_SPLIT_MIN_K):
         # One long dot product: its K range is split over the threads (run_dot_split).
         used = threads
         compute = compute / threads
         overhead += params.parallel_seconds
     elif (ch.blas is not None and threads > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS
-          and not vec):
+          and tile.vector_operand < 0):
         # A large tile is split across the threads (the executor's rule, run_split;
         # smaller ones stay on one core); the gain grows with the tile, as the parallel
         # region's start-up and each part's BLAS set-up are paid per call.
@@ -657,16 +466,16 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int, runs: Runs) -> float:
     return (run_bytes + ROW_OVERHEAD_BYTES) / run_bytes
 
 
-def _stream_factor(c: Contraction, ch: Choice, vec: int) -> float:
+def _stream_factor(c: Contraction, ch: Choice, op: int) -> float:
     """How much slower than its bytes a vector-kernel tile reads its vector operand when
     it reads more than VEC_STREAM_K K rows at once and is too large for the kernel to
     prefetch as the next tile (NEXT_TILE_PREFETCH_BYTES): more streams than the
     prefetchers follow.  Fitted to dca,bd->abc's tiles at 384 rows (1.7x) and
-    bda,dc->abc's (1.2-1.7x).  ``vec``: the tile's vector axis (see :func:`vec_tile`)."""
+    bda,dc->abc's (1.2-1.7x).  ``op``: the tile's vector operand (TileCost)."""
     if ch.k == NO_AXIS:
         return 1.0
     k = c.axes[ch.k].extent
-    length = c.axes[ch.m if vector_operand(vec) == 0 else ch.n].extent
+    length = c.axes[ch.m if op == 0 else ch.n].extent
     if (k <= VEC_STREAM_K
             or vec_line_bytes(k, length, c.dtype.itemsize) <= NEXT_TILE_PREFETCH_BYTES):
         return 1.0
@@ -677,9 +486,10 @@ def read_factors(c: Contraction, ch: Choice) -> tuple[float, float]:
     """How much more than their bytes ``ch``'s tiles take to read each operand from
     memory (the vector operand's :func:`_stream_factor`; 1 for the other), for costs
     that count the operands' traffic themselves (the blocked write-back's)."""
-    vec = vec_tile(c, ch.m, ch.n, ch.k, ch.br)
-    f = _stream_factor(c, ch, vec) if vec else 1.0
-    return (f, 1.0) if vec and vector_operand(vec) == 0 else (1.0, f)
+    kind, axis, _ = tile_kind(c, ch.m, ch.n, ch.k, ch.br, ch.blas)
+    op = axis - 1 if kind.vector else -1
+    f = _stream_factor(c, ch, op) if op >= 0 else 1.0
+    return (f, 1.0) if op == 0 else (1.0, f)
 
 
 def _traffic(c: Contraction, ch: Choice, params: MachineParams,
@@ -714,7 +524,7 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
         # calls that add into it, however small it is.  One call per tile is not slowed
         # (a 384 x 24 x 384 tile of bda,dc->abc runs as fast with such rows), nor is the
         # vector kernel, which streams its rows (bda,dc->abc's 24 rows 576 KiB apart).
-        aliased = (j == 2 and ch.blas is not None and not cost.vec
+        aliased = (j == 2 and ch.blas is not None and cost.vector_operand < 0
                    and _accumulating_calls(c, ch) > 1 and set_aliased(c, prims, j, l2))
         resident = 0 if aliased else l2
         for a in loops:
@@ -726,14 +536,14 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
                 working *= ax[a].extent
         distinct = float(c.tensor_elements(j) * isz)
         traffic = max(traffic, distinct) * _short_run_factor(c, ch, j, runs)
-        if cost.vec and j == vector_operand(cost.vec):
-            traffic *= _stream_factor(c, ch, cost.vec)
+        if cost.vector_operand >= 0 and j == cost.vector_operand:
+            traffic *= _stream_factor(c, ch, cost.vector_operand)
         if j == 2 and cost.streams:
             pass  # non-temporal stores: written once, never read for ownership
         elif j == 2:
             traffic *= 2  # the output is read (accumulate) and written
             distinct *= 2
-            if ch.blas is not None and tile > resident and not cost.vec:
+            if ch.blas is not None and tile > resident and cost.vector_operand < 0:
                 traffic *= _blas_out_round_trips(c, ch)
             if aliased:
                 traffic *= SET_ALIASED_FACTOR

@@ -41,18 +41,18 @@ from teir_plan.planner.copy import _plan_copy
 from teir_plan.planner.cost import (
     Cost,
     TileCost,
-    _interpolate,
     compute_bound,
     estimate,
     floor_bounds,
     tile_runs,
     tile_seconds,
 )
+from teir_plan.planner.gemm_rate import clear_caches as forget_gemm_rates
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
-from teir_plan.tiles import BlasPlan, blas_plan
+from teir_plan.tilekinds.blas import BlasPlan, blas_plan
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ def forget_memos() -> None:
     time planning.  The memos are keyed by the machine parameters, so they never need
     clearing for correctness."""
     _plan_copy.cache_clear()
-    _interpolate.cache_clear()
+    forget_gemm_rates()
     blas_plan.cache_clear()
     variants.cache_clear()
     prim_option.cache_clear()

@@ -28,18 +28,19 @@ import numpy as np
 
 from teir_plan.errors import PlanError
 from teir_plan.planner.cost import Cost
+from teir_plan.render.notes import (
+    changes,
+    executor_note,
+    frontend_notes,
+    original_contraction,
+    step_tree,
+)
 from teir_plan.render.pseudocode import pseudocode
 from teir_plan.schedule.plan import Plan
 from teir_plan.schedule.steps import (
-    BlockedStep,
-    Candidate,
-    CastStep,
-    CopyStep,
-    NumpyStep,
     ReduceStep,
     TEIRStep,
 )
-from teir_plan.teir.enums import ExecType, Prim
 
 
 @dataclass(frozen=True)
@@ -409,333 +410,11 @@ def _md_table(rows: Rows) -> str:
     return "\n".join(lines)
 
 
-def executor_note(teir: Any) -> str:
-    """How the executor runs each tile of a GEMM/BRGEMM program: the vector kernel
-    (executor/microkernel.py) for long, thin tiles along a shared unit stride, a BLAS
-    ``?gemm`` call (with its transpose flags and leading dimensions, executor/lower.py)
-    or, for tiles too small for a call to pay off or not addressable by BLAS, jitted
-    strided loops."""
-    from teir_plan.executor import table
-    from teir_plan.executor.lower import lower
-    from teir_plan.isa import target
-    from teir_plan.render.pseudocode import prim_axes_by_role
-    from teir_plan.tiles import SMALL_TILE_FLOPS, blas_plan
-
-    if teir.is_unary:
-        low = lower(teir)
-        if teir.primitives.prim_main is Prim.RELU:
-            return "executor: each tile by a jitted strided loop"
-        if low.copy_runs is not None:
-            return ("executor: the block of each parallel iteration gathered a run of out at "
-                    "a time in cache (out's rows are too short to stream alone), each run "
-                    "written to memory whole with non-temporal stores")
-        how = ("executor: each tile copied by jitted loops, transposed a 64-byte line by a "
-               "line in registers where the input's unit stride is not out's")
-        if low.tile[table.T_STREAM]:
-            how += ", whole lines written to memory with non-temporal stores"
-            if low.tile[table.T_SCRATCH]:
-                how += (" (a tile whose rows follow one another in out is assembled in a "
-                        "buffer first when out starts inside a line)")
-        return how
-    s = teir.schedule
-    ax = prim_axes_by_role(teir)
-
-    def size(a: int | None) -> int:
-        return s.dim_sizes[a] if a is not None else 1
-
-    def st(j: int, a: int | None) -> int:
-        return s.strides[j][a] if a is not None else 0
-
-    m, n, k = size(ax["m"]), size(ax["n"]), size(ax["k"])
-    a_st = (st(0, ax["m"]), st(0, ax["k"]))
-    b_st = (st(1, ax["k"]), st(1, ax["n"]))
-    c_st = (st(2, ax["m"]), st(2, ax["n"]))
-    tile = lower(teir).tile  # the executor's own decision
-    if tile[table.T_MODE] == table.MODE_VEC:
-        vec = 2 if tile[table.T_SWAP] else 1
-        along, rows = ("m", n) if vec == 1 else ("n", m)
-        streamed = (", written to memory with non-temporal stores (out is written once and "
-                    "too large for the cache to keep)") if tile[table.T_STREAM] else ""
-        streamed += f"; kernels generated for {target().describe()}"
-        if tile[table.T_VEC_T]:
-            return (f"executor: each tile runs the transposed vector kernel: "
-                    f"{along}={m if vec == 1 else n} along the unit stride of "
-                    f"{'in0' if vec == 1 else 'in1'}, {rows} rows of outer products along the "
-                    f"unit stride of out, k={k}, accumulated in registers and transposed "
-                    f"there (no packing){streamed}")
-        if tile[table.T_VEC_P]:
-            return (f"executor: each tile first transposes {'in0' if vec == 1 else 'in1'}'s "
-                    f"k={k} x {along}={m if vec == 1 else n} block (unit stride along k) "
-                    f"into the worker's buffer, in registers, then runs the vector kernel "
-                    f"on it: {rows} rows of outer products along the unit stride of out, "
-                    f"accumulated in registers (no whole-operand packing){streamed}")
-        return (f"executor: each tile runs the vector kernel: {along}={m if vec == 1 else n} "
-                f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
-                f"{rows} rows of outer products, k={k}, accumulated in registers "
-                f"(no packing){streamed}")
-    if tile[table.T_MODE] == table.MODE_DOT:
-        count, side = (n, "column") if tile[table.T_SWAP] else (m, "row")
-        what = "one dot product" if count == 1 else f"{count} dot products (one per output {side})"
-        return (f"executor: each tile runs as {what}, k={k} along the unit stride of both "
-                f"operands, in a vectorized jitted loop (no BLAS call)")
-    if tile[table.T_MODE] == table.MODE_ROW:
-        loop = ("innermost parallel loop (its iterations walked in runs)"
-                if tile[table.T_ROW_PAR] else f"innermost loop ({tile[table.T_M]} elements)")
-        does = ("sums the products into one output element" if tile[table.T_C_M] == 0
-                else "writes the elementwise products")
-        return (f"executor: the scalar tiles run as rows: the program's {loop} is taken into "
-                f"one vectorized jitted loop that {does}")
-    bp = blas_plan(m, n, k, a_st, b_st, c_st)
-    if bp is None or m * n * k < SMALL_TILE_FLOPS:
-        why = "too few multiply-adds per tile for a BLAS call" if bp is not None else \
-            "extents beyond BLAS' 32-bit integers"
-        return f"executor: each tile runs as jitted strided loops ({why})"
-    name = ("s" if teir.primitives.data_type.numpy.itemsize == 4 else "d") + "gemm"
-    mm, nn = (n, m) if bp.swap else (m, n)
-    ta, tb = chr(bp.transa) if bp.transa else "packed", chr(bp.transb) if bp.transb else "packed"
-    call = (f"{name}(transA={ta}, transB={tb}, m={mm}, n={nn}, k={k}, lda={bp.lda}, "
-            f"ldb={bp.ldb}, ldc={bp.ldc or 'scratch'})")
-    per = f", {size(ax['br'])} times (once per batch-reduce member)" if ax["br"] is not None \
-        else ""
-    swap = " (as C^T = B^T A^T: out is unit-stride along N)" if bp.swap else ""
-    return f"executor: each tile runs BLAS {call}{swap}{per}"
-
-
 def _cost_dict(cost: Cost) -> dict[str, Any]:
     d = asdict(cost)
     d["bound"] = cost.bound
     d["gflops"] = cost.gflops
     return d
-
-
-# ---- what an alternative changes -------------------------------------------------------
-
-def _letters(names: list[str]) -> set[str]:
-    return {ch for n in names for ch in n.rstrip("^")}
-
-
-def _join(xs: Any) -> str:
-    return ", ".join(sorted(xs))
-
-
-def changes(chosen: Candidate, alt: Candidate) -> list[str]:
-    """What ``alt`` does differently from ``chosen``, in the user's index letters.
-
-    Axis names come from ``Candidate.names``: fused axes concatenate their letters
-    (``pq``), the outer part of a split axis ends with ``^`` (``pq^``)."""
-    def parts(c: Candidate) -> dict[str, Any]:
-        s = c.teir.schedule
-        names = list(c.names)
-        return {
-            "loops": [names[i] for i in s.loop_axes()],
-            "prim": _letters([names[i] for i in s.prim_axes()]),
-            "par": {names[i] for i, e in enumerate(s.exec_types) if e is ExecType.PARALLEL},
-            "main": str(c.teir.primitives.prim_main).upper(),
-            "packs": {p.tensor for p in c.packs},
-            "fused": {n.rstrip("^") for n in names if len(n.rstrip("^")) > 1},
-            "splits": {n[:-1]: (s.dim_sizes[i], s.dim_sizes[names.index(n[:-1])])
-                       for i, n in enumerate(names) if n.endswith("^") and n[:-1] in names},
-        }
-
-    a, b = parts(chosen), parts(alt)
-    out = []
-    if b["prim"] - a["prim"]:
-        out.append(f"{_join(b['prim'] - a['prim'])} moved into the primitive")
-    if a["prim"] - b["prim"]:
-        out.append(f"{_join(a['prim'] - b['prim'])} moved out of the primitive")
-    if a["main"] != b["main"]:
-        out.append(f"{b['main']} instead of {a['main']}")
-    if b["fused"] - a["fused"]:
-        out.append(f"fuses {_join(b['fused'] - a['fused'])}")
-    if a["fused"] - b["fused"]:
-        out.append(f"does not fuse {_join(a['fused'] - b['fused'])}")
-    for n, (outer, inner) in sorted(b["splits"].items()):
-        if a["splits"].get(n) != (outer, inner):
-            out.append(f"{n} split {outer} x {inner}")
-    for n in sorted(set(a["splits"]) - set(b["splits"])):
-        out.append(f"{n} not split")
-    if b["par"] - a["par"]:
-        out.append(f"{_join(b['par'] - a['par'])} now parallel")
-    if a["par"] - b["par"]:
-        out.append(f"{_join(a['par'] - b['par'])} no longer parallel")
-    names = ("in0", "in1")
-    out += [f"packs {names[t]} first" for t in sorted(b["packs"] - a["packs"])]
-    out += [f"does not pack {names[t]}" for t in sorted(a["packs"] - b["packs"])]
-    common = [n for n in b["loops"] if n in a["loops"]]
-    added = [n for n in b["loops"] if n not in a["loops"]]
-    if common != [n for n in a["loops"] if n in b["loops"]] or (
-            a["loops"] != b["loops"] and ((added and len(b["loops"]) > 1) or not out)):
-        out.append(f"loop order {' '.join(b['loops']) or '(none)'}"
-                   + (f" (was {' '.join(a['loops'])})" if a["loops"] else ""))
-    if not out and alt.teir != chosen.teir:
-        s0, s1 = chosen.teir.schedule, alt.teir.schedule
-        if s0.strides != s1.strides:
-            out.append("same axes, different strides (a different tensor layout)")
-        elif s0.dim_sizes != s1.dim_sizes:
-            out.append("same axes, different tile sizes")
-    return out
-
-
-# ---- building the report -----------------------------------------------------------------
-
-def _frontend_notes(plan: Plan) -> list[str]:
-    """What the frontend does before (and around) the TEIR programs: casts, diagonal
-    views, broadcasts, pre-reductions, extent-1 indices, packing, numpy fallbacks."""
-    expr = plan.expression
-    ext = expr.extent_map
-    notes: list[str] = []
-    for i, (term, spec) in enumerate(zip(expr.inputs, plan.operands)):
-        for ch in dict.fromkeys(term):
-            if term.count(ch) > 1:
-                notes.append(f"operand {i} '{term}': diagonal view over the repeated index "
-                             f"{ch} (one axis whose stride is the sum of the repeated dims' "
-                             f"strides; nothing is copied)")
-        for ch, n in zip(term, spec.shape):
-            if n == 1 and ext.get(ch, 1) > 1:
-                notes.append(f"operand {i} '{term}': index {ch} has extent 1 here and "
-                             f"{ext[ch]} elsewhere: broadcast with stride 0")
-    ones = sorted(ch for ch, n in ext.items() if n == 1)
-    if ones:
-        notes.append(f"index {_join(ones)} of extent 1 dropped from the TEIR programs "
-                     f"(it selects one element everywhere)")
-    layouts = plan.options.get("result_layouts", ())
-    if len(layouts) > 1:
-        chosen = next(lay for lay in layouts if lay[2])
-        # A layout whose search found nothing under the best so far carries that
-        # ceiling (a lower bound on its cost) instead of a prediction.
-        others = "; ".join(
-            f"{lay[0]} above {lay[1] * 1e6:.1f} us (its search stopped there)" if lay[3]
-            else f"{lay[0]} {lay[1] * 1e6:.1f} us" for lay in layouts if not lay[2])
-        view = ("row-major" if chosen[0] == expr.output else
-                f"a permuted view of a buffer in {chosen[0]} order")
-        notes.append(f"result layout (order={plan.options.get('order')!r}): {view}, "
-                     f"predicted {chosen[1] * 1e6:.1f} us; also costed: {others}")
-    staged = any(b.axis_order is not None for b in plan.buffers)
-    for k, st in enumerate(plan.steps):
-        if isinstance(st, CastStep):
-            notes.append(f"step {k}: {st.describe()} before the contraction")
-        elif isinstance(st, (NumpyStep, CopyStep)):
-            notes.append(f"step {k}: {st.describe()}")
-        elif isinstance(st, BlockedStep) and st.blocking is not None:
-            bl = st.blocking
-            loops = ", ".join(f"{name} {n}" for name, n, *_ in bl.outer)
-            copy = ", ".join(f"{name} {n} (stride {so} in out, {ss} in the stage)"
-                             for name, n, ss, so in bl.block)
-            notes.append(
-                f"step {k}: out's layout would make the contraction transpose an operand, "
-                f"so it runs in {bl.blocks} blocks (loops {loops}, split over the threads); "
-                f"each block's TEIR program below writes a stage of "
-                f"{bl.stage_elements * bl.inner.dtype.itemsize / 1024:.0f} KiB in cache "
-                f"(its out strides are the stage's), then one copy with non-temporal "
-                f"stores moves the block into out: {copy}")
-        elif isinstance(st, ReduceStep):
-            ins, out = st.subscripts.split("->")
-            pre = ("a pre-reduction: indices summed in one operand only are summed "
-                   "before the contraction; " if st.dst != len(plan.operands) else "")
-            notes.append(f"step {k}: {pre}the sum over "
-                         f"{_join(sorted(set(ins) - set(out) - {','}))} runs on the "
-                         f"reduction kernels (one pass over the operand, no TEIR "
-                         f"program): {st.reduction.describe()}")
-        elif isinstance(st, TEIRStep):
-            ins, out = st.subscripts.split("->")
-            terms = ins.split(",")
-            if st.role == "permute" and staged:
-                notes.append(f"step {k}: out's layout would make the contraction transpose "
-                             f"an operand, so the result is staged in memory order {ins} "
-                             f"and permuted into out's order {out} (one copy of the result)")
-            elif st.role == "reduce":
-                pre = ("a pre-reduction: indices summed in one operand only are summed "
-                       "before the contraction; " if st.dst != len(plan.operands) else "")
-                notes.append(f"step {k}: {pre}the sum over "
-                             f"{_join(set(terms[0]) - set(out))} runs as a contraction "
-                             f"with an added constant in1 of ones (stride 0 on every "
-                             f"axis)")
-            for p in st.chosen.packs:
-                notes.append(f"step {k}: {p.describe()} before the TEIR program runs")
-    free = _free_layout_note(plan)
-    if free:
-        notes.append(free)
-    return notes
-
-
-def _free_layout_note(plan: Plan) -> str | None:
-    """For a plan whose result layout was fixed (``out=``, or ``order`` other than 'K'):
-    the layout the planner would choose itself, when it is predicted faster by more
-    than the planner's own layout margin, and how to get it.  None otherwise."""
-    from teir_plan.api import _get_plan
-    from teir_plan.schedule.build import LAYOUT_MARGIN
-
-    opt = plan.options.get("optimize")
-    if (plan.options.get("result_layouts") or plan.view is not None
-            or plan.main_step is None or not opt):
-        return None
-    if getattr(opt, "autotune", False):
-        opt = True  # rank by the model: no timing inside a report
-    try:
-        free = _get_plan(plan.subscripts, plan.operands, None, plan.options.get("dtype"),
-                         opt, plan.options.get("epilogue"), None, "K",
-                         plan.options.get("casting", "safe"))
-    except ValueError:  # TypeError and ValueError are the library's errors
-        return None
-    layouts = free.options.get("result_layouts", ())
-    chosen = next((lay for lay in layouts if lay[2]), None)
-    fixed, own = plan.predicted_seconds, free.predicted_seconds
-    if chosen is None or own <= 0 or fixed <= own * LAYOUT_MARGIN:
-        return None
-    out_order = "".join(sorted(plan.expression.output,
-                               key=lambda ch: -abs(plan.out_spec.strides[
-                                   plan.expression.output.index(ch)])))
-    return (f"the result's layout is fixed here (memory order {out_order}): predicted "
-            f"{fixed * 1e6:.1f} us in all; in the layout the planner would choose itself "
-            f"(memory order {chosen[0]}) {own * 1e6:.1f} us, {fixed / own:.2f}x faster. "
-            f"To get it, call without out= and with order='K' (the result is then a "
-            f"permuted view), or pass an out= of that layout (plan.empty_out() of a plan "
-            f"made without out=)")
-
-
-def _tree(plan: Plan) -> tuple[str, ...]:
-    """The steps as a tree, output at the root: every buffer with its shape."""
-    n_ops = len(plan.operands)
-    out_id = n_ops
-    producer: dict[int, tuple[int, Any]] = {}
-    for k, st in enumerate(plan.steps):
-        dst = getattr(st, "dst", None)
-        if dst is not None:
-            producer[dst] = (k, st)
-    if sum(isinstance(s, (TEIRStep, NumpyStep, ReduceStep)) for s in plan.steps) < 2:
-        return ()
-    terms = plan.expression.inputs
-
-    def label(b: int) -> str:
-        if b < n_ops:
-            return f"operand {b} '{terms[b]}' {plan.operands[b].shape}"
-        if b == out_id:
-            return f"out '{plan.expression.output}' {plan.shape}"
-        spec = plan.buffers[b - n_ops - 1]
-        return f"{spec.name} {spec.shape}"
-
-    lines: list[str] = []
-
-    def walk(b: int, prefix: str, last: bool, root: bool, seen: frozenset[int]) -> None:
-        conn = "" if root else ("└── " if last else "├── ")
-        made = producer.get(b)
-        how = ""
-        kids: list[int] = []
-        if made is not None and b not in seen:
-            k, st = made
-            if isinstance(st, (TEIRStep, NumpyStep, ReduceStep)):
-                how = f"  <- step {k}: {st.subscripts}"
-                kids = list(st.inputs)
-            elif isinstance(st, (CastStep, CopyStep)):
-                how = f"  <- step {k}: {st.kind}"
-                kids = [st.src]
-        lines.append(prefix + conn + label(b) + how)
-        child_prefix = prefix + ("" if root else ("    " if last else "│   "))
-        for n, c in enumerate(kids):
-            walk(c, child_prefix, n == len(kids) - 1, False, seen | {b})
-
-    walk(out_id, "", True, True, frozenset())
-    return tuple(lines)
 
 
 def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
@@ -746,7 +425,7 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
     step = plan.main_step
     indices: list[dict[str, Any]] = []
     indices_of = step.subscripts if step is not None else plan.subscripts
-    original = _original_contraction(plan)
+    original = original_contraction(plan)
     contraction = original if original is not None else (
         step.chosen.contraction if step is not None else None)
     if original is not None:
@@ -805,27 +484,13 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
                                 _cost_dict(alt.cost)))
     return Report(
         expression=plan.subscripts, shape=tuple(plan.shape), dtype=str(plan.dtype),
-        indices=tuple(indices), indices_of=indices_of, frontend=tuple(_frontend_notes(plan)),
+        indices=tuple(indices), indices_of=indices_of, frontend=tuple(frontend_notes(plan)),
         steps=tuple(infos), cost=_cost_dict(step.chosen.cost) if step is not None else next(
             (_cost_dict(st.cost) for st in plan.steps if isinstance(st, ReduceStep)), None),
         predicted_seconds=plan.predicted_seconds, total_flops=total_flops,
-        alternatives=tuple(alts), tree=_tree(plan), measured_seconds=measured,
+        alternatives=tuple(alts), tree=step_tree(plan), measured_seconds=measured,
         machine_params=str(plan.options.get("machine_params", "")), _plan=plan,
     )
-
-
-def _original_contraction(plan: Plan):  # type: ignore[no-untyped-def]
-    """The contraction as the user wrote it (before fusing), for two-operand plans."""
-    from teir_plan.frontend.contraction import describe
-    from teir_plan.schedule.build import layout_from
-
-    step = plan.main_step
-    if step is None or len(plan.operands) != 2 or step.inputs != (0, 1):
-        return None
-    ext = plan.expression.extent_map
-    terms = plan.expression.inputs
-    lays = [layout_from(t, s, ext) for t, s in zip(terms, plan.operands)]
-    return describe(lays[0], lays[1], layout_from(plan.expression.output, plan.out_spec, ext))
 
 
 def explain(subscripts: str, *operands: object, measure: bool = False, top: int = 5,

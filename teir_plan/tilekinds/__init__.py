@@ -1,0 +1,63 @@
+"""The tile-kernel registry: one module per tile kind, each owning in one place the rule
+that says whether it runs a tile, its price for the cost model, its encoding into the
+tile table (named fields, :mod:`teir_plan.tilekinds.table`), and its description for
+explain; its jitted entry point is in the executor, found by the kind's name
+(``executor/lower.py``'s entry points).
+
+Lowering (``executor/lower.py``), the cost model (``planner/cost.py``) and the explain
+report (``render/report.py``) are loops over :data:`GEMM_KINDS` / :data:`KINDS`; the
+walker (``executor/walker.py``) dispatches a tile on its kind's ``mode``.  Adding a tile
+kind is adding a module here, its entry point in the executor, and its place in
+:data:`GEMM_KINDS`.  Nothing here imports numba: the planner plans without it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teir_plan.tilekinds import blas, copy, dot, loops, row, vec, vec_p, vec_t
+from teir_plan.tilekinds.kind import AxisView, GemmTile, TileKind
+
+# The GEMM tile kinds in the order lowering asks them: the first whose rule takes a
+# tile runs it (loops takes every tile).
+GEMM_KINDS: tuple[TileKind, ...] = (
+    vec.KIND, vec_t.KIND, vec_p.KIND, dot.KIND, blas.KIND, loops.KIND,
+)
+# Every kind, in the order a lowered tile table is matched against them: the unary
+# kinds by the primitive, the row tile (a loops tile with a loop folded in) before the
+# GEMM kinds.
+KINDS: tuple[TileKind, ...] = (copy.COPY, copy.RELU, row.KIND, *GEMM_KINDS)
+BY_NAME: dict[str, TileKind] = {k.name: k for k in KINDS}
+
+
+def lowered_kind(table: np.ndarray) -> TileKind:
+    """The kind a lowered tile table runs on.
+
+    >>> from teir_plan.tilekinds.table import TILE_LEN, set_fields
+    >>> t = np.zeros(TILE_LEN, np.int64)
+    >>> set_fields(t, kind=2, mode=blas.MODE)
+    >>> lowered_kind(t).name
+    'blas'
+    """
+    return next(k for k in KINDS if k.owns(table))
+
+
+def choose(tile: GemmTile, vector_kernel: bool = True) -> tuple[TileKind, int]:
+    """The kind that runs a GEMM tile, and its axis (see TileKind.takes): the first of
+    GEMM_KINDS whose rule takes it; ``vector_kernel`` False skips the vector kernels.
+
+    >>> kind, axis = choose(GemmTile(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4))
+    >>> kind.name in ("vec", "blas")  # "vec" on a vector target
+    True
+    """
+    for kind in GEMM_KINDS:
+        if kind.vector and not vector_kernel:
+            continue
+        axis = kind.takes(tile)
+        if axis:
+            return kind, axis
+    raise AssertionError("the loops kind takes every tile")  # pragma: no cover
+
+
+__all__ = ["BY_NAME", "GEMM_KINDS", "KINDS", "AxisView", "GemmTile", "TileKind", "choose",
+           "lowered_kind"]

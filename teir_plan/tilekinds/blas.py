@@ -1,0 +1,205 @@
+"""BLAS tiles (executor/gemm_tiles._gemm_blas): one ``?gemm`` call per tile on the
+operands in place, packing those BLAS cannot address, and computing into scratch when
+out is not addressable."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from teir_plan.planner.gemm_rate import best_gemm_efficiency, gemm_efficiency
+from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.table import (
+    KIND_BRGEMM,
+    T_A_K,
+    T_A_M,
+    T_B_K,
+    T_B_N,
+    T_BR,
+    T_C_M,
+    T_C_N,
+    T_K,
+    T_KIND,
+    T_M,
+    T_MODE,
+    T_N,
+    set_fields,
+)
+from teir_plan.tiles import gather_bytes
+
+if TYPE_CHECKING:
+    from teir_plan.planner.machine import MachineParams
+
+MODE = 1
+# Below this many multiply-adds per product a tile runs as strided loops: a BLAS call
+# and its argument set-up cost more than the arithmetic.
+SMALL_TILE_FLOPS = 512
+
+_INT32_MAX = 2**31 - 1
+_ORD_T = ord("T")
+
+
+class BlasPlan(NamedTuple):
+    """How one GEMM tile maps onto column-major ``?gemm``.
+
+    ``swap``: BLAS computes C^T = B^T A^T because out's unit stride is along N.
+    ``transa``/``transb``: ord('N'), ord('T'), or 0 when the operand must be packed.
+    ``ldc`` 0: out's tile is not addressable, so BLAS writes a scratch tile that is
+    then added to out.
+
+    A named tuple, not a frozen dataclass: the search maps a few hundred tiles per plan,
+    and a dataclass' construction was a fifth of that.
+    """
+
+    swap: bool
+    transa: int
+    lda: int
+    transb: int
+    ldb: int
+    ldc: int
+
+    @property
+    def needs_scratch(self) -> bool:
+        return self.transa == 0 or self.transb == 0 or self.ldc == 0
+
+
+def _as_operand(rows: int, cols: int, s_rows: int, s_cols: int) -> tuple[int, int]:
+    """(trans, ld) for a rows x cols matrix with these strides, or (0, 0) if BLAS
+    cannot address it.  Strides along extent-1 axes are free and normalized."""
+    r = 1 if rows == 1 else s_rows
+    c = max(1, rows) if cols == 1 else s_cols
+    if r == 1 and max(1, rows) <= c <= _INT32_MAX:
+        return ord("N"), c
+    r = max(1, cols) if rows == 1 else s_rows
+    c = 1 if cols == 1 else s_cols
+    if c == 1 and max(1, cols) <= r <= _INT32_MAX:
+        return ord("T"), r
+    return 0, 0
+
+
+def _as_output(rows: int, cols: int, s_rows: int, s_cols: int) -> int:
+    r = 1 if rows == 1 else s_rows
+    c = max(1, rows) if cols == 1 else s_cols
+    return c if r == 1 and max(1, rows) <= c <= _INT32_MAX else 0
+
+
+# Bounded: one plan looks up at most a few hundred tiles, and a memo of 65536 entries
+# grew a process by 32 MB over 9,000 distinct problems (tests/test_memory.py).
+@lru_cache(maxsize=4096)
+def blas_plan(
+    m: int,
+    n: int,
+    k: int,
+    a: tuple[int, int],
+    b: tuple[int, int],
+    c: tuple[int, int],
+) -> BlasPlan | None:
+    """Map C(m x n) += A(m x k) B(k x n), given each operand's (row, col) strides.
+
+    Returns None when the extents do not fit BLAS' 32-bit integers.
+    """
+    if max(m, n, k) > _INT32_MAX:
+        return None
+    best: tuple = ()
+    for swap in (False, True):
+        if swap:
+            mm, nn = n, m
+            sa, sb, sc = (b[1], b[0]), (a[1], a[0]), (c[1], c[0])
+        else:
+            mm, nn = m, n
+            sa, sb, sc = a, b, c
+        ldc = _as_output(mm, nn, *sc)
+        ta, lda = _as_operand(mm, k, *sa)
+        tb, ldb = _as_operand(k, nn, *sb)
+        # Prefer in-place output, then fewer packed operands; unswapped on a tie.
+        score = (ldc == 0, (ta == 0) + (tb == 0))
+        if not best or score < best[0]:
+            best = (score, swap, ta, lda, tb, ldb, ldc)
+        if score == (False, 0):
+            break  # nothing beats it
+    return BlasPlan(*best[1:])
+
+
+def blas_call(m: int, n: int, k: int, a: tuple[int, int], b: tuple[int, int],
+              c: tuple[int, int]) -> BlasPlan | None:
+    """The BLAS call a tile runs as, or None: too few multiply-adds for a call to pay
+    off (SMALL_TILE_FLOPS), or extents beyond BLAS' integers."""
+    if m * n * k < SMALL_TILE_FLOPS:
+        return None
+    return blas_plan(m, n, k, a, b, c)
+
+
+def blas_form(blas: BlasPlan) -> int:
+    """The index in GEMM_FORMS of this call's (transA, transB); a packed operand is
+    packed into the N form."""
+    return (blas.transa == _ORD_T) + 2 * (blas.transb == _ORD_T)
+
+
+def _takes(t: GemmTile) -> int:
+    return int(blas_call(t.m, t.n, t.k, t.a, t.b, t.c) is not None)
+
+
+def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
+    plan = blas_call(t.m, t.n, t.k, t.a, t.b, t.c)
+    assert plan is not None  # _takes said so
+    fn, width = low.entries.gemm()
+    set_fields(table, mode=MODE, tile_fn=low.entries.address("blas"), swap=plan.swap,
+               transa=plan.transa, lda=plan.lda, transb=plan.transb, ldb=plan.ldb,
+               ldc=plan.ldc, gemm_fn=fn, blas_int=width)
+    if plan.needs_scratch:
+        mm, nn = (t.n, t.m) if plan.swap else (t.m, t.n)
+        set_fields(table, scratch=mm * t.k + t.k * nn + mm * nn)
+
+
+def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
+    blas = p.blas
+    assert blas is not None  # the cost model prices BLAS only with its call
+    params, isz = p.params, t.itemsize
+    m, n, k, br = t.m, t.n, t.k, t.br
+    mm, nn = (n, m) if blas.swap else (m, n)
+    rate = params.gemm_flops(p.dtype) * gemm_efficiency(params, mm, nn, k, blas_form(blas))
+    a_op, b_op = (t.b, t.a) if blas.swap else (t.a, t.b)
+    packed = 0
+    if blas.transa == 0:
+        packed += mm * k * br * gather_bytes(a_op, isz)
+    if blas.transb == 0:
+        packed += k * nn * br * gather_bytes(b_op, isz)
+    if blas.ldc == 0:
+        packed += 2 * m * n * gather_bytes(t.c, isz)
+    return Price(p.flops / rate + packed / params.pack_bytes_per_second, packed_bytes=packed)
+
+
+def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
+                dtype: np.dtype) -> float:
+    # Either way round, in any form.
+    if m * n * k >= SMALL_TILE_FLOPS:
+        return params.gemm_flops(dtype) * best_gemm_efficiency(params, m, n, k)
+    return 0.0
+
+
+def _owns(table: np.ndarray) -> bool:
+    return bool(table[T_MODE] == MODE)
+
+
+def _describe(table: np.ndarray, dtype: np.dtype) -> str:
+    m, n, k = int(table[T_M]), int(table[T_N]), int(table[T_K])
+    a_st = (int(table[T_A_M]), int(table[T_A_K]))
+    b_st = (int(table[T_B_K]), int(table[T_B_N]))
+    c_st = (int(table[T_C_M]), int(table[T_C_N]))
+    bp = blas_plan(m, n, k, a_st, b_st, c_st)
+    assert bp is not None  # lowered as a BLAS tile
+    name = ("s" if dtype.itemsize == 4 else "d") + "gemm"
+    mm, nn = (n, m) if bp.swap else (m, n)
+    ta, tb = chr(bp.transa) if bp.transa else "packed", chr(bp.transb) if bp.transb else "packed"
+    call = (f"{name}(transA={ta}, transB={tb}, m={mm}, n={nn}, k={k}, lda={bp.lda}, "
+            f"ldb={bp.ldb}, ldc={bp.ldc or 'scratch'})")
+    per = (f", {int(table[T_BR])} times (once per batch-reduce member)"
+           if table[T_KIND] == KIND_BRGEMM else "")
+    swap = " (as C^T = B^T A^T: out is unit-stride along N)" if bp.swap else ""
+    return f"each tile runs BLAS {call}{swap}{per}"
+
+
+KIND = TileKind(name="blas", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
+                encode=_encode, price=_price, floor_rate=_floor_rate)

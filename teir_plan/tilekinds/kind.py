@@ -1,0 +1,122 @@
+"""What a tile kind is: the record each module of this package registers.
+
+A GEMM tile reaches the tile kinds as a :class:`GemmTile` (its extents and each
+operand's strides along its two axes, as the kernels see them); each kind answers
+whether it runs the tile (``takes``: along which axis), what a call costs (``price``),
+how it fills the tile table (``encode``), and how the explain report describes it
+(``describe``).  Nothing here imports numba or the executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from teir_plan.planner.machine import MachineParams
+    from teir_plan.tilekinds.blas import BlasPlan
+
+# An axis a tile does not have (its extent is 1, its strides 0).
+Strides = tuple[int, int, int]  # an axis' strides in in0, in1, out
+
+
+class GemmTile(NamedTuple):
+    """One GEMM tile: C(m x n) += A(m x k) B(k x n), ``br`` times (a batch-reduce),
+    with ``a`` = A's (M, K) strides, ``b`` = B's (K, N) strides, ``c`` = C's (M, N)
+    strides, in elements of ``itemsize`` bytes."""
+
+    m: int
+    n: int
+    k: int
+    br: int
+    a: tuple[int, int]
+    b: tuple[int, int]
+    c: tuple[int, int]
+    itemsize: int
+
+
+class AxisView(NamedTuple):
+    """A prim axis as the cost model's quick checks see it (``None`` for no axis)."""
+
+    extent: int
+    strides: Strides
+
+
+class Entries(Protocol):
+    """The executor's compiled entry points for one dtype, by name (lower.py)."""
+
+    def address(self, name: str) -> int: ...
+
+    def gemm(self) -> tuple[int, int]: ...
+
+
+class Lowering(NamedTuple):
+    """What a kind's encoder needs besides the tile: the dtype, whether out streams to
+    memory (tiles.streams_out), and the executor's entry points."""
+
+    dtype: np.dtype
+    streamed: bool
+    entries: Entries
+
+
+class PriceArgs(NamedTuple):
+    """What a kind's price needs besides the tile (planner/cost.py's tile_seconds)."""
+
+    params: MachineParams
+    dtype: np.dtype
+    flops: int  # the tile's flops: 2 m n k br
+    streamed: bool  # out streams to memory for this prim choice (cost.streamed)
+    blas: BlasPlan | None  # the prim choice's BLAS mapping (candidates.blas_call)
+
+
+class Price(NamedTuple):
+    """One call of a tile kind on one core, before the walker's bookkeeping."""
+
+    seconds: float
+    packed_bytes: int = 0  # operand bytes gathered into a buffer per call
+    repack_seconds: float = 0.0  # of ``seconds``: a packed vector tile's transpose
+    streams: bool = False  # out's lines stored non-temporally
+
+
+def _no_floor(m: int, n: int, k: int, itemsize: int, params: MachineParams,
+              dtype: np.dtype) -> float:
+    return 0.0
+
+
+def _never(tile: GemmTile) -> int:
+    return 0
+
+
+def _maybe(m: AxisView | None, n: AxisView | None, k: AxisView | None, itemsize: int) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class TileKind:
+    """A tile kind of the registry (see the package docstring)."""
+
+    name: str
+    # The kind's MODE in the tile table (tiles of other primitives, copy and relu,
+    # have none: -1).
+    mode: int
+    # Whether this kind runs a lowered tile table (the registry asks each in turn).
+    owns: Callable[[np.ndarray], bool]
+    # The description of a lowered tile table of a dtype for explain (after
+    # "executor: ").
+    describe: Callable[[np.ndarray, np.dtype], str]
+    # 0: the kind does not run this tile; else along which axis (1: M, 2: N), or 1.
+    takes: Callable[[GemmTile], int] = _never
+    # A quick necessary condition of ``takes`` from the prim axes alone, for the cost
+    # model, which asks it of every prim choice the search considers.
+    may_take: Callable[[AxisView | None, AxisView | None, AxisView | None, int], bool] = _maybe
+    # Writes the tile's fields for this kind (``takes``' axis).
+    encode: Callable[[np.ndarray, GemmTile, int, Lowering], None] | None = None
+    # One call's cost on one core.
+    price: Callable[[GemmTile, int, PriceArgs], Price] | None = None
+    # An upper bound on the rate (flop/s) the kind reaches on any m x n x k tile
+    # (0: none), for the search's floors (cost.floor_bounds).
+    floor_rate: Callable[[int, int, int, int, MachineParams, np.dtype], float] = _no_floor
+    vector: bool = False  # a vector kernel: lower(vector_kernel=False) skips it

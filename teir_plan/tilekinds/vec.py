@@ -1,0 +1,177 @@
+"""The vector kernel (executor/microkernel.py): a tile whose output and one operand
+have unit stride along a long axis (the vector axis), the other operand broadcast one
+element per row, rows x vectors of sums accumulated in registers; no packing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from teir_plan.isa import target
+from teir_plan.tilekinds.kind import AxisView, GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.table import (
+    T_K,
+    T_M,
+    T_MODE,
+    T_N,
+    T_STREAM,
+    T_SWAP,
+    T_VEC_P,
+    T_VEC_T,
+    set_fields,
+)
+from teir_plan.tiles import (
+    VEC_BYTES,
+    VEC_K_STEPS,
+    VEC_LINES,
+    VEC_MAX_ROWS_TIMES_K,
+    VEC_MAX_SPAN,
+    VEC_MIN_ROWS,
+    VEC_ROWS,
+)
+
+if TYPE_CHECKING:
+    from teir_plan.planner.machine import MachineParams
+
+MODE = 2  # the vector kernels' mode in the tile table (vec_t and vec_p share it)
+
+
+def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, int],
+             c: tuple[int, int], itemsize: int) -> int:
+    """Whether a GEMM tile runs on the vector kernel, and along which axis: 1 along M
+    (A and C have unit stride along M), 2 along N (B and C along N), 0 not at all.
+
+    The vector axis must be at least two micro-tiles long (one when the vector operand's
+    K rows follow one another), the tile a plain GEMM (BRGEMM stays with BLAS), with at
+    least VEC_MIN_ROWS rows (the other of M and N) and rows x K at most
+    VEC_MAX_ROWS_TIMES_K, and the other operand's block of rows x K elements within
+    VEC_MAX_SPAN bytes.
+
+    >>> vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4)
+    1
+    >>> vec_axis(512, 512, 512, 1, (1, 512), (1, 512), (1, 512), 4)
+    0
+    """
+    if br != 1 or itemsize not in (4, 8):
+        return 0
+    # Two micro-tiles at least, the first prefetching the second's lines; one when the
+    # tile's K rows follow one another (one contiguous run, which the next tile's
+    # prefetch covers): see docs/decisions.md.
+    if not VEC_BYTES:
+        return 0
+    micro = VEC_LINES * VEC_BYTES // itemsize
+
+    def long_enough(length: int, s_k: int) -> bool:
+        return length >= 2 * micro or (length >= micro and abs(s_k) == length)
+
+    most = VEC_MAX_ROWS_TIMES_K  # rows x K
+
+    def close(rows: int, s_rows: int, s_k: int) -> bool:
+        # The broadcast operand's rows x K block is read again for every micro-tile
+        # along the vector axis: it must stay in L1, which a block spread over far-apart
+        # rows does not.
+        return ((rows - 1) * abs(s_rows) + (k - 1) * abs(s_k) + 1) * itemsize <= VEC_MAX_SPAN
+
+    if (a[0] == 1 and c[0] == 1 and long_enough(m, a[1]) and n >= VEC_MIN_ROWS and n * k <= most
+            and close(n, b[1], b[0])):
+        return 1
+    if (b[1] == 1 and c[1] == 1 and long_enough(n, b[0]) and m >= VEC_MIN_ROWS and m * k <= most
+            and close(m, a[0], a[1])):
+        return 2
+    return 0
+
+
+def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
+    """The vector kernel's fraction of its rate on a tile ``length`` long along the
+    vector axis, of ``rows`` rows and ``k`` K steps.  Full micro-tiles have VEC_ROWS
+    rows, and a row costs about as many loads as a micro-tile's products, so short and
+    left-over row blocks run at their share of the rows; a partial last line computes
+    its whole line; and each micro-tile loads and stores its outputs once, about
+    VEC_K_STEPS K steps' worth.
+
+    >>> round(vec_efficiency(4096, 24, 1000, 4), 2), round(vec_efficiency(84, 4, 1000, 4), 2)
+    (0.99, 0.43)
+    """
+    lanes = max(VEC_BYTES, 16) // itemsize
+    return (rows / (VEC_ROWS * -(-rows // VEC_ROWS)) * length / (lanes * -(-length // lanes))
+            * k / (k + VEC_K_STEPS))
+
+
+def vec_line_bytes(k: int, length: int, itemsize: int) -> int:
+    """The bytes of lines a vector-kernel tile reads from its vector operand: K rows of
+    ``length`` elements, each a whole number of 64-byte lines (the kernel prefetches a
+    next tile only up to tiles.NEXT_TILE_PREFETCH_BYTES of them).
+
+    >>> vec_line_bytes(96, 96, 4)
+    36864
+    """
+    return k * -(-length * itemsize // 64) * 64
+
+
+def along(axis: int, tile: GemmTile) -> tuple[int, int]:
+    """(length, rows) of a vector tile: its extent along the vector axis (``axis`` 1:
+    M, 2: N) and across it."""
+    return (tile.m, tile.n) if axis == 1 else (tile.n, tile.m)
+
+
+def streamed_note(table: np.ndarray) -> str:
+    """The end of every vector kind's description: its stores and the target."""
+    streamed = (", written to memory with non-temporal stores (out is written once and "
+                "too large for the cache to keep)") if table[T_STREAM] else ""
+    return streamed + f"; kernels generated for {target().describe()}"
+
+
+def _takes(t: GemmTile) -> int:
+    return vec_axis(*t)
+
+
+def _may_take(m: AxisView | None, n: AxisView | None, k: AxisView | None,
+              itemsize: int) -> bool:
+    # vec_axis needs the vector operand and out at unit stride along a vector axis of at
+    # least one micro-tile, and rows (so both axes).
+    if m is None or n is None:
+        return False
+    micro = VEC_LINES * VEC_BYTES // itemsize
+    return ((m.strides[0] == 1 and m.strides[2] == 1 and m.extent >= micro)
+            or (n.strides[1] == 1 and n.strides[2] == 1 and n.extent >= micro))
+
+
+def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
+    set_fields(table, mode=MODE, vec_fn=low.entries.address("vec"), swap=axis == 2,
+               stream=low.streamed,
+               ahead=1)  # see lower.prefetch_ahead for blocked programs
+
+
+def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
+    length, rows = along(axis, t)
+    eff = vec_efficiency(length, rows, t.k, t.itemsize)
+    return Price(p.flops / (p.params.vec_flops(p.dtype) * eff), streams=p.streamed)
+
+
+def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
+                dtype: np.dtype) -> float:
+    micro = VEC_LINES * VEC_BYTES // itemsize
+    if VEC_BYTES and max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:
+        return params.vec_flops(dtype) * max(vec_efficiency(m, n, k, itemsize),
+                                             vec_efficiency(n, m, k, itemsize))
+    return 0.0
+
+
+def _owns(table: np.ndarray) -> bool:
+    return bool(table[T_MODE] == MODE and not table[T_VEC_T] and not table[T_VEC_P])
+
+
+def _describe(table: np.ndarray, dtype: np.dtype) -> str:
+    m, n, k = int(table[T_M]), int(table[T_N]), int(table[T_K])
+    vec = 2 if table[T_SWAP] else 1
+    axis_name, rows = ("m", n) if vec == 1 else ("n", m)
+    return (f"each tile runs the vector kernel: {axis_name}={m if vec == 1 else n} "
+            f"along the unit stride of {'in0' if vec == 1 else 'in1'} and out, "
+            f"{rows} rows of outer products, k={k}, accumulated in registers "
+            f"(no packing){streamed_note(table)}")
+
+
+KIND = TileKind(name="vec", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
+                may_take=_may_take, encode=_encode, price=_price, floor_rate=_floor_rate,
+                vector=True)
