@@ -15,10 +15,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from teir_plan.isa import LINE_BYTES
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType, ExecType, Prim
@@ -43,12 +44,21 @@ L1_BYTES = 32 * 1024
 SHORT_RUN_COPY_FACTOR = 2.2
 
 
+class CopyAxis(NamedTuple):
+    """One axis of a copy: its name, extent, and stride in the input and in out."""
+
+    name: str
+    extent: int
+    in_stride: int
+    out_stride: int
+
+
 @dataclass(frozen=True)
 class CopyPlan:
     """A ranked Copy/ReLU schedule; its TEIR program is built when first asked for
     (planning ranks many schedules and keeps one or a few)."""
 
-    axes: tuple[tuple[str, int, int, int], ...]  # (name, extent, stride_in, stride_out)
+    axes: tuple[CopyAxis, ...]
     order: tuple[int, ...]  # indices into ``axes``: loops outermost first, then prims
     parallel: int  # how many leading loops run in parallel
     prims: int  # how many trailing axes the tile takes
@@ -58,7 +68,7 @@ class CopyPlan:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(self.axes[i][0] for i in self.order)
+        return tuple(self.axes[i].name for i in self.order)
 
     @cached_property
     def teir(self) -> TEIR:
@@ -71,13 +81,15 @@ class CopyPlan:
                 [DimType.C] * len(order),
                 [ExecType.PARALLEL] * self.parallel + [ExecType.SEQ] * (loops - self.parallel)
                 + [ExecType.PRIM] * self.prims,
-                [ax[i][1] for i in order],
-                [[ax[i][2] for i in order], [ax[i][3] for i in order]],
+                [ax[i].extent for i in order],
+                [[ax[i].in_stride for i in order], [ax[i].out_stride for i in order]],
             ),
         )
 
 
-def fuse_copy_axes(axes: Sequence[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
+def fuse_copy_axes(axes: Sequence[tuple[str, int, int, int]]) -> list[CopyAxis]:
+    """The axes of extent above 1, each pair whose strides compose in both tensors fused
+    into one (named by both)."""
     work: list[list[Any]] = [list(a) for a in axes if a[1] > 1]
     changed = True
     while changed:
@@ -91,7 +103,7 @@ def fuse_copy_axes(axes: Sequence[tuple[str, int, int, int]]) -> list[tuple[str,
                     break
             if changed:
                 break
-    return [tuple(a) for a in work]  # type: ignore[misc]
+    return [CopyAxis(*a) for a in work]
 
 
 def plan_copy(
@@ -101,13 +113,14 @@ def plan_copy(
     threads: int,
     relu: bool = False,
 ) -> tuple[CopyPlan, ...]:
-    """Ranked Copy (or ReLU) schedules moving ``axes`` from in0's strides to out's."""
-    return _plan_copy(tuple(tuple(a) for a in axes), str(np.dtype(dtype)), params,  # type: ignore[misc]
+    """Ranked Copy (or ReLU) schedules moving ``axes`` (name, extent, stride in in0,
+    stride in out) from in0's strides to out's."""
+    return _ranked_copies(tuple(tuple(a) for a in axes), str(np.dtype(dtype)), params,  # type: ignore[misc]
                       threads, relu)
 
 
 @lru_cache(maxsize=1024)
-def _plan_copy(
+def _ranked_copies(
     axes: tuple[tuple[str, int, int, int], ...],
     dtype: str,
     params: MachineParams,
@@ -117,17 +130,17 @@ def _plan_copy(
     # Cached: a pack is the same copy in every result layout an order-K plan weighs.
     ax = fuse_copy_axes(axes)
     isz = np.dtype(dtype).itemsize
-    elements = math.prod(a[1] for a in ax) if ax else 1
+    elements = math.prod(a.extent for a in ax) if ax else 1
     if threads > 1 and elements * isz >= PARALLEL_COPY_BYTES:
         ax = _split_for_threads(ax, 4 * threads)
     variants: list[tuple[int, ...]] = []
     if ax:
-        a0 = min(range(len(ax)), key=lambda i: abs(ax[i][3]))
+        a0 = min(range(len(ax)), key=lambda i: abs(ax[i].out_stride))
         rest = [i for i in range(len(ax)) if i != a0]
         if rest:
             variants += [
-                (a0, min(rest, key=lambda i: abs(ax[i][2]))),
-                (a0, min(rest, key=lambda i: abs(ax[i][3]))),
+                (a0, min(rest, key=lambda i: abs(ax[i].in_stride))),
+                (a0, min(rest, key=lambda i: abs(ax[i].out_stride))),
                 (a0,),
             ]
         else:
@@ -144,60 +157,59 @@ def _plan_copy(
         # Input order first: of two orders the model ranks equal, the one whose inner
         # loops continue the reads' streams measured faster (efbad,cf's staged permute:
         # 18 vs 9 GB/s); writes do not stall the core as reads do.
-        orders = [sorted(rest, key=lambda i: (-abs(ax[i][2]), -abs(ax[i][3]))),
-                  sorted(rest, key=lambda i: (-abs(ax[i][3]), -abs(ax[i][2])))]
+        orders = [sorted(rest, key=lambda i: (-abs(ax[i].in_stride), -abs(ax[i].out_stride))),
+                  sorted(rest, key=lambda i: (-abs(ax[i].out_stride), -abs(ax[i].in_stride)))]
         for loops in orders[: 1 if orders[0] == orders[1] else 2]:
             for parallel in (True, False):
                 npar = 0
                 iters = 1
                 if parallel and threads > 1 and elements * isz >= PARALLEL_COPY_BYTES:
                     while npar < len(loops) and iters < 4 * threads:
-                        iters *= ax[loops[npar]][1]
+                        iters *= ax[loops[npar]].extent
                         npar += 1
                 if parallel and npar == 0:
                     continue
-                out.append(_copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype,
+                out.append(_costed_copy(ax, prim, loops, npar, iters, elements, isz, dtype,
                                       params, threads, relu))
     out.sort(key=lambda c: c.cost.seconds)
     return tuple(out)
 
 
-def _split_for_threads(ax: list[tuple[str, int, int, int]], want: int
-                       ) -> list[tuple[str, int, int, int]]:
+def _split_for_threads(ax: list[CopyAxis], want: int) -> list[CopyAxis]:
     """Split the largest axis into an outer loop of at least ``want`` iterations and an
     inner part, when the copy has at most two axes (both of which a tile may take, leaving
     nothing to run in parallel).  Only exact divisors: TEIR axes have one extent."""
     if len(ax) > 2 or not ax:
         return ax
-    i = max(range(len(ax)), key=lambda j: ax[j][1])
+    i = max(range(len(ax)), key=lambda j: ax[j].extent)
     name, ext, s_in, s_out = ax[i]
     outer = next((d for d in range(want, ext // 2 + 1) if ext % d == 0), None)
     if outer is None:
         return ax
     inner = ext // outer
-    return [*ax[:i], (name + "^", outer, s_in * inner, s_out * inner), (name, inner, s_in, s_out),
-            *ax[i + 1:]]
+    return [*ax[:i], CopyAxis(name + "^", outer, s_in * inner, s_out * inner),
+            CopyAxis(name, inner, s_in, s_out), *ax[i + 1:]]
 
 
-def _line_waste(ax: Sequence[tuple[str, int, int, int]], prim: Sequence[int],
+def _line_waste(ax: Sequence[CopyAxis], prim: Sequence[int],
                 loops: Sequence[int], side: int, isz: int) -> float:
     """Bytes moved per useful byte on one side (2: input, 3: output) from cache lines
     that a tile uses only in part.  A tile's contiguous run that is not a whole number
     of lines leaves its first and last lines partly used, unless the innermost loop
     steps exactly one run on, so that the next tile uses the rest of them."""
-    stride = [abs(a[2]) if side == 2 else abs(a[3]) for a in ax]
+    stride = [abs(a.in_stride) if side == 2 else abs(a.out_stride) for a in ax]
     run = 1
     for i in sorted(prim, key=lambda i: stride[i]):
         if stride[i] != run:
             break
-        run *= ax[i][1]
+        run *= ax[i].extent
     if run == 1 or (loops and stride[loops[-1]] == run):
         return 1.0
     run_bytes = run * isz
-    return (math.ceil(run_bytes / 64) + 1) * 64 / run_bytes
+    return (math.ceil(run_bytes / LINE_BYTES) + 1) * LINE_BYTES / run_bytes
 
 
-def _short_out_runs(ax: Sequence[tuple[str, int, int, int]], isz: int) -> bool:
+def _short_out_runs(ax: Sequence[CopyAxis], isz: int) -> bool:
     """Whether a copy over (fused) axes ``ax`` gathers runs of out shorter than
     COPY_RUN_MIN_LINES lines from far apart in the input: out's unit-stride axis is
     short, is not the input's unit-stride axis, and steps at least a page in the input
@@ -205,33 +217,39 @@ def _short_out_runs(ax: Sequence[tuple[str, int, int, int]], isz: int) -> bool:
     the input: the staged result of dfgb,geac->abcdef in order e a c d f b (f steps 80
     bytes) copies into C order at 23 GB/s, in order d f b e a c (f steps 750 KiB) at 12.
 
-    >>> _short_out_runs([("c", 20, 1 << 22, 1), ("b", 2048, 2048, 20), ("a", 2048, 1, 40960)], 4)
+    >>> A = CopyAxis
+    >>> _short_out_runs([A("c", 20, 1 << 22, 1), A("b", 2048, 2048, 20), A("a", 2048, 1, 40960)], 4)
     True
-    >>> _short_out_runs([("f", 20, 20, 1), ("b", 20, 1, 192000), ("e", 20, 4608000, 20)], 4)
+    >>> _short_out_runs([A("f", 20, 20, 1), A("b", 20, 1, 192000), A("e", 20, 4608000, 20)], 4)
     False
-    >>> _short_out_runs([("b", 2048, 1, 2048), ("a", 2048, 2048, 1)], 4)
+    >>> _short_out_runs([A("b", 2048, 1, 2048), A("a", 2048, 2048, 1)], 4)
     False
     """
-    out_unit = [a for a in ax if abs(a[3]) == 1]
-    in_unit = [a for a in ax if abs(a[2]) == 1]
+    out_unit = [a for a in ax if abs(a.out_stride) == 1]
+    in_unit = [a for a in ax if abs(a.in_stride) == 1]
     return bool(out_unit and in_unit and out_unit[0] is not in_unit[0]
-                and out_unit[0][1] * isz < COPY_RUN_MIN_LINES * 64
-                and abs(out_unit[0][2]) * isz >= PAGE_BYTES)
+                and out_unit[0].extent * isz < COPY_RUN_MIN_LINES * LINE_BYTES
+                and abs(out_unit[0].in_stride) * isz >= PAGE_BYTES)
 
 
-def _copy_plan(ax, prim, loops, npar, iters, elements, isz, dtype, params, threads, relu):  # type: ignore[no-untyped-def]
+def _costed_copy(ax: list[CopyAxis], prim: tuple[int, ...], loops: list[int], npar: int,
+                 iters: int, elements: int, isz: int, dtype: str, params: MachineParams,
+                 threads: int, relu: bool) -> CopyPlan:
+    """One schedule (``prim``: the tile's axes, ``loops``: the loops outermost first, the
+    first ``npar`` parallel) with its predicted cost."""
     order = list(loops) + list(prim)
-    tile = math.prod(ax[i][1] for i in prim) if prim else 1
+    tile = math.prod(ax[i].extent for i in prim) if prim else 1
     calls = elements // tile
     # The input's unit-stride axis as the innermost loop reuses the tile's input lines
     # on the next tile when they stay in L1, as the blocked transpose inside a tile does
     # (lines kept only in L2 measured 5x slower: ab->ba with 3008-element tiles).
-    src_unit = min(range(len(ax)), key=lambda i: abs(ax[i][2])) if ax else None
-    reuse = bool(loops) and src_unit == loops[-1] and tile * 64 <= L1_BYTES
-    unit_in = any(abs(ax[i][2]) == 1 for i in prim) or reuse
+    src_unit = min(range(len(ax)), key=lambda i: abs(ax[i].in_stride)) if ax else None
+    reuse = bool(loops) and src_unit == loops[-1] and tile * LINE_BYTES <= L1_BYTES
+    unit_in = any(abs(ax[i].in_stride) == 1 for i in prim) or reuse
     # Reads along a strided axis touch a cache line per element.
-    read_scale = 1.0 if unit_in else min(16.0, 64.0 / isz) / 4
-    transpose = (len(prim) == 2 and abs(ax[prim[1]][2]) < abs(ax[prim[0]][2])) or reuse
+    read_scale = 1.0 if unit_in else min(16.0, LINE_BYTES / isz) / 4
+    transpose = ((len(prim) == 2 and abs(ax[prim[1]].in_stride) < abs(ax[prim[0]].in_stride))
+                 or reuse)
     rate = params.copy_bytes_per_second * (0.7 if transpose else 1.0) / read_scale
     # Only from memory: an input in the LLC is gathered at cache latency (dcba->abcd of
     # 24 x 24 x 24 x 576, 32 MB: 2.8 ms, within 15% of the model without the factor).

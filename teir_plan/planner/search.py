@@ -37,7 +37,7 @@ from teir_plan.planner.candidates import (
     tile_blas,
     to_teir,
 )
-from teir_plan.planner.copy import _plan_copy
+from teir_plan.planner.copy import _ranked_copies
 from teir_plan.planner.cost import (
     Cost,
     TileCost,
@@ -244,7 +244,7 @@ def forget_memos() -> None:
     of tile shapes), so that the next plan is made as for a problem never seen; used to
     time planning.  The memos are keyed by the machine parameters, so they never need
     clearing for correctness."""
-    _plan_copy.cache_clear()
+    _ranked_copies.cache_clear()
     forget_gemm_rates()
     blas_plan.cache_clear()
     variants.cache_clear()
