@@ -124,7 +124,7 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
     assert 1e9 < p.gemm_flops_f32 < 1e13 and 1e9 < p.dram_bytes_per_second < 1e13
     assert p.source == "first-use" and p.measured_at
     cached = json.loads((fresh / "machine.json").read_text())
-    assert list(cached) == [machine._machine_key()]
+    assert list(cached) == [machine.machine_key()]
     set_machine_params(None)
     assert machine._load() == p
 
@@ -134,9 +134,9 @@ def test_the_cache_key_names_the_isa_and_the_threads(monkeypatch) -> None:
     saved = tp.get_num_threads()
     try:
         tp.set_num_threads(1)
-        one = machine._machine_key()
+        one = machine.machine_key()
         tp.set_num_threads(2)
-        two = machine._machine_key()
+        two = machine.machine_key()
     finally:
         tp.set_num_threads(saved)
     # The vector target's own key (its format is teir_plan.isa's), whose CPU and ISA
@@ -146,7 +146,7 @@ def test_the_cache_key_names_the_isa_and_the_threads(monkeypatch) -> None:
     monkeypatch.setattr("teir_plan.isa.target", lambda: AVX512)
     tp.set_num_threads(1)
     try:
-        wide = machine._machine_key()
+        wide = machine.machine_key()
     finally:
         tp.set_num_threads(saved)
     assert "sapphirerapids" in wide and "avx512" in wide and "avx2" not in wide
@@ -155,16 +155,16 @@ def test_the_cache_key_names_the_isa_and_the_threads(monkeypatch) -> None:
 def test_a_full_calibration_replaces_a_first_use_estimate(fresh) -> None:
     first = params_from_quick(FAKE)
     full = replace(first, gemm_flops_f32=150e9, calibrated=True, source="calibrated")
-    assert machine._save(first) and machine._load() == first
-    assert machine._save(full) and machine._load() == full
+    assert machine.save_params(first) and machine._load() == first
+    assert machine.save_params(full) and machine._load() == full
     # A first-use estimate saved later (another process that measured meanwhile) does
     # not replace the full calibration.
-    assert not machine._save(first) and machine._load() == full
+    assert not machine.save_params(first) and machine._load() == full
 
 
 def test_a_calibration_cached_before_sources_is_a_full_one(fresh) -> None:
     (fresh / "machine.json").write_text(json.dumps(
-        {machine._machine_key(): {"gemm_flops_f32": 100e9, "calibrated": True}}))
+        {machine.machine_key(): {"gemm_flops_f32": 100e9, "calibrated": True}}))
     loaded = machine._load()
     assert loaded is not None and loaded.source == "calibrated"
     assert loaded.gemm_flops_f32 == 100e9

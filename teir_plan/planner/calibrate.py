@@ -274,18 +274,17 @@ def quick_calibrate(save: bool = True) -> MachineParams:
     once (a :class:`~teir_plan.errors.CalibrationWarning`).  ``tp.calibrate()`` measures
     fully and replaces it.  Another thread that asks for the parameters meanwhile waits
     for this measurement."""
-    with machine._measuring:
-        with machine._lock:
-            if machine._current is not None:  # measured by the thread this one waited for
-                return machine._current
+    with machine.first_use_measurement() as current:
+        if current is not None:  # measured by the thread this one waited for
+            return current
         start = time.perf_counter()
         measured = measure_quick()
         spent = time.perf_counter() - start
-        p = params_from_quick(measured, machine._machine_key(), _now())
-        saved = save and machine._save(p)
+        p = params_from_quick(measured, machine.machine_key(), _now())
+        saved = save and machine.save_params(p)
         machine.set_machine_params(p)
-    where = (f"cached in {machine._cache_file()}" if saved else "not cached (the cache "
-             f"{machine._cache_file()} could not be written)")
+    where = (f"cached in {machine.cache_file()}" if saved else "not cached (the cache "
+             f"{machine.cache_file()} could not be written)")
     warnings.warn(
         f"teir_plan: no calibration for this machine ({p.machine}); measured a first-use "
         f"estimate in {spent:.1f} s, {where}. Run tp.calibrate() (15-40 s) for the full "
@@ -386,11 +385,11 @@ def calibrate(save: bool = True) -> MachineParams:
             calibrated=True,
             source="calibrated",
             measured_at=_now(),
-            machine=machine._machine_key(),
+            machine=machine.machine_key(),
         )
     finally:
         set_num_threads(saved_threads)
     if save:
-        machine._save(p)
+        machine.save_params(p)
     machine.set_machine_params(p)
     return p

@@ -31,7 +31,8 @@ import os
 import platform
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -391,6 +392,17 @@ _current: MachineParams | None = None
 renew_after_fork(sys.modules[__name__], "_lock", threading.Lock)
 renew_after_fork(sys.modules[__name__], "_measuring", threading.Lock)
 
+
+@contextmanager
+def first_use_measurement() -> Iterator[MachineParams | None]:
+    """Held while a first-use measurement runs (calibrate.quick_calibrate): yields the
+    parameters in force if another thread measured them while this one waited (then
+    there is nothing to measure), else None."""
+    with _measuring:
+        with _lock:
+            current = _current
+        yield current
+
 AUTOCALIBRATE_MODES = {"": "quick", "quick": "quick", "0": "off", "1": "full",
                        "reference": "reference"}
 
@@ -422,7 +434,7 @@ def _cpu_model() -> str:
     return model
 
 
-def _machine_key() -> str:
+def machine_key() -> str:
     """What a calibration is valid for: the CPU model, the vector ISA the kernels are
     generated for (its key names the compile target's CPU and vector shape: the same
     model under TEIR_PLAN_VECTOR_BYTES=32 runs other kernels) and the thread count."""
@@ -432,7 +444,7 @@ def _machine_key() -> str:
     return f"{_cpu_model()} / {target().key} / {get_num_threads()} threads"
 
 
-def _cache_file() -> Path:
+def cache_file() -> Path:
     return cache_dir() / "machine.json"
 
 
@@ -475,8 +487,8 @@ def machine_params() -> MachineParams:
 
 def _load() -> MachineParams | None:
     try:
-        data = json.loads(_cache_file().read_text())
-        entry = data.get(_machine_key())
+        data = json.loads(cache_file().read_text())
+        entry = data.get(machine_key())
         if entry is None:
             return None
         fields = MachineParams.__dataclass_fields__
@@ -500,12 +512,12 @@ def with_default_forms(nn: Sequence[float]) -> tuple[float, ...]:
                              for form in range(1, len(GEMM_FORMS)) for i, v in enumerate(nn))
 
 
-def _save(params: MachineParams) -> bool:
+def save_params(params: MachineParams) -> bool:
     """Cache ``params`` under this machine's key (False when the cache cannot be
     written, or when a first-use estimate would replace a full calibration another
     process saved meanwhile)."""
-    path = _cache_file()
-    key = _machine_key()
+    path = cache_file()
+    key = machine_key()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
