@@ -34,7 +34,7 @@ def test_lowering_runs_the_kind_the_cost_model_priced(case: tuple[str, str]) -> 
     c = _contraction(case[0], case[1], 1)
     seen = set()
     for threads in (1, 2):
-        for v, packs in variants(c, params, threads):
+        for v, _ in variants(c, params, threads):
             for r in rank(v, params, threads, top=8):
                 ch = r.choice
                 kind, _, _ = cost.tile_kind(r.contraction, ch.m, ch.n, ch.k, ch.br, ch.blas)

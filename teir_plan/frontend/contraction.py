@@ -36,22 +36,33 @@ class Layout:
         return self.strides[pos] if pos >= 0 else 0
 
 
-def layout_of(term: str, arr: np.ndarray, extents: Mapping[str, int]) -> Layout:
-    """The layout of ``arr`` indexed by ``term`` (diagonals summed, broadcasts stride 0)."""
+def layout_in(term: str, shape: Sequence[int], strides: Sequence[int],
+              extents: Mapping[str, int]) -> Layout:
+    """The layout of an operand of ``shape`` and element ``strides`` indexed by ``term``:
+    a repeated index's strides summed (a diagonal), an extent-1 dimension's stride 0
+    (a broadcast).
+
+    >>> layout_in("iij", (3, 3, 4), (12, 4, 1), {"i": 3, "j": 4})
+    Layout(indices='ij', extents=(3, 4), strides=(16, 1))
+    """
     order: list[str] = []
-    strides: dict[str, int] = {}
-    isz = arr.itemsize
-    for ch, n, st in zip(term, arr.shape, arr.strides):
-        step = st // isz if n > 1 else 0
-        if ch not in strides:
+    summed: dict[str, int] = {}
+    for ch, n, st in zip(term, shape, strides):
+        if ch not in summed:
             order.append(ch)
-            strides[ch] = 0
-        strides[ch] += step
+            summed[ch] = 0
+        summed[ch] += st if n > 1 else 0
     return Layout(
         "".join(order),
         tuple(extents[ch] for ch in order),
-        tuple(strides[ch] for ch in order),
+        tuple(summed[ch] for ch in order),
     )
+
+
+def layout_of(term: str, arr: np.ndarray, extents: Mapping[str, int]) -> Layout:
+    """The layout of ``arr`` indexed by ``term`` (see :func:`layout_in`)."""
+    isz = arr.itemsize
+    return layout_in(term, arr.shape, [st // isz for st in arr.strides], extents)
 
 
 def c_order_layout(indices: str, extents: Mapping[str, int]) -> Layout:

@@ -34,6 +34,7 @@ from functools import cached_property
 import numpy as np
 
 from teir_plan.frontend.contraction import Axis, Contraction
+from teir_plan.isa import LINE_BYTES
 from teir_plan.planner.cost import Cost, memory_seconds, total_seconds
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType
@@ -46,7 +47,6 @@ from teir_plan.teir.enums import DimType
 # wrote 7 GB/s on 2 cores, whole 3-line runs 15 GB/s (the machine's write rate).
 GOOD_RUN_BYTES = 512
 MAX_RUN_BYTES = 2048
-LINE_BYTES = 64
 # The stage takes at most this fraction of L2.  Measured on efbad,cf->abcde and two
 # siblings into C-order outs: a stage of half of L2 gave tiles too small to run BLAS
 # well (64-80 GFLOP/s), all of L2 70-105, twice L2 (spilling to the LLC) 46-66.

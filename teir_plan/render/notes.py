@@ -4,9 +4,9 @@ steps as a tree.  Each reads what planning recorded in the plan and its steps.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from teir_plan.schedule.plan import Plan
+from teir_plan.frontend.contraction import describe, layout_in
 from teir_plan.schedule.steps import (
     BlockedStep,
     Candidate,
@@ -17,6 +17,9 @@ from teir_plan.schedule.steps import (
     TEIRStep,
 )
 from teir_plan.teir.enums import ExecType
+
+if TYPE_CHECKING:  # the plan builds this report (Plan.explain): no import back
+    from teir_plan.schedule.plan import Plan
 
 
 def executor_note(teir: Any) -> str:
@@ -186,36 +189,24 @@ def frontend_notes(plan: Plan) -> list[str]:
 
 def _free_layout_note(plan: Plan) -> str | None:
     """For a plan whose result layout was fixed (``out=``, or ``order`` other than 'K'):
-    the layout the planner would choose itself, when it is predicted faster by more
-    than the planner's own layout margin, and how to get it.  None otherwise."""
-    from teir_plan.api import _get_plan
-    from teir_plan.schedule.build import LAYOUT_MARGIN
-
-    opt = plan.options.get("optimize")
-    if (plan.options.get("result_layouts") or plan.view is not None
-            or plan.main_step is None or not opt):
+    the layout the planner would choose itself, as recorded while planning
+    (schedule.alternatives.FreeLayout), when it is predicted faster by more than the
+    planner's own layout margin, and how to get it.  None otherwise."""
+    free = plan.options.get("free_layout")
+    if (free is None or plan.options.get("result_layouts") or plan.view is not None
+            or plan.main_step is None or not plan.options.get("optimize")):
         return None
-    if getattr(opt, "autotune", False):
-        opt = True  # rank by the model: no timing inside a report
-    try:
-        free = _get_plan(plan.subscripts, plan.operands, None, plan.options.get("dtype"),
-                         opt, plan.options.get("epilogue"), None, "K",
-                         plan.options.get("casting", "safe"))
-    except ValueError:  # TypeError and ValueError are the library's errors
-        return None
-    layouts = free.options.get("result_layouts", ())
-    chosen = next((lay for lay in layouts if lay[2]), None)
-    fixed, own = plan.predicted_seconds, free.predicted_seconds
-    if chosen is None or own <= 0 or fixed <= own * LAYOUT_MARGIN:
+    fixed, own = plan.predicted_seconds, free.seconds
+    if own <= 0 or fixed <= own * free.margin:
         return None
     out_order = "".join(sorted(plan.expression.output,
                                key=lambda ch: -abs(plan.out_spec.strides[
                                    plan.expression.output.index(ch)])))
     return (f"the result's layout is fixed here (memory order {out_order}): predicted "
             f"{fixed * 1e6:.1f} us in all; in the layout the planner would choose itself "
-            f"(memory order {chosen[0]}) {own * 1e6:.1f} us, {fixed / own:.2f}x faster. "
-            f"To get it, call without out= and with order='K' (the result is then a "
-            f"permuted view), or pass an out= of that layout (plan.empty_out() of a plan "
+            f"(memory order {free.memory_order}) {own * 1e6:.1f} us, {fixed / own:.2f}x "
+            f"faster. To get it, call without out= and with order='K' (the result is then "
+            f"a permuted view), or pass an out= of that layout (plan.empty_out() of a plan "
             f"made without out=)")
 
 
@@ -266,13 +257,13 @@ def step_tree(plan: Plan) -> tuple[str, ...]:
 
 def original_contraction(plan: Plan):  # type: ignore[no-untyped-def]
     """The contraction as the user wrote it (before fusing), for two-operand plans."""
-    from teir_plan.frontend.contraction import describe
-    from teir_plan.schedule.build import layout_from
 
     step = plan.main_step
     if step is None or len(plan.operands) != 2 or step.inputs != (0, 1):
         return None
     ext = plan.expression.extent_map
     terms = plan.expression.inputs
-    lays = [layout_from(t, s, ext) for t, s in zip(terms, plan.operands)]
-    return describe(lays[0], lays[1], layout_from(plan.expression.output, plan.out_spec, ext))
+    lays = [layout_in(t, s.shape, s.strides, ext) for t, s in zip(terms, plan.operands)]
+    out = plan.out_spec
+    return describe(lays[0], lays[1], layout_in(plan.expression.output, out.shape, out.strides,
+                                                ext))

@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,11 +36,13 @@ from teir_plan.render.notes import (
     step_tree,
 )
 from teir_plan.render.pseudocode import pseudocode
-from teir_plan.schedule.plan import Plan
 from teir_plan.schedule.steps import (
     ReduceStep,
     TEIRStep,
 )
+
+if TYPE_CHECKING:  # the plan builds this report (Plan.explain): no import back
+    from teir_plan.schedule.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -462,10 +464,8 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
     measured = None
     alt_times: list[float | None] = [None] * len(top_alts)
     if measure:
-        from teir_plan.api import _random_like
-
         rng = np.random.default_rng(0)
-        arrays = [_random_like(s, rng) for s in plan.operands]
+        arrays = [s.random(rng) for s in plan.operands]
         # The plan and its alternatives timed in turns; the plan's own candidate (rank
         # 0, unless the plan was autotuned to another) is not timed twice.
         others = [r for r, alt in enumerate(top_alts)
@@ -491,19 +491,3 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
         alternatives=tuple(alts), tree=step_tree(plan), measured_seconds=measured,
         machine_params=str(plan.options.get("machine_params", "")), _plan=plan,
     )
-
-
-def explain(subscripts: str, *operands: object, measure: bool = False, top: int = 5,
-            **options: Any) -> Report:
-    """Plan ``subscripts`` for arrays or shapes (as :func:`tp.plan`, same options) and
-    return its :class:`Report`; ``measure=True`` also times the plan and its ``top``
-    alternatives on random data.
-
-    >>> import teir_plan as tp
-    >>> r = tp.explain("trus,pqtu->pqrs", (2, 3, 8, 8), (4, 6, 2, 8))
-    >>> [i["role"] for i in r.indices]
-    ['N', 'N', 'M', 'M', 'K', 'K']
-    """
-    from teir_plan.api import plan
-
-    return build_report(plan(subscripts, *operands, **options), measure=measure, top=top)

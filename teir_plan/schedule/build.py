@@ -16,7 +16,7 @@ import opt_einsum as oe
 
 from teir_plan.errors import DTypeError, EinsumError, PlanError
 from teir_plan.executor.checks import _check_reach
-from teir_plan.frontend.contraction import Contraction, Layout, describe, with_dtype
+from teir_plan.frontend.contraction import Contraction, Layout, describe, layout_in, with_dtype
 from teir_plan.frontend.convention import (
     Casting,
     Optimize,
@@ -32,6 +32,7 @@ from teir_plan.planner.cost import read_factors
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.reduce import Reduction, plan_reduction
 from teir_plan.planner.search import plain, rank
+from teir_plan.schedule.alternatives import FreeLayout, free_layout
 from teir_plan.schedule.plan import OperandSpec, Plan
 from teir_plan.schedule.steps import (
     BlockedStep,
@@ -67,16 +68,7 @@ def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 def layout_from(term: str, spec: OperandSpec, extents: dict[str, int]) -> Layout:
     """Layout of an operand: diagonals summed, broadcast and extent-1 dims stride 0."""
-    order: list[str] = []
-    strides: dict[str, int] = {}
-    for ch, n, st in zip(term, spec.shape, spec.strides):
-        if ch not in strides:
-            order.append(ch)
-            strides[ch] = 0
-        strides[ch] += st if n > 1 else 0
-    return Layout(
-        "".join(order), tuple(extents[c] for c in order), tuple(strides[c] for c in order)
-    )
+    return layout_in(term, spec.shape, spec.strides, extents)
 
 
 @dataclass(frozen=True)
@@ -262,6 +254,10 @@ def build_plan(
     for proof in proofs[id(best)]:
         proof()
     if out_spec is not None or order != "K":
+        # For the explain report: the layout order='K' would choose, from the
+        # contractions just planned into each of its layouts.
+        best.options["free_layout"] = _free_layout(expr, subscripts, specs, result, opt,
+                                                   casting, threads, epilogue, options, plans)
         return best  # the layout was fixed: staging, if chosen, is a step of its own
     # For the explain report: each layout considered, in memory order, its predicted
     # cost, whether it was chosen, and whether that cost is only the ceiling its search
@@ -272,6 +268,27 @@ def build_plan(
          p.predicted_seconds if p is not None else ceiling, p is best, p is None)
         for p, (spec, _, _), ceiling in zip(plans, options, ceilings))
     return best
+
+
+def _free_layout(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
+                 result: np.dtype, opt: Optimize, casting: Casting, threads: int,
+                 epilogue: str | None, options: Sequence[tuple[OperandSpec, tuple[int, ...] | None,
+                                                                bool]],
+                 plans: Sequence[Plan | None]) -> FreeLayout | None:
+    """The fixed-layout plan's record of order='K''s choice: each of its layouts' cost is
+    the direct plan's (the fixed layout) or a staged plan's contraction (its steps before
+    the permuting copy); unknown when order='K' would return a view."""
+    if epilogue is None and _view_plan(expr, subscripts, specs, result, "K", opt, casting,
+                                       threads) is not None:
+        return None
+    costs: list[tuple[str, float | None]] = []
+    for _, strides in result_layouts(expr, specs, "K"):
+        seconds = None
+        for (spec, stage, blocked), p in zip(options, plans):
+            if p is not None and not blocked and (stage or spec.strides) == strides:
+                seconds = sum(step_seconds(st) for st in (p.steps[:-1] if stage else p.steps))
+        costs.append(("".join(expr.output[a] for a in _outer_first(strides)), seconds))
+    return free_layout(costs, LAYOUT_MARGIN)
 
 
 def _view_plan(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],

@@ -54,6 +54,13 @@ class OperandSpec:
             np.empty(span, self.dtype)[offset:], shape=self.shape,
             strides=tuple(st * isz for st in self.strides))
 
+    def random(self, rng: np.random.Generator) -> np.ndarray:
+        """A new array of exactly this layout (:meth:`allocate`), uniform in [0, 1) for
+        floating dtypes, zeros otherwise: operands to time a plan on."""
+        arr = self.allocate()
+        arr[...] = rng.random(self.shape) if self.dtype.kind == "f" else 0
+        return arr
+
 
 def as_operand(x: object, i: int) -> np.ndarray:
     """numpy's conversion for operands: arrays as they are (a subclass such as

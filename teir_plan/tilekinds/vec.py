@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from teir_plan.isa import target
+from teir_plan.isa import LINE_BYTES, target
 from teir_plan.tilekinds.kind import AxisView, GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import (
     T_K,
@@ -106,7 +106,7 @@ def vec_line_bytes(k: int, length: int, itemsize: int) -> int:
     >>> vec_line_bytes(96, 96, 4)
     36864
     """
-    return k * -(-length * itemsize // 64) * 64
+    return k * -(-length * itemsize // LINE_BYTES) * LINE_BYTES
 
 
 def along(axis: int, tile: GemmTile) -> tuple[int, int]:
