@@ -20,8 +20,8 @@ def test_the_report_of_a_fixed_layout_plans_nothing(monkeypatch: pytest.MonkeyPa
     assert isinstance(record, FreeLayout)
     # The record is what planning order='K' finds, without planning it again.
     assert record.seconds == pytest.approx(free.predicted_seconds, rel=1e-12)
-    assert record.memory_order == next(lay[0] for lay in free.options["result_layouts"]
-                                       if lay[2])
+    assert record.memory_order == next(lay.memory_order
+                                       for lay in free.options["result_layouts"] if lay.chosen)
 
     def no_planning(*args: object, **kwargs: object) -> None:
         raise AssertionError("the report planned")

@@ -129,16 +129,17 @@ def frontend_notes(plan: Plan) -> list[str]:
                      f"(it selects one element everywhere)")
     layouts = plan.options.get("result_layouts", ())
     if len(layouts) > 1:
-        chosen = next(lay for lay in layouts if lay[2])
+        chosen = next(lay for lay in layouts if lay.chosen)
         # A layout whose search found nothing under the best so far carries that
         # ceiling (a lower bound on its cost) instead of a prediction.
         others = "; ".join(
-            f"{lay[0]} above {lay[1] * 1e6:.1f} us (its search stopped there)" if lay[3]
-            else f"{lay[0]} {lay[1] * 1e6:.1f} us" for lay in layouts if not lay[2])
-        view = ("row-major" if chosen[0] == expr.output else
-                f"a permuted view of a buffer in {chosen[0]} order")
+            f"{lay.memory_order} above {lay.seconds * 1e6:.1f} us (its search stopped there)"
+            if lay.pruned else f"{lay.memory_order} {lay.seconds * 1e6:.1f} us"
+            for lay in layouts if not lay.chosen)
+        view = ("row-major" if chosen.memory_order == expr.output else
+                f"a permuted view of a buffer in {chosen.memory_order} order")
         notes.append(f"result layout (order={plan.options.get('order')!r}): {view}, "
-                     f"predicted {chosen[1] * 1e6:.1f} us; also costed: {others}")
+                     f"predicted {chosen.seconds * 1e6:.1f} us; also costed: {others}")
     staged = any(b.axis_order is not None for b in plan.buffers)
     for k, st in enumerate(plan.steps):
         if isinstance(st, CastStep):

@@ -6,6 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class LayoutOption(NamedTuple):
+    """One result layout an order='K' plan weighed (its ``result_layouts`` option)."""
+
+    memory_order: str  # the layout's indices, outermost first
+    seconds: float  # its predicted seconds, or the ceiling its search stopped at
+    chosen: bool  # the plan's layout
+    pruned: bool  # ``seconds`` is only the ceiling its search could not get under
 
 
 @dataclass(frozen=True)

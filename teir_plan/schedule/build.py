@@ -32,7 +32,7 @@ from teir_plan.planner.cost import read_factors
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.reduce import Reduction, plan_reduction
 from teir_plan.planner.search import plain, rank
-from teir_plan.schedule.alternatives import FreeLayout, free_layout
+from teir_plan.schedule.alternatives import FreeLayout, LayoutOption, free_layout
 from teir_plan.schedule.plan import OperandSpec, Plan
 from teir_plan.schedule.steps import (
     BlockedStep,
@@ -259,12 +259,10 @@ def build_plan(
         best.options["free_layout"] = _free_layout(expr, subscripts, specs, result, opt,
                                                    casting, threads, epilogue, options, plans)
         return best  # the layout was fixed: staging, if chosen, is a step of its own
-    # For the explain report: each layout considered, in memory order, its predicted
-    # cost, whether it was chosen, and whether that cost is only the ceiling its search
-    # could not get under (a lower bound).
+    # For the explain report: each layout considered (schedule/alternatives.py).
     best.options["order"] = order
     best.options["result_layouts"] = tuple(
-        ("".join(expr.output[a] for a in _outer_first(spec.strides)),
+        LayoutOption("".join(expr.output[a] for a in _outer_first(spec.strides)),
          p.predicted_seconds if p is not None else ceiling, p is best, p is None)
         for p, (spec, _, _), ceiling in zip(plans, options, ceilings))
     return best
