@@ -141,7 +141,7 @@ def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeyp
     nn = [0.5] * size
     monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path))
     (tmp_path / "machine.json").write_text(json.dumps(
-        {machine._machine_key(): {"gemm_efficiency": nn, "calibrated": True}}))
+        {machine.machine_key(): {"gemm_efficiency": nn, "calibrated": True}}))
     loaded = machine._load()
     assert loaded is not None and loaded.calibrated
     table = loaded.gemm_efficiency
@@ -152,7 +152,7 @@ def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeyp
             j = form * size + i
             assert table[j] == pytest.approx(min(1.0, 0.5 * d[j] / d[i]))
     (tmp_path / "machine.json").write_text(json.dumps(
-        {machine._machine_key(): {"gemm_efficiency": [0.5] * 100}}))
+        {machine.machine_key(): {"gemm_efficiency": [0.5] * 100}}))
     assert machine._load() is None  # another grid: not usable
 
 
