@@ -11,8 +11,9 @@ Three things a caller of ``numpy.einsum`` may pass that are not an expression an
   plain valid schedule) and ``"autotune"`` (also time the top candidates), and
   numpy's and opt_einsum's path options (``"greedy"``, ``"optimal"``, any opt_einsum
   strategy name, ``(strategy, memory_limit)``, an explicit path such as
-  ``["einsum_path", (0, 1), (0, 1)]``), which choose the pairwise order of an
-  expression of three or more operands; each pairwise step is then planned by the cost
+  ``["einsum_path", (0, 1), (0, 1)]``, or a cotengra ``ContractionTree``, whose
+  ``get_path()`` is taken), which choose the pairwise order of an expression of three or
+  more operands; each pairwise step is then planned by the cost
   model as with ``True``;
 * ``casting``: numpy's rule (default ``"safe"``) for casting operands to ``dtype=`` and the
   result into ``out``.
@@ -136,6 +137,11 @@ def normalize_optimize(value: object) -> Optimize:
         if not path:
             raise PlanError("optimize: an explicit path needs at least one step")
         return Optimize(path=tuple(path))
+    get_path = getattr(value, "get_path", None)
+    if callable(get_path):
+        # A cotengra ContractionTree (or anything that gives its path in opt_einsum's
+        # format): its path, which then is checked as an explicit one.
+        return normalize_optimize(["einsum_path", *map(tuple, get_path())])
     raise PlanError(_optimize_message(value))
 
 
