@@ -69,7 +69,10 @@ def ml_chains(quick: bool) -> list[Case]:
         ("attention scores x values", "bhqd,bhkd,bhkv->bhqv",
          dict(b=4 // s, h=12, q=256, k=256, d=64, v=64), [(0, 1), (0, 1)]),
         ("bilinear", "bi,ij,bj->b", dict(b=4096 // s, i=512, j=512), None),
-        ("Tucker", "abc,ai,bj,ck->ijk", dict(a=32, b=32, c=32, i=96, j=96, k=96 // s), None),
+        ("Tucker 32^3 -> 96^3", "abc,ai,bj,ck->ijk",
+         dict(a=32, b=32, c=32, i=96, j=96, k=96 // s), None),
+        ("Tucker 96^3, rank 32", "abc,ai,bj,ck->ijk",
+         dict(a=96, b=96, c=96, i=32, j=32, k=32), None),
     ]
 
 

@@ -167,3 +167,31 @@ def test_cotengra_tree_as_the_path():
     plan = tp.plan(expr, *ops, optimize=tree)
     assert plan.options["optimize"].path == ((2, 3), (0, 1), (0, 1))
     np.testing.assert_allclose(plan(*ops), np.linalg.multi_dot(ops), rtol=1e-10)
+
+
+def test_explain_shows_the_layouts_the_savings_and_the_peak_memory(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from teir_plan.render.tree import draw_tree, layout_rows
+
+    expr = "iaje,bf,dcba,cigj,dh->hgfei"
+    ext = dict(a=12, b=24, c=12, d=28, e=32, f=32, g=8, h=42, i=8, j=36)
+    shapes = [tuple(ext[c] for c in t) for t in expr.split("->")[0].split(",")]
+    plan = tp.plan(expr, *shapes, optimize=[(1, 2), (2, 3), (0, 1), (0, 1)])
+    rows = layout_rows(plan)
+    assert rows[0][2] == "writes (memory order)" and len(rows) == 5
+    layouts = plan.options["tree_layouts"]
+    assert [r[1] for r in rows[1:]] == [s.subscripts for s in layouts.steps]
+    assert any(r[2] != r[3] for r in rows[1:-1])  # an intermediate written permuted
+    text = str(plan.explain())
+    assert "opt_einsum's order" in text and "peak scratch memory" in text
+    assert plan.explain().to_dict()["contraction_tree"][-1].startswith("peak scratch memory")
+    fig = draw_tree(plan)
+    fig.savefig(tmp_path / "tree.png")
+    assert (tmp_path / "tree.png").read_bytes()[:4] == b"\x89PNG"
+    two = tp.plan("ij,jk->ik", (4, 5), (5, 6))
+    assert layout_rows(two) == []
+    with pytest.raises(PlanError, match="not a tree"):
+        draw_tree(two)

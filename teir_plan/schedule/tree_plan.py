@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from teir_plan.frontend.expression import Expression
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.tree import ContractionTree, tree_for
 from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
-from teir_plan.schedule.steps import step_seconds
+from teir_plan.schedule.steps import TEIRStep, step_seconds
 
 # Memory orders tried per intermediate: opt_einsum's, two that its consumer reads in
 # place, and those its producer writes in place, the first four distinct ones (a step
@@ -51,13 +51,33 @@ MIN_SHARE = 0.01
 
 
 @dataclass(frozen=True)
+class StepLayout:
+    """One step of the tree as the layout choice saw it: the memory order it writes
+    (None: the result's layout) and opt_einsum's order of its indices; its predicted
+    seconds and the operands its best program packs (transposes) first, with the
+    layouts chosen and with every intermediate in opt_einsum's order."""
+
+    node: int
+    subscripts: str
+    order: str | None
+    term: str
+    seconds: float
+    packs: int
+    default_seconds: float
+    default_packs: int
+
+
+@dataclass(frozen=True)
 class TreeLayouts:
     """Each intermediate's memory order (its indices, outermost first), keyed by node,
-    and the predicted seconds of the whole tree with them and with opt_einsum's."""
+    the predicted seconds of the whole tree with them and with opt_einsum's, and each
+    step's account."""
 
     orders: tuple[tuple[int, str], ...]
     predicted: float
     predicted_default: float
+    steps: tuple[StepLayout, ...] = ()
+    tree: ContractionTree | None = field(default=None, compare=False)
 
     def order(self, node: int) -> str | None:
         return dict(self.orders).get(node)
@@ -95,7 +115,7 @@ def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype:
     tree = tree_of(expr, opt)
     extents = expr.extent_map
     layouts = choose_layouts(tree, b, ids, target, dtype, threads, params) if opt.search \
-        else TreeLayouts((), 0.0, 0.0)
+        else TreeLayouts((), 0.0, 0.0, tree=tree)
     buf = dict(enumerate(ids))
     for node in tree.steps:
         if node.node == tree.root:
@@ -182,8 +202,8 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
         options[node.node] = candidate_orders(tree, node.node, leaf_orders) if big \
             else [node.term]
     # (step, its order, its children's) -> (predicted seconds, or inf when no candidate
-    # costs less than the ceiling it was searched under; that ceiling)
-    memo: dict[tuple[int, str | None, tuple[str, ...]], tuple[float, float]] = {}
+    # costs less than the ceiling it was searched under; that ceiling; operands packed)
+    memo: dict[tuple[int, str | None, tuple[str, ...]], tuple[float, float, int]] = {}
 
     def step_cost(node: int, own: str | None, child_orders: tuple[str, ...],
                   ceiling: float = math.inf) -> float:
@@ -208,11 +228,14 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
         _contract(scratch, [tree.nodes[c].term for c in n.children], srcs, n.term, dst,
                   dtype, True, False, threads, params)
         seconds = math.inf if scratch.outpriced else sum(step_seconds(s) for s in scratch.steps)
-        memo[key] = (seconds, ceiling)
+        packs = sum(len(s.chosen.packs) for s in scratch.steps if isinstance(s, TEIRStep))
+        memo[key] = (seconds, ceiling, packs)
         return seconds
 
     # Every intermediate in opt_einsum's order first: the reference, and the first bound.
-    default = _default_seconds(tree, leaf_orders, step_cost)
+    defaults = {node.node: (None if node.node == tree.root else node.term, tuple(
+        leaf_orders.get(c, tree.nodes[c].term) for c in node.children)) for node in tree.steps}
+    default = sum(step_cost(v, own, kids) for v, (own, kids) in defaults.items())
     # best[node][own order] = (seconds of the subtree, the children's orders chosen)
     best: dict[int, dict[str | None, tuple[float, tuple[str, ...]]]] = {}
     for node in tree.steps:
@@ -241,22 +264,20 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
             best[v][own] = found
     # Top down: each child's order as its parent's best choice has it.
     chosen: dict[int, str] = {}
+    accounts: dict[int, StepLayout] = {}
     todo: list[tuple[int, str | None]] = [(tree.root, None)]
     while todo:
         v, own = todo.pop()
         if own is not None:
             chosen[v] = own
-        for c, o in zip(tree.nodes[v].children, best[v][own][1]):
+        n = tree.nodes[v]
+        kids = best[v][own][1]
+        mine, dflt = memo[(v, own, kids)], memo[(v, defaults[v][0], defaults[v][1])]
+        accounts[v] = StepLayout(
+            v, ",".join(tree.nodes[c].term for c in n.children) + "->" + n.term, own,
+            n.term, mine[0], mine[2], dflt[0], dflt[2])
+        for c, o in zip(n.children, kids):
             if c not in leaf_orders:
                 todo.append((c, o))
-    return TreeLayouts(tuple(sorted(chosen.items())), best[tree.root][None][0], default)
-
-
-def _default_seconds(tree: ContractionTree, leaf_orders: dict[int, str], step_cost) -> float:  # type: ignore[no-untyped-def]
-    """The tree's predicted seconds with every intermediate in opt_einsum's order."""
-    total = 0.0
-    for node in tree.steps:
-        own = None if node.node == tree.root else node.term
-        total += step_cost(node.node, own, tuple(
-            leaf_orders.get(c, tree.nodes[c].term) for c in node.children))
-    return total
+    return TreeLayouts(tuple(sorted(chosen.items())), best[tree.root][None][0], default,
+                       tuple(accounts[n.node] for n in tree.steps), tree)
