@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -71,23 +72,35 @@ class MemoryPlan:
         """(the slots' raw buffers, borrowed from the workspace: give them back; each
         buffer's array, a view into its slot, None for constants)."""
         raws = [workspace.borrow((n,), np.uint8) for n in self.slot_bytes]
+        starts = [-raw.__array_interface__["data"][0] % _ALIGN for raw in raws]
         arrays: list[np.ndarray | None] = []
-        for spec, slot in zip(buffers, self.slot_of):
-            arrays.append(None if slot < 0 else _view(raws[slot], spec))
+        for spec, slot, (nbytes, mem_shape, axes) in zip(buffers, self.slot_of,
+                                                         _shapes(tuple(buffers))):
+            if slot < 0:
+                arrays.append(None)
+                continue
+            skip = starts[slot]
+            arr = raws[slot][skip: skip + nbytes].view(spec.dtype).reshape(mem_shape)
+            arrays.append(arr if axes is None else arr.transpose(axes))
         return raws, arrays
+
+
+@lru_cache(maxsize=256)
+def _shapes(buffers: tuple[BufferSpec, ...]
+            ) -> tuple[tuple[int, tuple[int, ...], tuple[int, ...] | None], ...]:
+    """Per buffer: its bytes, its shape in memory order, and the axes that transpose that
+    back to its own order (None: C order), worked out once per plan's buffers."""
+    out = []
+    for spec in buffers:
+        order = list(range(len(spec.shape))) if spec.axis_order is None else \
+            list(spec.axis_order)
+        axes = None if order == sorted(order) else tuple(int(a) for a in np.argsort(order))
+        out.append((_nbytes(spec), tuple(spec.shape[a] for a in order), axes))
+    return tuple(out)
 
 
 def _nbytes(spec: BufferSpec) -> int:
     return math.prod(spec.shape) * spec.dtype.itemsize
-
-
-def _view(raw: np.ndarray, spec: BufferSpec) -> np.ndarray:
-    """``spec``'s array (C order, or its ``axis_order``) at the start of ``raw``."""
-    order = list(range(len(spec.shape))) if spec.axis_order is None else list(spec.axis_order)
-    mem_shape = tuple(spec.shape[a] for a in order)
-    skip = -raw.ctypes.data % _ALIGN if raw.nbytes >= _nbytes(spec) + _ALIGN else 0
-    arr = raw[skip: skip + _nbytes(spec)].view(spec.dtype).reshape(mem_shape)
-    return arr if order == sorted(order) else arr.transpose(np.argsort(order))
 
 
 def memory_plan(steps: Sequence[Step], buffers: Sequence[BufferSpec],
