@@ -15,7 +15,11 @@ is installed.  Each case is timed per system, back to back, best and median of
 steps; "peak MiB" is the intermediates' memory tp's plan holds at once (its plan's
 ``peak_bytes``) and numpy.einsum's allocation peak (tracemalloc).
 
+``--overhead`` instead times the per-step overhead of a cached tree plan on chains of
+small matrices, and the tiny binary call, against numpy.einsum and opt_einsum.
+
 Run: .venv/bin/python -m benchmarks.trees [--quick] [--all] [--repeats N] [--dtype float32]
+     .venv/bin/python -m benchmarks.trees --overhead
 """
 
 from __future__ import annotations
@@ -174,6 +178,45 @@ def run_case(case: Case, dtype: np.dtype, repeats: int) -> dict:
     }
 
 
+def _per_call(fn: Callable[[], object], reps: int) -> float:
+    """Best of 5 of ``reps`` back-to-back calls, seconds per call."""
+    def many() -> None:
+        for _ in range(reps):
+            fn()
+    return timeit(many, 5)[0] / reps
+
+
+def overhead_rows() -> list[list]:
+    """Per-step overhead of a cached tree plan: chains of n 8 x 8 float64 matrices (n - 1
+    steps, the same left-to-right path for every system), and the tiny binary call."""
+    rows: list[list] = []
+    a, b = np.random.default_rng(0).standard_normal((2, 8, 8))
+    p = tp.plan("ij,jk->ik", a, b)
+    tiny = [("tp.einsum", lambda: tp.einsum("ij,jk->ik", a, b)),
+            ("cached plan object", lambda: p(a, b)),
+            ("numpy.einsum", lambda: np.einsum("ij,jk->ik", a, b)),
+            ("opt_einsum.contract", lambda: oe.contract("ij,jk->ik", a, b))]
+    for name, fn in tiny:
+        rows.append([f"8x8 @ 8x8 float64: {name}", None, _per_call(fn, 2000) * 1e6, None])
+    for n in (10, 100):
+        s = [oe.get_symbol(i) for i in range(n + 1)]
+        expr = ",".join(s[i] + s[i + 1] for i in range(n)) + "->" + s[0] + s[n]
+        ops = list(np.random.default_rng(1).standard_normal((n, 8, 8)) * 0.3)
+        path = [(0, 1)] + [(0, n - 2 - i) for i in range(n - 2)]
+        q = tp.plan(expr, *ops, optimize=path)
+        chain = [("tp (cached plan)", lambda q=q, ops=ops: q(*ops)),
+                 ("opt_einsum.contract", lambda e=expr, o=ops, pa=path: oe.contract(
+                     e, *o, optimize=pa))]
+        if n + 1 <= 52:
+            chain.append(("numpy.einsum", lambda e=expr, o=ops, pa=path: np.einsum(
+                e, *o, optimize=["einsum_path", *pa])))
+        for name, fn in chain:
+            t = _per_call(fn, 200 if n <= 10 else 20)
+            rows.append([f"chain of {n} 8x8 matrices: {name}", n - 1, t * 1e6,
+                         t / (n - 1) * 1e6])
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller ML chains, 3 repeats")
@@ -181,7 +224,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--overhead", action="store_true",
+                    help="only the per-step overhead of small tensors (results: trees-overhead)")
     args = ap.parse_args()
+    if args.overhead:
+        rows = overhead_rows()
+        md = "\n\n".join(["# Tree plans: per-step overhead (benchmarks/trees.py --overhead)",
+                           machine_md(machine()),
+                           md_table(["call", "steps", "us per call", "us per step"], rows)])
+        print(md)
+        print(f"written {write_results('trees-overhead', {'rows': rows}, md)}")
+        return
     dtype = np.dtype(args.dtype)
     repeats = 3 if args.quick else args.repeats
     cases = paper_trees(args.all) + ml_chains(args.quick) + generated(args.quick)
