@@ -195,3 +195,23 @@ def test_explain_shows_the_layouts_the_savings_and_the_peak_memory(tmp_path):
     assert layout_rows(two) == []
     with pytest.raises(PlanError, match="not a tree"):
         draw_tree(two)
+
+
+@pytest.mark.parametrize("order", ["K", "C"])
+def test_tree_result_layouts_under_order_k(order):
+    """With order='K' a tree's result may be written in a layout its last step writes in
+    place (the paper's GETD tree); order='C' keeps C order."""
+    expr = "aib,bjc,ckd,dle,ema->ijklm"
+    ext = dict(a=16, b=16, c=16, d=16, e=16, i=10, j=10, k=10, l=10, m=10)
+    rng = np.random.default_rng(4)
+    ops = [rng.standard_normal([ext[c] for c in t]) for t in expr.split("->")[0].split(",")]
+    path = [(0, 1), (0, 1), (0, 1), (0, 1)]
+    plan = tp.plan(expr, *ops, optimize=path, order=order)
+    got = plan(*ops)
+    np.testing.assert_allclose(got, np.einsum(expr, *ops, optimize=["einsum_path", *path]),
+                               rtol=1e-10, atol=1e-9)
+    if order == "K":
+        considered = plan.options["result_layouts"]
+        assert len(considered) > 1 and considered[0][0] == "ijklm"
+    else:
+        assert got.flags.c_contiguous

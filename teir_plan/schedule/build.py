@@ -42,7 +42,7 @@ from teir_plan.schedule.steps import (
     ViewStep,
     step_seconds,
 )
-from teir_plan.schedule.tree_plan import plan_tree
+from teir_plan.schedule.tree_plan import plan_tree, result_orders
 from teir_plan.schedule.view import view_for
 
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -98,6 +98,12 @@ def build_plan(
     else:
         layouts = result_layouts(expr, specs, order if opt.search else
                                  ("C" if order == "K" else order))
+        if len(expr.inputs) > 2 and order == "K" and opt.search and len(layouts) == 1:
+            # a tree: the layouts its last step writes in place (schedule/tree_plan.py)
+            shape = layouts[0][0]
+            layouts += [(shape, strides_in_order(shape, perm))
+                        for perm in result_orders(expr, specs, opt)]
+            layouts = list(dict.fromkeys(layouts))
         fixed = [OperandSpec(shape, strides, result) for shape, strides in layouts]
     # (result layout, staging layout, whether the staging runs in blocks) of each plan.
     options: list[tuple[OperandSpec, tuple[int, ...] | None, bool]] = [

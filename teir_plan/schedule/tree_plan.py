@@ -36,6 +36,7 @@ from teir_plan.frontend.expression import Expression
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.tree import ContractionTree, tree_for
 from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
+from teir_plan.schedule.plan import OperandSpec
 from teir_plan.schedule.steps import TEIRStep, step_seconds
 
 # Memory orders tried per intermediate: opt_einsum's, two that its consumer reads in
@@ -140,8 +141,8 @@ def _strides(term: str, order: str, shape: Sequence[int]) -> tuple[int, ...]:
     return strides_in_order(shape, [term.index(c) for c in order])
 
 
-def candidate_orders(tree: ContractionTree, node: int, leaf_orders: dict[int, str]
-                     ) -> list[str]:
+def candidate_orders(tree: ContractionTree, node: int, leaf_orders: dict[int, str],
+                     root_order: str | None = None) -> list[str]:
     """Memory orders worth trying for intermediate ``node`` (outermost first), opt_einsum's
     first.  For its consumer ``P`` (reading it beside a sibling ``S`` into ``P``'s result
     ``O``) its indices are *batch* (in ``S`` and ``O``), *free* (in ``O`` only) and *summed*
@@ -149,7 +150,8 @@ def candidate_orders(tree: ContractionTree, node: int, leaf_orders: dict[int, st
     summed indices innermost; batch, summed, free with the free ones innermost (each
     group in the order ``S`` or ``O`` has it, so that the tile's strides compose).  Its
     producer writes in place the orders following its own inputs: the indices both
-    share, then one input's own, then the other's, each in its input's order."""
+    share, then one input's own, then the other's, each in its input's order.
+    ``root_order``: the result's memory order (``O``'s, when the consumer is the root)."""
     n = tree.nodes[node]
     term = n.term
     out = [term]
@@ -158,13 +160,21 @@ def candidate_orders(tree: ContractionTree, node: int, leaf_orders: dict[int, st
         p = tree.nodes[parent]
         sib = next(c for c in p.children if c != node)
         s_order = leaf_orders.get(sib, tree.nodes[sib].term)
-        o_order = p.term
+        o_order = root_order if parent == tree.root and root_order else p.term
         batch = [c for c in o_order if c in term and c in s_order]
         free = [c for c in o_order if c in term and c not in s_order]
         summed = [c for c in s_order if c in term and c not in o_order]
         rest = [c for c in term if c not in batch + free + summed]
         out += ["".join(batch + free + summed + rest), "".join(batch + summed + free + rest)]
-    orders = [leaf_orders.get(c, tree.nodes[c].term) for c in n.children]
+    out += producer_orders([leaf_orders.get(c, tree.nodes[c].term) for c in n.children], term)
+    unique = list(dict.fromkeys(o for o in out if sorted(o) == sorted(term)))
+    return unique[:MAX_LAYOUTS]
+
+
+def producer_orders(orders: Sequence[str], term: str) -> list[str]:
+    """The orders of ``term`` a step writes in place from inputs of memory ``orders``
+    (two of them): the indices both share, then one input's own, then the other's."""
+    out = []
     if len(orders) == 2:
         for a, z in ((0, 1), (1, 0)):
             both = [c for c in orders[a] if c in term and c in orders[z]]
@@ -172,8 +182,20 @@ def candidate_orders(tree: ContractionTree, node: int, leaf_orders: dict[int, st
             own_z = [c for c in orders[z] if c in term and c not in orders[a]]
             rest = [c for c in term if c not in both + own_a + own_z]
             out.append("".join(both + own_z + own_a + rest))
-    unique = list(dict.fromkeys(o for o in out if sorted(o) == sorted(term)))
-    return unique[:MAX_LAYOUTS]
+    return out
+
+
+def result_orders(expr: Expression, specs: Sequence[OperandSpec], opt: Optimize
+                  ) -> list[list[int]]:
+    """Output axis orders (outermost first) worth planning for the result of a tree
+    under ``order="K"``: those its last step writes in place from its inputs (an
+    intermediate's order taken as opt_einsum's, a leaf's as its strides have it)."""
+    tree = tree_of(expr, opt)
+    root = tree.nodes[tree.root]
+    orders = [_leaf_order(tree.nodes[c].term, specs[c].strides) if tree.nodes[c].is_leaf
+              else tree.nodes[c].term for c in root.children]
+    return [[expr.output.index(c) for c in o] for o in producer_orders(orders, root.term)
+            if sorted(o) == sorted(expr.output)]
 
 
 def _leaf_order(term: str, strides: Sequence[int]) -> str:
@@ -189,6 +211,7 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
     """Each intermediate's memory order, by dynamic programming over ``tree`` (see the
     module's docstring); every step is costed by the planner's own search, keeping its
     best candidate only, on a scratch builder whose steps are thrown away."""
+    root_order = _leaf_order(tree.output, b.specs[target].strides)
     leaf_orders = {i: _leaf_order(tree.nodes[i].term, b.specs[ids[i]].strides)
                    for i in range(tree.num_operands)}
     options: dict[int, list[str]] = {}
@@ -199,15 +222,19 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
         parent = tree.parent(node.node)
         assert parent is not None
         big = max(tree.flops(node.node), tree.flops(parent)) >= floor
-        options[node.node] = candidate_orders(tree, node.node, leaf_orders) if big \
+        options[node.node] = candidate_orders(tree, node.node, leaf_orders, root_order) if big \
             else [node.term]
     # (step, its order, its children's) -> (predicted seconds, or inf when no candidate
     # costs less than the ceiling it was searched under; that ceiling; operands packed)
-    memo: dict[tuple[int, str | None, tuple[str, ...]], tuple[float, float, int]] = {}
+    # Shared by the searches of one build_plan (its result layouts): the root's key
+    # holds the layout it writes.
+    memo: dict[tuple, tuple[float, float, int]] = {} if b.expansions is None else \
+        b.expansions.setdefault(("tree layouts",), {})
+    where = b.specs[target].strides
 
     def step_cost(node: int, own: str | None, child_orders: tuple[str, ...],
                   ceiling: float = math.inf) -> float:
-        key = (node, own, child_orders)
+        key = (node, own if own is not None else where, child_orders)
         known = memo.get(key)
         if known is not None and (known[0] < math.inf or known[1] >= ceiling):
             return known[0]
@@ -272,7 +299,9 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
             chosen[v] = own
         n = tree.nodes[v]
         kids = best[v][own][1]
-        mine, dflt = memo[(v, own, kids)], memo[(v, defaults[v][0], defaults[v][1])]
+        mine = memo[(v, own if own is not None else where, kids)]
+        dflt = memo[(v, defaults[v][0] if defaults[v][0] is not None else where,
+                     defaults[v][1])]
         accounts[v] = StepLayout(
             v, ",".join(tree.nodes[c].term for c in n.children) + "->" + n.term, own,
             n.term, mine[0], mine[2], dflt[0], dflt[2])
