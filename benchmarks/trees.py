@@ -11,9 +11,9 @@ Cases: the Einsum Trees paper's trees (benchmarks/trees_einsum_ir.tsv, from eins
 artifact; TNLM, 7 TFLOP, only with --all), ML chains (an MLP, attention, a bilinear form,
 a Tucker reconstruction) and instances of einsum_benchmark's generators when that package
 is installed.  Each case is timed per system, back to back, best and median of
-``--repeats`` after a warm-up; GFLOP/s count two flops per multiply-add of the path's
-steps; "peak MiB" is the intermediates' memory tp's plan holds at once (its plan's
-``peak_bytes``) and numpy.einsum's allocation peak (tracemalloc).
+``--repeats`` after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count
+two flops per multiply-add of the path's steps; "peak MiB" is the scratch memory tp's
+plan holds at once (its ``peak_bytes``) and numpy.einsum's allocation peak (tracemalloc).
 
 ``--overhead`` instead times the per-step overhead of a cached tree plan on chains of
 small matrices, and the tiny binary call, against numpy.einsum and opt_einsum.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import tracemalloc
 from collections.abc import Callable
@@ -110,7 +111,7 @@ def generated(quick: bool) -> list[Case]:
     return cases
 
 
-def run_case(case: Case, dtype: np.dtype, repeats: int) -> dict:
+def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
     name, expr, extents, path = case
     lhs, out = expr.split("->")
     terms = lhs.split(",")
@@ -155,8 +156,14 @@ def run_case(case: Case, dtype: np.dtype, repeats: int) -> dict:
     got = systems["tp"]()
     ok = bool(np.allclose(got, want, rtol=1e-2 if dtype == np.float32 else 1e-8,
                           atol=1e-2 * float(np.abs(want).max() or 1)))
-    for sysname, fn in systems.items():
-        results[sysname] = timeit(fn, repeats)
+    # In rounds: each round times every system back to back (see common.timeit), and a
+    # system's time is its best over the rounds, so that a spell of load on a shared
+    # machine during one system's turn does not decide a ratio.
+    for _ in range(rounds):
+        for sysname, fn in systems.items():
+            best, med = timeit(fn, repeats)
+            old = results.get(sysname, (math.inf, math.inf))
+            results[sysname] = (min(best, old[0]), min(med, old[1]))
     tracemalloc.start()
     if "numpy.einsum" in systems:
         systems["numpy.einsum"]()
@@ -221,7 +228,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller ML chains, 3 repeats")
     ap.add_argument("--all", action="store_true", help="include TNLM (7 TFLOP: minutes)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3, help="timed calls per round")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds over the systems")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--overhead", action="store_true",
@@ -229,14 +237,16 @@ def main() -> None:
     args = ap.parse_args()
     if args.overhead:
         rows = overhead_rows()
+        info = machine()
         md = "\n\n".join(["# Tree plans: per-step overhead (benchmarks/trees.py --overhead)",
-                           machine_md(machine()),
+                           machine_md(info) + "; best of 5",
                            md_table(["call", "steps", "us per call", "us per step"], rows)])
         print(md)
-        print(f"written {write_results('trees-overhead', {'rows': rows}, md)}")
+        path = write_results("trees-overhead", {"machine": info, "rows": rows}, md)
+        print(f"written {path}")
         return
     dtype = np.dtype(args.dtype)
-    repeats = 3 if args.quick else args.repeats
+    repeats = 2 if args.quick else args.repeats
     cases = paper_trees(args.all) + ml_chains(args.quick) + generated(args.quick)
     if args.only:
         keep = set(args.only.split(","))
@@ -244,7 +254,7 @@ def main() -> None:
     rows_data = []
     for i, case in enumerate(cases):
         progress(i, len(cases), case[0])
-        rows_data.append(run_case(case, dtype, repeats))
+        rows_data.append(run_case(case, dtype, repeats, args.rounds))
     progress(len(cases), len(cases), "done")
     systems = list(dict.fromkeys(s for r in rows_data for s in r["times"]))
     header = ["case", "ops", "idx", "GFLOP", *[f"{s} ms" for s in systems], "tp GFLOP/s",
@@ -260,7 +270,8 @@ def main() -> None:
     info = machine()
     md = "\n\n".join([
         "# Einsum trees (benchmarks/trees.py)",
-        machine_md(info) + f"; dtype {dtype}; best of {repeats}",
+        machine_md(info) + f"; dtype {dtype}; best of {args.rounds} rounds of {repeats} "
+        f"calls per system; load average {os.getloadavg()[0]:.1f} at the end",
         md_table(header, rows),
         f"Geometric mean, tp / best peer: {geo:.2f}; tp / tp with opt_einsum's orders: "
         f"{geo_o:.2f}"])

@@ -93,3 +93,19 @@ def test_cli_explain_unicode_indices():
                        timeout=300, encoding="utf-8")
     assert r.returncode == 0, r.stderr
     assert expr in r.stdout
+
+
+def test_tnlm_network_of_88_indices_plans_and_runs():
+    """The Einsum Trees paper's TNLM network (52 tensors, 88 indices, its own path), at
+    extent 2 for every index: parsed, planned along the path and run, against
+    opt_einsum on numpy."""
+    from benchmarks.trees import paper_trees
+
+    name, expr, extents, path = next(c for c in paper_trees(True) if c[0] == "TNLM")
+    terms = expr.split("->")[0].split(",")
+    assert len(terms) == 52 and len(extents) == 88
+    rng = np.random.default_rng(5)
+    ops = [rng.standard_normal([2] * len(t)) * 0.5 for t in terms]
+    got = tp.einsum(expr, *ops, optimize=path)
+    want = oe.contract(expr, *ops, optimize=path, backend="numpy")
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)

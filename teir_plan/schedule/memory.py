@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -66,37 +65,32 @@ class MemoryPlan:
     slot_bytes: tuple[int, ...]
     peak_bytes: int
     naive_bytes: int  # every temporary in its own buffer, for reports
+    # Per buffer: (slot, dtype, bytes, shape in memory order, the axes transposing that
+    # back to the buffer's order or None), worked out once: a call only slices.
+    views: tuple[tuple[int, np.dtype, int, tuple[int, ...], tuple[int, ...] | None], ...] = ()
 
-    def borrow(self, buffers: Sequence[BufferSpec]) -> tuple[list[np.ndarray],
-                                                             list[np.ndarray | None]]:
+    def borrow(self) -> tuple[list[np.ndarray], list[np.ndarray | None]]:
         """(the slots' raw buffers, borrowed from the workspace: give them back; each
         buffer's array, a view into its slot, None for constants)."""
         raws = [workspace.borrow((n,), np.uint8) for n in self.slot_bytes]
         starts = [-raw.__array_interface__["data"][0] % _ALIGN for raw in raws]
         arrays: list[np.ndarray | None] = []
-        for spec, slot, (nbytes, mem_shape, axes) in zip(buffers, self.slot_of,
-                                                         _shapes(tuple(buffers))):
+        for slot, dtype, _size, mem_shape, axes in self.views:
             if slot < 0:
                 arrays.append(None)
                 continue
-            skip = starts[slot]
-            arr = raws[slot][skip: skip + nbytes].view(spec.dtype).reshape(mem_shape)
+            # (the constructor: a slice's .view(dtype) costs 2-3x as much per call)
+            arr = np.ndarray(mem_shape, dtype, raws[slot], starts[slot])
             arrays.append(arr if axes is None else arr.transpose(axes))
         return raws, arrays
 
 
-@lru_cache(maxsize=256)
-def _shapes(buffers: tuple[BufferSpec, ...]
-            ) -> tuple[tuple[int, tuple[int, ...], tuple[int, ...] | None], ...]:
-    """Per buffer: its bytes, its shape in memory order, and the axes that transpose that
-    back to its own order (None: C order), worked out once per plan's buffers."""
-    out = []
-    for spec in buffers:
-        order = list(range(len(spec.shape))) if spec.axis_order is None else \
-            list(spec.axis_order)
-        axes = None if order == sorted(order) else tuple(int(a) for a in np.argsort(order))
-        out.append((_nbytes(spec), tuple(spec.shape[a] for a in order), axes))
-    return tuple(out)
+def _view_of(spec: BufferSpec, slot: int
+             ) -> tuple[int, np.dtype, int, tuple[int, ...], tuple[int, ...] | None]:
+    order = list(range(len(spec.shape))) if spec.axis_order is None else \
+        list(spec.axis_order)
+    axes = None if order == sorted(order) else tuple(int(a) for a in np.argsort(order))
+    return slot, spec.dtype, _nbytes(spec), tuple(spec.shape[a] for a in order), axes
 
 
 def _nbytes(spec: BufferSpec) -> int:
@@ -138,4 +132,5 @@ def memory_plan(steps: Sequence[Step], buffers: Sequence[BufferSpec],
         free_at[k] = last.get(i, len(steps))
     packs = max((pack_bytes(st) for st in steps), default=0)
     naive = sum(_nbytes(buffers[i]) for i in temps)
-    return MemoryPlan(tuple(slot_of), tuple(sizes), sum(sizes) + packs, naive)
+    return MemoryPlan(tuple(slot_of), tuple(sizes), sum(sizes) + packs, naive,
+                      tuple(_view_of(spec, k) for spec, k in zip(buffers, slot_of)))

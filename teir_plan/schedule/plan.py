@@ -245,7 +245,7 @@ class Plan:
             return
         buffers: list[np.ndarray] = [*arrays, out]
         # The temporaries are views into slots shared by lifetime (schedule/memory.py).
-        raws, views = self.memory.borrow(self.buffers)
+        raws, views = self.memory.borrow()
         try:
             for i, view in enumerate(views):
                 buffers.append(self._consts[i] if view is None else view)
