@@ -27,6 +27,19 @@ def test_opt_einsum_backend_matches_numpy(case):
     assert_einsum_close(np.asarray(got), expr, ops, np.float64)
 
 
+@fuzz_settings(15, 500)
+@given(networks(max_operands=8))
+def test_cotengra_backend_matches_numpy(case):
+    ctg = pytest.importorskip("cotengra")
+    expr, recipes, _optimize, seed = case
+    rng = np.random.default_rng(seed)
+    ops = [np.asarray(r.build(rng)) for r in recipes]
+    lhs, out = expr.split("->")
+    got = ctg.array_contract(ops, [tuple(t) for t in lhs.split(",")], tuple(out),
+                             backend="teir_plan")
+    assert_einsum_close(np.asarray(got), expr, ops, np.float64)
+
+
 def test_opt_einsum_backend_runs_its_steps_through_teir_plan():
     rng = np.random.default_rng(0)
     a, b, c = (rng.standard_normal(s) for s in ((5, 6), (6, 7, 3), (7, 3, 4)))
