@@ -98,9 +98,10 @@ def build_plan(
     else:
         layouts = result_layouts(expr, specs, order if opt.search else
                                  ("C" if order == "K" else order))
-        if len(expr.inputs) > 2 and order == "K" and opt.search and len(layouts) == 1:
+        shape = layouts[0][0]
+        if len(expr.inputs) > 2 and order == "K" and opt.search and 0 not in shape and \
+                len(layouts) == 1:
             # a tree: the layouts its last step writes in place (schedule/tree_plan.py)
-            shape = layouts[0][0]
             layouts += [(shape, strides_in_order(shape, perm))
                         for perm in result_orders(expr, specs, opt)]
             layouts = list(dict.fromkeys(layouts))
