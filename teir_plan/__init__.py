@@ -31,6 +31,7 @@ from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, 
 if TYPE_CHECKING:
     from teir_plan.api import einsum, plan, plan_cache
     from teir_plan.executor import execute, get_num_threads, set_num_threads
+    from teir_plan.interop import tensordot, transpose
     from teir_plan.planner.calibrate import calibrate
     from teir_plan.render import Report, explain
     from teir_plan.render.pseudocode import pseudocode
@@ -56,6 +57,9 @@ _LAZY = {
     "pseudocode": "teir_plan.render.pseudocode",
     "Plan": "teir_plan.schedule.plan",
     "calibrate": "teir_plan.planner.calibrate",
+    # opt_einsum's backend="teir_plan" looks these up (with einsum): teir_plan/interop.py
+    "tensordot": "teir_plan.interop",
+    "transpose": "teir_plan.interop",
 }
 
 
@@ -80,6 +84,8 @@ __all__ = [
     "einsum",
     "plan",
     "plan_cache",
+    "tensordot",
+    "transpose",
     "Plan",
     "calibrate",
     "machine_params",

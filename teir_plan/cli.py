@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 def _sizes(expr: str, text: str) -> list[tuple[int, ...]]:
     """Operand shapes from ``--sizes i=64,j=32``; the expression is checked first, so a
     malformed one is reported as such rather than as a size mismatch."""
-    from teir_plan.frontend.expression import parse
+    from teir_plan.frontend.expression import is_index, parse
 
     if "." in expr:
         raise _Usage("'...' needs arrays; give explicit indices on the command line")
@@ -39,8 +39,8 @@ def _sizes(expr: str, text: str) -> list[tuple[int, ...]]:
         if "=" not in part:
             raise _Usage(f"--sizes: expected index=extent, got {part!r}")
         k, v = part.split("=", 1)
-        if len(k) != 1 or not k.isalpha():
-            raise _Usage(f"--sizes: {k!r} is not a single-letter index")
+        if len(k) != 1 or not is_index(k):
+            raise _Usage(f"--sizes: {k!r} is not a one-character index")
         if k in ext:
             raise _Usage(f"--sizes: index {k} given twice")
         digits = v[1:] if v.startswith("-") else v

@@ -20,7 +20,7 @@ from teir_plan.executor.checks import _check_reach
 from teir_plan.frontend.expression import parse
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.reduce import Reduction, plan_reduction
-from teir_plan.schedule.build import _offset_range, layout_from
+from teir_plan.schedule.contract import _offset_range, layout_from
 from teir_plan.schedule.plan import OperandSpec, as_operand
 from tests.strategies import assert_einsum_close, counted, fuzz_settings, operand_recipes
 

@@ -73,6 +73,17 @@ BENCHMARKS = [
     ("overhead", "Overheads", ".venv/bin/python -m benchmarks.overhead",
      "Planning time, the per-call overhead of a cached plan on a tiny contraction, and the "
      "first call in a fresh process."),
+    ("trees", "Einsum trees", ".venv/bin/python -m benchmarks.trees",
+     "Expressions of three or more operands, every system given the same pairwise path: "
+     "the Einsum Trees paper's trees (einsum_ir's artifact; TNLM, 7 TFLOP, only with "
+     "`--all`), ML chains and einsum_benchmark's generated networks, against "
+     "numpy.einsum(optimize=path), opt_einsum, opt_einsum with PyTorch and cotengra, and "
+     "against tp itself with every intermediate in opt_einsum's order (the layouts chosen "
+     "across the tree switched off)."),
+    ("trees-overhead", "Tree plans: per-step overhead",
+     ".venv/bin/python -m benchmarks.trees --overhead",
+     "A cached tree plan's time per pairwise step on chains of 8 x 8 matrices, and the "
+     "tiny binary call, against numpy.einsum and opt_einsum."),
     ("cost-accuracy", "Cost model accuracy", ".venv/bin/python -m benchmarks.cost_accuracy "
      "--calibrate", "Predicted against measured seconds for the 24 TCCG contractions; see "
      "[Cost model](cost-model.md)."),

@@ -3,15 +3,17 @@
 Three things a caller of ``numpy.einsum`` may pass that are not an expression and arrays:
 
 * the interleaved form ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])``, whose
-  sublists name axes by integers in ``[0, 52)`` (and ``Ellipsis``), turned here into an
+  sublists name axes by non-negative integers (and ``Ellipsis``), turned here into an
   ordinary subscripts string with numpy's own mapping (0-25 -> ``A``-``Z``, 26-51 ->
-  ``a``-``z``, so that an implicit output is ordered as numpy orders it);
+  ``a``-``z``, so that an implicit output is ordered as numpy orders it) and, beyond
+  numpy's 52, opt_einsum's symbols (``opt_einsum.get_symbol``: 52 -> ``À``, ...);
 * ``optimize``: teir_plan's ``True`` (rank schedules with the cost model), ``False`` (a
   plain valid schedule) and ``"autotune"`` (also time the top candidates), and
   numpy's and opt_einsum's path options (``"greedy"``, ``"optimal"``, any opt_einsum
   strategy name, ``(strategy, memory_limit)``, an explicit path such as
-  ``["einsum_path", (0, 1), (0, 1)]``), which choose the pairwise order of an
-  expression of three or more operands; each pairwise step is then planned by the cost
+  ``["einsum_path", (0, 1), (0, 1)]``, or a cotengra ``ContractionTree``, whose
+  ``get_path()`` is taken), which choose the pairwise order of an expression of three or
+  more operands; each pairwise step is then planned by the cost
   model as with ``True``;
 * ``casting``: numpy's rule (default ``"safe"``) for casting operands to ``dtype=`` and the
   result into ``out``.
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from opt_einsum import get_symbol
 from opt_einsum.paths import _PATH_OPTIONS
 
 from teir_plan.errors import EinsumError, PlanError
@@ -47,11 +50,13 @@ def _letter(label: object, where: str) -> str:
         return "..."
     if isinstance(label, bool) or not isinstance(label, numbers.Integral):
         raise EinsumError(
-            f"{where}: sublist entries must be integers in [0, 52) or Ellipsis, "
+            f"{where}: sublist entries must be non-negative integers or Ellipsis, "
             f"got {label!r}")
     n = int(label)
-    if not 0 <= n < 52:
-        raise EinsumError(f"{where}: sublist entry {n} is outside [0, 52)")
+    if n < 0:
+        raise EinsumError(f"{where}: sublist entry {n} is negative")
+    if n >= 52:  # opt_einsum's symbols never collide with numpy's 52 letters
+        return get_symbol(n)
     return chr(ord("A") + n) if n < 26 else chr(ord("a") + n - 26)
 
 
@@ -132,6 +137,11 @@ def normalize_optimize(value: object) -> Optimize:
         if not path:
             raise PlanError("optimize: an explicit path needs at least one step")
         return Optimize(path=tuple(path))
+    get_path = getattr(value, "get_path", None)
+    if callable(get_path):
+        # A cotengra ContractionTree (or anything that gives its path in opt_einsum's
+        # format): its path, which then is checked as an explicit one.
+        return normalize_optimize(["einsum_path", *map(tuple, get_path())])
     raise PlanError(_optimize_message(value))
 
 

@@ -1,8 +1,12 @@
 """Parsing an einsum expression against its operands' shapes.
 
-numpy's grammar: explicit ``->`` or implicit output, ``...``, upper- and
-lower-case letters, spaces.  Every error names the operand or index at fault.
-Ellipses are expanded by opt_einsum's parser into otherwise unused letters.
+numpy's grammar: explicit ``->`` or implicit output, ``...``, spaces; an index is a
+letter (``a-z``, ``A-Z`` or any other Unicode letter) or any character from U+00C0 on,
+which covers every symbol of opt_einsum's ``get_symbol(i)`` (``À``, ``Á``, ... from
+``i = 52``, ``×`` among them), so that expressions of more than numpy's 52 letters parse
+too.  ASCII digits and punctuation stay errors: in an expression they are typos.  Every
+error names the operand or index at fault.  Ellipses are expanded by opt_einsum's parser
+into otherwise unused symbols.
 
 >>> from teir_plan.frontend.expression import parse
 >>> e = parse("trus,pqtu->pqrs", [(2, 3, 4, 5), (6, 7, 2, 4)])
@@ -12,15 +16,12 @@ Ellipses are expanded by opt_einsum's parser into otherwise unused letters.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opt_einsum import parser as oe_parser
 
 from teir_plan.errors import EinsumError
-
-_LETTERS = set(string.ascii_letters)
 
 
 @dataclass(frozen=True)
@@ -44,15 +45,25 @@ class Expression:
         return ",".join(self.inputs) + "->" + self.output
 
 
+# opt_einsum.get_symbol(i) is chr(i + 140) from i = 52 on (chr(i + 2048) past the
+# surrogates): every character from here on.
+_FIRST_SYMBOL = 192
+
+
+def is_index(ch: str) -> bool:
+    """Whether the character ``ch`` may name an index."""
+    return ch.isalpha() or (ord(ch) >= _FIRST_SYMBOL and not ch.isspace())
+
+
 def _check_syntax(subscripts: str, num_operands: int) -> tuple[list[str], str | None]:
     if not isinstance(subscripts, str):
         raise EinsumError(f"subscripts: expected a string, got {type(subscripts).__name__}")
     text = subscripts.replace(" ", "")
     for ch in text:
-        if ch not in _LETTERS and ch not in ",.->":
+        if ch not in ",.->" and not is_index(ch):
             raise EinsumError(
-                f"subscripts: invalid character {ch!r} in {subscripts!r}; indices are "
-                f"letters a-z, A-Z"
+                f"subscripts: invalid character {ch!r} in {subscripts!r}; an index is a "
+                f"letter or one of opt_einsum's symbols (opt_einsum.get_symbol)"
             )
     if text.count("->") > 1:
         raise EinsumError(f"subscripts: more than one '->' in {subscripts!r}")

@@ -36,6 +36,7 @@ from teir_plan.render.notes import (
     step_tree,
 )
 from teir_plan.render.pseudocode import pseudocode
+from teir_plan.render.tree import with_layouts
 from teir_plan.schedule.steps import (
     ReduceStep,
     TEIRStep,
@@ -488,6 +489,7 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
         steps=tuple(infos), cost=_cost_dict(step.chosen.cost) if step is not None else next(
             (_cost_dict(st.cost) for st in plan.steps if isinstance(st, ReduceStep)), None),
         predicted_seconds=plan.predicted_seconds, total_flops=total_flops,
-        alternatives=tuple(alts), tree=step_tree(plan), measured_seconds=measured,
+        alternatives=tuple(alts), tree=with_layouts(step_tree(plan), plan),
+        measured_seconds=measured,
         machine_params=str(plan.options.get("machine_params", "")), _plan=plan,
     )

@@ -8,122 +8,45 @@ TEIR does not cover) is a step of its own, so the explain report can show it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
-import opt_einsum as oe
 
 from teir_plan.errors import DTypeError, EinsumError, PlanError
-from teir_plan.executor.checks import _check_reach
-from teir_plan.frontend.contraction import Contraction, Layout, describe, layout_in, with_dtype
 from teir_plan.frontend.convention import (
     Casting,
     Optimize,
     check_casting,
     check_path,
     normalize_optimize,
-    pairwise,
 )
 from teir_plan.frontend.expression import Expression, parse
-from teir_plan.planner.block import blocked_cost, blocking_for
-from teir_plan.planner.copy import plan_copy
-from teir_plan.planner.cost import read_factors
 from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.reduce import Reduction, plan_reduction
-from teir_plan.planner.search import plain, rank
+from teir_plan.schedule.contract import (
+    TOP_CANDIDATES,
+    Proof,
+    _Builder,
+    _contract,
+    _outer_first,
+    c_strides,
+    strides_in_order,
+)
+from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
 from teir_plan.schedule.alternatives import FreeLayout, LayoutOption, free_layout
 from teir_plan.schedule.plan import OperandSpec, Plan
 from teir_plan.schedule.steps import (
-    BlockedStep,
-    BufferSpec,
-    Candidate,
     CastStep,
     CopyStep,
     FillStep,
     NumpyStep,
-    ReduceStep,
-    Step,
     TEIRStep,
     ViewStep,
     step_seconds,
 )
+from teir_plan.schedule.tree_plan import plan_tree, result_orders
 from teir_plan.schedule.view import view_for
-from teir_plan.teir.records import TEIR
 
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
-TOP_CANDIDATES = 8
-
-
-def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    if 0 in shape:  # an empty array: as OperandSpec.of, its layout is all zeros
-        return (0,) * len(shape)
-    out = []
-    acc = 1
-    for n in reversed(shape):
-        out.append(acc if n > 1 else 0)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
-
-
-def layout_from(term: str, spec: OperandSpec, extents: dict[str, int]) -> Layout:
-    """Layout of an operand: diagonals summed, broadcast and extent-1 dims stride 0."""
-    return layout_in(term, spec.shape, spec.strides, extents)
-
-
-@dataclass(frozen=True)
-class _ArraySpec:
-    """Shape/strides/itemsize of a buffer, for proving a program's reach without an array."""
-
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]  # bytes
-    dtype: np.dtype
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @classmethod
-    def of(cls, spec: OperandSpec) -> _ArraySpec:
-        isz = spec.dtype.itemsize
-        return cls(spec.shape, tuple(s * isz for s in spec.strides), spec.dtype)
-
-
-Proof = Callable[[], None]  # proves a candidate's reach; raises if it leaves a buffer
-
-
-class _Builder:
-    def __init__(self, num_operands: int,
-                 pending: list[Proof] | None = None,
-                 top: int = TOP_CANDIDATES,
-                 expansions: dict | None = None,
-                 ceiling: float = math.inf) -> None:
-        self.n = num_operands
-        self.pending = pending  # proofs to run later (None: run them at once)
-        self.top = top  # candidates each TEIR step keeps
-        self.expansions = expansions  # search.rank's, shared by one build_plan's searches
-        # A cost at which the plan loses to another already made (see build_plan): a
-        # searched step with no candidate under it makes the whole plan pointless.
-        self.ceiling = ceiling
-        self.outpriced = False
-        self.steps: list[Step] = []
-        self.buffers: list[BufferSpec] = []
-        self.specs: dict[int, OperandSpec] = {}
-
-    def temp(self, name: str, shape: tuple[int, ...], dtype: np.dtype, kind: str = "temp",
-             fill: float = 0.0, strides: tuple[int, ...] | None = None) -> int:
-        """A new buffer: C order, or the contiguous layout of element ``strides``."""
-        order = None if strides is None else _outer_first(strides)
-        self.buffers.append(BufferSpec(name, shape, dtype, kind, fill, order))
-        idx = self.n + len(self.buffers)
-        self.specs[idx] = OperandSpec(shape, strides or c_strides(shape), dtype)
-        return idx
-
-
 ORDERS = ("K", "C", "F", "A")
 # How much faster (predicted) a permuted result layout or a staged result must be than
 # the plain one to be chosen: above the model's error on close calls (a layout predicted
@@ -176,6 +99,13 @@ def build_plan(
     else:
         layouts = result_layouts(expr, specs, order if opt.search else
                                  ("C" if order == "K" else order))
+        shape = layouts[0][0]
+        if len(expr.inputs) > 2 and order == "K" and opt.search and 0 not in shape and \
+                len(layouts) == 1:
+            # a tree: the layouts its last step writes in place (schedule/tree_plan.py)
+            layouts += [(shape, strides_in_order(shape, perm))
+                        for perm in result_orders(expr, specs, opt)]
+            layouts = list(dict.fromkeys(layouts))
         fixed = [OperandSpec(shape, strides, result) for shape, strides in layouts]
     # (result layout, staging layout, whether the staging runs in blocks) of each plan.
     options: list[tuple[OperandSpec, tuple[int, ...] | None, bool]] = [
@@ -263,15 +193,15 @@ def build_plan(
     best.options["order"] = order
     best.options["result_layouts"] = tuple(
         LayoutOption("".join(expr.output[a] for a in _outer_first(spec.strides)),
-         p.predicted_seconds if p is not None else ceiling, p is best, p is None)
+                     p.predicted_seconds if p is not None else ceiling, p is best, p is None)
         for p, (spec, _, _), ceiling in zip(plans, options, ceilings))
     return best
 
 
 def _free_layout(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
                  result: np.dtype, opt: Optimize, casting: Casting, threads: int,
-                 epilogue: str | None, options: Sequence[tuple[OperandSpec, tuple[int, ...] | None,
-                                                                bool]],
+                 epilogue: str | None,
+                 options: Sequence[tuple[OperandSpec, tuple[int, ...] | None, bool]],
                  plans: Sequence[Plan | None]) -> FreeLayout | None:
     """The fixed-layout plan's record of order='K''s choice: each of its layouts' cost is
     the direct plan's (the fixed layout) or a staged plan's contraction (its steps before
@@ -311,7 +241,7 @@ def _view_plan(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
                "threads": threads}
     return Plan(expression=expr, subscripts=subscripts, operands=specs,
                 out_spec=OperandSpec(view.shape, c_strides(view.shape) if 0 in view.shape
-                                     else _strides_in_order(view.shape, perm),
+                                     else strides_in_order(view.shape, perm),
                                      specs[0].dtype),
                 steps=(ViewStep(0, len(specs), view),), buffers=(), options=options,
                 main=None, view=view)
@@ -338,21 +268,10 @@ def result_layouts(expr: Expression, specs: Sequence[OperandSpec],
         perms = [c_order, *_operand_orders(expr, specs)]
     out: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     for perm in perms:
-        layout = (shape, _strides_in_order(shape, perm))
+        layout = (shape, strides_in_order(shape, perm))
         if layout not in out:
             out.append(layout)
     return out
-
-
-def _strides_in_order(shape: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:
-    """Element strides of a contiguous array of ``shape`` whose axes lie in memory in
-    ``perm``'s order, outermost first (0 along extent 1)."""
-    strides = [0] * len(shape)
-    step = 1
-    for ax in reversed(perm):
-        strides[ax] = step if shape[ax] > 1 else 0
-        step *= shape[ax]
-    return tuple(strides)
 
 
 def _operand_orders(expr: Expression, specs: Sequence[OperandSpec]) -> list[list[int]]:
@@ -380,11 +299,6 @@ def _operand_orders(expr: Expression, specs: Sequence[OperandSpec]) -> list[list
     own_a = sorted(only_a, key=lambda a: -stride(0, out[a]))
     own_b = sorted(only_b, key=lambda a: -stride(1, out[a]))
     return [by_a + own_b + own_a, by_b + own_a + own_b]
-
-
-def _outer_first(strides: Sequence[int]) -> tuple[int, ...]:
-    """The axes of a contiguous layout, outermost (largest stride) first."""
-    return tuple(sorted(range(len(strides)), key=lambda a: -strides[a]))
 
 
 def _c_contiguous(spec: OperandSpec) -> bool:
@@ -477,8 +391,10 @@ def _build(
                 ids.append(t)
             else:
                 ids.append(i)
-        _contract_all(b, expr, ids, target, result, opt, epilogue == "relu",
-                      threads, params, block_order if target == out_id else None)
+        layouts = plan_tree(b, expr, ids, target, result, opt, epilogue == "relu",
+                            threads, params, block_order if target == out_id else None)
+        if layouts is not None:  # for the explain report
+            options["tree_layouts"] = layouts
         if b.outpriced:
             return None
     if staged_order is not None:
@@ -519,256 +435,3 @@ def _result_dtype(specs: Sequence[OperandSpec], dtype: object, casting: Casting 
                 f"{casting!r} rule"
             )
     return want
-
-
-def _contract_all(b: _Builder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
-                  opt: Optimize, relu: bool, threads: int, params: MachineParams,
-                  block_order: str | None = None) -> None:
-    extents = expr.extent_map
-    optimize = opt.search
-    if len(ids) <= 2:
-        _contract(b, list(expr.inputs), ids, expr.output, target, dtype, optimize, relu,
-                  threads, params, block_order=block_order)
-        return
-    # Pairwise along opt_einsum's path (its "auto" strategy unless optimize= names
-    # another or gives the path); intermediates are row-major in its index order.
-    shapes = [tuple(extents[c] for c in t) for t in expr.inputs]
-    path, info = oe.contract_path(
-        expr.subscripts, *shapes, shapes=True,
-        optimize=list(opt.path) if isinstance(opt.path, tuple) else opt.path,
-        memory_limit=opt.memory_limit,
-    )
-    if any(len(step) > 2 for step in path):
-        # A step of three or more operands (an explicit path, or a memory limit no pairwise
-        # intermediate fits): TEIR contracts two at a time, so left to right.
-        _, info = oe.contract_path(expr.subscripts, *shapes, shapes=True,
-                                   optimize=list(pairwise(tuple(map(tuple, path)), len(ids))))
-    terms = list(expr.inputs)
-    bufs = list(ids)
-    steps = info.contraction_list
-    for s, (inds, _removed, einsum_str, _rest, _blas) in enumerate(steps):
-        last = s == len(steps) - 1
-        picked = sorted(inds, reverse=True)
-        in_terms = [terms.pop(i) for i in picked]
-        in_bufs = [bufs.pop(i) for i in picked]
-        out_term = einsum_str.split("->")[1]
-        if last:
-            if out_term != expr.output:
-                raise AssertionError("opt_einsum's last step must produce the output")
-            dst = target
-        else:
-            shape = tuple(extents[c] for c in out_term)
-            dst = b.temp(f"intermediate {out_term}", shape, dtype)
-        # opt_einsum pops from the back: its einsum_str lists the inputs in pop order.
-        _contract(b, in_terms, in_bufs, out_term, dst, dtype, optimize, relu and last,
-                  threads, params)
-        if b.outpriced:
-            return  # this step alone costs more than the ceiling: the plan cannot win
-        terms.append(out_term)
-        bufs.append(dst)
-
-
-def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst: int,
-              dtype: np.dtype, optimize: bool, relu: bool, threads: int,
-              params: MachineParams, label: str | None = None,
-              block_order: str | None = None) -> None:
-    """Plan one TEIR step computing ``dst`` from ``ids`` (``label`` names it in reports
-    instead of its subscripts; ``block_order``: try running a binary contraction in
-    blocks through a stage of this memory order, see :mod:`teir_plan.planner.block`)."""
-    def extents_of(terms: list[str], ids: list[int]) -> dict[str, int]:
-        # The destination's shape counts too: an index broadcast from size 1 in these
-        # inputs may have a larger extent in an intermediate (another operand sets it),
-        # and every element of the destination must be written.
-        ext: dict[str, int] = {}
-        for t, i in zip([*terms, out_term], [*ids, dst]):
-            for ch, n in zip(t, b.specs[i].shape):
-                ext[ch] = max(ext.get(ch, 1), n)
-        return ext
-
-    extents = extents_of(terms, ids)
-    if len(terms) == 2:
-        terms, ids = list(terms), list(ids)
-        # Where each operand really varies along an index (size 1: broadcast).
-        varies = [{c for c, n in zip(t, b.specs[i].shape) if n > 1} for t, i in zip(terms, ids)]
-        for j in (0, 1):
-            # An index summed in one operand only is summed first, in a reduction step of
-            # its own (a pre-reduction): never more flops than carrying it as a K axis
-            # with stride 0 in the other operand (that multiplies the contraction's work
-            # by its extent), and the order numpy.einsum(optimize=True) sums in, so that
-            # an infinity meeting terms of both signs gives its inf, not inf - inf = NaN.
-            own = [c for c in dict.fromkeys(terms[j])
-                   if c in varies[j] and c not in varies[1 - j] and c not in out_term]
-            if own:
-                kept = "".join(c for c in dict.fromkeys(terms[j]) if c not in own)
-                size = dict(zip(terms[j], b.specs[ids[j]].shape))
-                tmp = b.temp(f"operand {terms[j]} summed over {''.join(own)}",
-                             tuple(size[c] for c in kept), dtype)
-                _contract(b, [terms[j]], [ids[j]], kept, tmp, dtype, optimize, False,
-                          threads, params)
-                terms[j], ids[j] = kept, tmp
-        # An index the other operand only broadcasts is gone with the pre-reduction.
-        extents = extents_of(terms, ids)
-    lays = [layout_from(t, b.specs[i], extents) for t, i in zip(terms, ids)]
-    out_lay = layout_from(out_term, b.specs[dst], extents)
-    sub = label or ",".join(terms) + "->" + out_term
-    if len(lays) == 1:
-        summed = [c for c in lays[0].indices if c not in out_term and extents[c] > 1]
-        if not summed:
-            moves = [(ch, n, lays[0].stride(ch), out_lay.stride(ch))
-                     for ch, n in zip(out_lay.indices, out_lay.extents)]
-            cands = [Candidate(p.teir, p.names, p.cost)
-                     for p in plan_copy(moves, dtype, params, threads, relu)]
-            _add_teir_step(b, sub, (ids[0],), dst, cands, "permute")
-            return
-        ones = b.temp("ones", (1,), dtype, kind="const", fill=1.0)
-        lays.append(Layout("", (), ()))
-        ids = [ids[0], ones]
-        role = "reduce"
-    else:
-        role = "contract"
-    c = with_dtype(describe(lays[0], lays[1], out_lay), dtype)
-    if block_order is not None and optimize and role == "contract" and _contract_blocked(
-            b, sub, ids, dst, c, block_order, relu, threads, params):
-        return
-    # A sum of one operand, or an operand times a vector along summed indices, may run
-    # as a reduction kernel instead (one pass over the operand): whichever is cheaper.
-    reduction = None if relu or block_order is not None else _reduction_for(
-        lays if role == "contract" else lays[:1], out_lay, dtype, params, threads)
-    ranked = rank(c, params, threads, relu_last=relu, top=b.top,
-                  expansions=b.expansions, ceiling=b.ceiling) if optimize else [
-        plain(c, params, relu_last=relu)
-    ]
-    if reduction is not None and reduction[0].cost.seconds < min(
-            [b.ceiling, *(r.cost.seconds for r in ranked[:1])]):
-        red, order = reduction
-        if role == "reduce":
-            b.buffers.pop()  # the constant of ones, unused
-        _add_reduce_step(b, sub, tuple(ids[j] for j in order), dst, red,
-                         [lays[j] for j in order], out_lay,
-                         ranked[0].cost.seconds if ranked else None)
-        return
-    if not ranked:  # every candidate would cost more than the ceiling
-        b.outpriced = True
-        return
-    cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
-             for r in ranked]
-    _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role)
-
-
-def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contraction,
-                      block_order: str, relu: bool, threads: int,
-                      params: MachineParams) -> bool:
-    """Add ``c`` as a :class:`BlockedStep`, if it has a blocking; its candidates are the
-    block program's, planned on one thread (the blocks are the parallel loop)."""
-    blocking = blocking_for(c, block_order, params.l2_bytes)
-    if blocking is None:
-        return False
-    ranked = rank(blocking.inner, params, 1, relu_last=relu, top=b.top, allow_pack=False,
-                  expansions=b.expansions)
-    cands = [Candidate(r.teir, r.names,
-                       blocked_cost(c, blocking, r.cost, params, threads,
-                                    read_factors(r.contraction, r.choice)),
-                       r.contraction, r.choice)
-             for r in ranked]
-    cands.sort(key=lambda cand: cand.cost.seconds)
-    specs = [_ArraySpec.of(b.specs[i]) for i in (*ids, dst)]
-    isz = specs[-1].itemsize
-    stage = _ArraySpec((blocking.stage_elements,), (isz,), specs[-1].dtype)
-    outer = blocking.outer
-
-    def proof(teir: TEIR) -> Proof:
-        def run() -> None:
-            # The block program inside its stage; the operands over the outer loops and
-            # the block program together; out over the outer loops and the block copy.
-            teir.validate()
-            s = teir.schedule
-            _check_reach("the stage", 2, stage, s.dim_sizes, s.strides[2])  # type: ignore[arg-type]
-            sizes = [r[1] for r in outer]
-            for j, op_strides in ((0, [r[2] for r in outer]), (1, [r[3] for r in outer])):
-                _check_reach(f"tensor {j}", j, specs[j], [*sizes, *s.dim_sizes],  # type: ignore[arg-type]
-                             [*op_strides, *s.strides[j]])
-            _check_reach("tensor 2", 2, specs[2],  # type: ignore[arg-type]
-                         [*sizes, *(r[1] for r in blocking.block)],
-                         [*(r[4] for r in outer), *(r[3] for r in blocking.block)])
-        return run
-
-    for cand in cands:
-        if b.pending is None:
-            proof(cand.teir)()
-        else:
-            b.pending.append(proof(cand.teir))
-    b.steps.append(BlockedStep(sub, (ids[0], ids[1]), dst, cands[0], tuple(cands), "contract",
-                               blocking))
-    return True
-
-
-def _reduction_for(lays: list[Layout], out: Layout, dtype: np.dtype, params: MachineParams,
-                   threads: int) -> tuple[Reduction, tuple[int, ...]] | None:
-    """The reduction computing ``out`` (the operand summed first in the order), if the
-    expression is one: one operand, or two of which one is a vector along summed
-    indices of the other."""
-    if len(lays) == 1:
-        red = plan_reduction(lays[0], out, None, dtype, params, threads)
-        return None if red is None else (red, (0,))
-    for j in (0, 1):
-        red = plan_reduction(lays[j], out, lays[1 - j], dtype, params, threads)
-        if red is not None:
-            return red, (j, 1 - j)
-    return None
-
-
-def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
-                     red: Reduction, lays: list[Layout], out: Layout,
-                     teir_seconds: float | None) -> None:
-    """Add a :class:`ReduceStep`, proving (now or with the plan's other proofs) that its
-    tables stay inside the buffers: the layouts' reach inside each buffer, and the
-    tables' offsets spanning exactly the layouts' (they address the same elements)."""
-    arrays = [(_ArraySpec.of(b.specs[i]), lay) for i, lay in zip((*inputs, dst), (*lays, out))]
-    tensors = (0, 1, 2)[:len(inputs)] + (2,)
-
-    def run() -> None:
-        for j, (spec, lay) in zip(tensors, arrays):
-            _check_reach(f"tensor {j}", j, spec, lay.extents, lay.strides)  # type: ignore[arg-type]
-            want = _offset_range(lay.extents, lay.strides)
-            if red.reach(j) != want:
-                raise PlanError(f"reduction {sub}: tensor {j}'s tables reach offsets "
-                                f"{red.reach(j)}, its layout {want}")
-
-    if b.pending is None:
-        run()
-    else:
-        b.pending.append(run)
-    b.steps.append(ReduceStep(sub, inputs, dst, red, teir_seconds))
-
-
-def _offset_range(extents: Sequence[int], strides: Sequence[int]) -> tuple[int, int]:
-    axes = [(n, st) for n, st in zip(extents, strides) if n > 1]
-    return (sum(min(0, (n - 1) * st) for n, st in axes),
-            sum(max(0, (n - 1) * st) for n, st in axes))
-
-
-def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
-                   cands: list[Candidate], role: str) -> None:
-    # Prove, once, that every candidate stays inside the buffers it will be given.
-    def prove(teir: TEIR, arrays: list[_ArraySpec]) -> None:
-        if b.pending is None:
-            _prove(teir, arrays)
-        else:
-            b.pending.append(lambda: _prove(teir, arrays))
-
-    for cand in cands:
-        specs = [_ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]
-        for pack in cand.packs:
-            packed = _ArraySpec.of(OperandSpec(pack.shape, c_strides(pack.shape), specs[-1].dtype))
-            prove(pack.copy.teir, [specs[pack.tensor], packed])
-            specs[pack.tensor] = packed
-        prove(cand.teir, list(specs))
-    b.steps.append(TEIRStep(sub, inputs, dst, cands[0], tuple(cands), role))
-
-
-def _prove(teir: TEIR, specs: list[_ArraySpec]) -> None:
-    """Validate ``teir`` and prove its reach inside buffers of these layouts."""
-    teir.validate()
-    s = teir.schedule
-    for j, spec in enumerate(specs):
-        _check_reach(f"tensor {j}", j, spec, s.dim_sizes, s.strides[j])  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.executor.execute import run_lowered
 from teir_plan.frontend.expression import Expression
+from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
@@ -192,6 +193,17 @@ class Plan:
     def dtype(self) -> np.dtype:
         return self.out_spec.dtype
 
+    @cached_property
+    def memory(self) -> MemoryPlan:
+        """Where the temporaries live (shared by lifetime) and the scratch bytes a call
+        borrows at once (see :mod:`teir_plan.schedule.memory`)."""
+        return memory_plan(self.steps, self.buffers, len(self.operands))
+
+    @property
+    def peak_bytes(self) -> int:
+        """Scratch memory a call holds at once: temporaries and packed operands."""
+        return self.memory.peak_bytes
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self.out_spec.shape
@@ -239,19 +251,16 @@ class Plan:
             run_lowered(self._single.chosen.lowered, [*arrays, out])
             return
         buffers: list[np.ndarray] = [*arrays, out]
-        temps: list[np.ndarray] = []
+        # The temporaries are views into slots shared by lifetime (schedule/memory.py).
+        raws, views = self.memory.borrow()
         try:
-            for i, spec in enumerate(self.buffers):
-                if spec.kind == "const":
-                    buffers.append(self._consts[i])
-                else:
-                    temps.append(spec.make())
-                    buffers.append(temps[-1])
+            for i, view in enumerate(views):
+                buffers.append(self._consts[i] if view is None else view)
             for step in self.steps:
                 step.run(buffers)
         finally:
-            for buf in temps:
-                workspace.give_back(buf)
+            for raw in raws:
+                workspace.give_back(raw)
 
     def empty_out(self) -> np.ndarray:
         """A new, uninitialised array in the layout this plan writes (``out_spec``): a

@@ -1,0 +1,285 @@
+"""Einsum trees: expressions of three or more operands, every system given the same
+pairwise path.
+
+Systems: tp.einsum (``optimize=path``: the intermediates' layouts chosen across the tree,
+teir_plan/schedule/tree_plan.py), the same with every intermediate in opt_einsum's order
+(what teir_plan did before, as a control), numpy.einsum(optimize=path),
+opt_einsum.contract(optimize=path) on numpy, opt_einsum with torch when torch is
+installed, and cotengra when installed.
+
+Cases: the Einsum Trees paper's trees (benchmarks/trees_einsum_ir.tsv, from einsum_ir's
+artifact; TNLM, 7 TFLOP, only with --all), ML chains (an MLP, attention, a bilinear form,
+a Tucker reconstruction) and instances of einsum_benchmark's generators when that package
+is installed.  Each case is timed per system, back to back, best and median of
+``--repeats`` after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count
+two flops per multiply-add of the path's steps; "peak MiB" is the scratch memory tp's
+plan holds at once (its ``peak_bytes``) and numpy.einsum's allocation peak (tracemalloc).
+
+``--overhead`` instead times the per-step overhead of a cached tree plan on chains of
+small matrices, and the tiny binary call, against numpy.einsum and opt_einsum.
+
+Run: .venv/bin/python -m benchmarks.trees [--quick] [--all] [--repeats N] [--dtype float32]
+     .venv/bin/python -m benchmarks.trees --overhead
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import opt_einsum as oe
+
+import teir_plan as tp
+from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
+from teir_plan.planner.tree import tree_for
+from teir_plan.schedule import tree_plan
+
+TREES_FILE = Path(__file__).parent / "trees_einsum_ir.tsv"
+Case = tuple[str, str, dict[str, int], list[tuple[int, ...]] | None]
+
+
+def paper_trees(include_tnlm: bool) -> list[Case]:
+    """The paper's trees: (name, expression, extents, path).  MERA and TNLM name indices
+    by integers; they become opt_einsum's symbols (TNLM has 88: beyond numpy's 52)."""
+    cases: list[Case] = []
+    for line in TREES_FILE.read_text().splitlines():
+        name, expr, ext, path = line.split("\t")
+        if name == "TNLM" and not include_tnlm:
+            continue
+        if "[" in expr:
+            lhs, rhs = expr.split("->")
+            sym = lambda k: oe.get_symbol(int(k))  # noqa: E731
+            terms = re.findall(r"\[([0-9,]*)\]", lhs)
+            expr = ",".join("".join(sym(k) for k in t.split(",")) for t in terms) + "->" + \
+                "".join(sym(k) for k in rhs.strip("[]").split(","))
+            extents = {sym(k): int(v) for k, v in (kv.split("=") for kv in ext.split(","))}
+        else:
+            extents = {k: int(v) for k, v in (kv.split("=") for kv in ext.split(","))}
+        steps = [tuple(int(x) for x in s.split(",")) for s in re.findall(r"\(([0-9,]+)\)", path)]
+        cases.append((name, expr, extents, steps))
+    return cases
+
+
+def ml_chains(quick: bool) -> list[Case]:
+    s = 2 if quick else 1
+    return [
+        ("MLP 3 layers", "bi,ij,jk,kl->bl",
+         dict(b=1024 // s, i=1024, j=1024, k=1024, l=256), None),
+        ("attention scores x values", "bhqd,bhkd,bhkv->bhqv",
+         dict(b=4 // s, h=12, q=256, k=256, d=64, v=64), [(0, 1), (0, 1)]),
+        ("bilinear", "bi,ij,bj->b", dict(b=4096 // s, i=512, j=512), None),
+        ("Tucker 32^3 -> 96^3", "abc,ai,bj,ck->ijk",
+         dict(a=32, b=32, c=32, i=96, j=96, k=96 // s), None),
+        ("Tucker 96^3, rank 32", "abc,ai,bj,ck->ijk",
+         dict(a=96, b=96, c=96, i=32, j=32, k=32), None),
+    ]
+
+
+def generated(quick: bool) -> list[Case]:
+    """Instances of einsum_benchmark's generators (no data set download), when installed:
+    a matrix chain, a lattice, a random tree and a random regular graph (cotengra's
+    generators), and two language-model networks (MERA-structured HMMs)."""
+    try:
+        import einsum_benchmark.generators as gen  # type: ignore[import-untyped]
+    except ImportError:
+        return []
+    s, lm = gen.structured, gen.language_model
+    makers: list[tuple[str, Callable[[], tuple[str, list]]]] = [
+        ("gen matrix chain", lambda: s.matrix_chain(num_matrices=8, min_dim=256,
+                                                     max_dim=1024, seed=0)),
+        ("gen lattice 4x4", lambda: s.lattice((4, 4), d_min=4, d_max=8, seed=0)),
+        ("gen tree 60", lambda: s.tree(n=60, d_min=4, d_max=12, seed=1)),
+        ("gen regular 20", lambda: gen.random.regular(20, 3, d_min=4, d_max=8, seed=0)),
+        ("gen LM first+last", lambda: lm.p_first_and_last(
+            mera_depth=1, axis_size_hidden=32, axis_size_observable=16)),
+        ("gen LM sliding", lambda: lm.sliding_likelihood(
+            mera_depth=1, axis_size_hidden=16, axis_size_observable=8,
+            batch_size=200 if quick else 1000)),
+    ]
+    cases: list[Case] = []
+    for name, make in makers:
+        expr, shapes = make()[:2]
+        lhs = expr.split("->")[0].split(",")
+        extents = {c: int(n) for t, sh in zip(lhs, shapes) for c, n in zip(t, sh)}
+        cases.append((name, expr, extents, None))
+    return cases
+
+
+def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
+    name, expr, extents, path = case
+    lhs, out = expr.split("->")
+    terms = lhs.split(",")
+    rng = np.random.default_rng(0)
+    ops = [rng.standard_normal([extents[c] for c in t]).astype(dtype) for t in terms]
+    if path is None:
+        path = list(oe.contract_path(expr, *ops, optimize="auto")[0])
+    tree = tree_for(terms, out, extents, tuple(path))
+    flops = sum(tree.flops(n.node) for n in tree.steps)
+    results: dict[str, tuple[float, float]] = {}
+    systems: dict[str, Callable[[], object]] = {}
+    plan = tp.plan(expr, *ops, optimize=path)
+    systems["tp"] = lambda: plan(*ops)
+    saved = tree_plan.MAX_LAYOUTS
+    tree_plan.MAX_LAYOUTS = 1  # every intermediate in opt_einsum's order
+    try:
+        tp.plan_cache.clear()
+        plain = tp.plan(expr, *ops, optimize=path)
+    finally:
+        tree_plan.MAX_LAYOUTS = saved
+        tp.plan_cache.clear()
+    systems["tp, opt_einsum's orders"] = lambda: plain(*ops)
+    np_path = ["einsum_path", *path]
+    if len(set(lhs.replace(",", ""))) <= 52:
+        systems["numpy.einsum"] = lambda: np.einsum(expr, *ops, optimize=np_path)
+    systems["opt_einsum"] = lambda: oe.contract(expr, *ops, optimize=path)
+    try:
+        import torch
+
+        tops = [torch.from_numpy(o) for o in ops]
+        systems["opt_einsum+torch"] = lambda: oe.contract(expr, *tops, optimize=path,
+                                                          backend="torch")
+    except ImportError:
+        pass
+    try:
+        import cotengra as ctg
+
+        systems["cotengra"] = lambda: ctg.einsum(expr, *ops, optimize=path)
+    except ImportError:
+        pass
+    want = systems["opt_einsum"]()
+    got = systems["tp"]()
+    ok = bool(np.allclose(got, want, rtol=1e-2 if dtype == np.float32 else 1e-8,
+                          atol=1e-2 * float(np.abs(want).max() or 1)))
+    # In rounds: each round times every system back to back (see common.timeit), and a
+    # system's time is its best over the rounds, so that a spell of load on a shared
+    # machine during one system's turn does not decide a ratio.
+    for _ in range(rounds):
+        for sysname, fn in systems.items():
+            best, med = timeit(fn, repeats)
+            old = results.get(sysname, (math.inf, math.inf))
+            results[sysname] = (min(best, old[0]), min(med, old[1]))
+    tracemalloc.start()
+    if "numpy.einsum" in systems:
+        systems["numpy.einsum"]()
+    np_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    peers = [s for s in results if not s.startswith("tp")]
+    best_peer = min(results[s][0] for s in peers)
+    return {
+        "case": name, "expression": expr if len(expr) < 60 else expr[:57] + "...",
+        "operands": len(terms), "indices": len(extents), "steps": len(tree.steps),
+        "gflop": flops / 1e9, "ok": ok,
+        "times": {s: t for s, t in results.items()},
+        "tp_gflops": flops / results["tp"][0] / 1e9,
+        "ratio_best_peer": best_peer / results["tp"][0],
+        "ratio_opt_orders": results["tp, opt_einsum's orders"][0] / results["tp"][0],
+        "tp_peak_mib": getattr(plan, "peak_bytes", math.nan) / 2**20,
+        "numpy_peak_mib": np_peak / 2**20 if "numpy.einsum" in systems else None,
+        "plan_seconds_note": "",
+    }
+
+
+def _per_call(fn: Callable[[], object], reps: int) -> float:
+    """Best of 5 of ``reps`` back-to-back calls, seconds per call."""
+    def many() -> None:
+        for _ in range(reps):
+            fn()
+    return timeit(many, 5)[0] / reps
+
+
+def overhead_rows() -> list[list]:
+    """Per-step overhead of a cached tree plan: chains of n 8 x 8 float64 matrices (n - 1
+    steps, the same left-to-right path for every system), and the tiny binary call."""
+    rows: list[list] = []
+    a, b = np.random.default_rng(0).standard_normal((2, 8, 8))
+    p = tp.plan("ij,jk->ik", a, b)
+    tiny = [("tp.einsum", lambda: tp.einsum("ij,jk->ik", a, b)),
+            ("cached plan object", lambda: p(a, b)),
+            ("numpy.einsum", lambda: np.einsum("ij,jk->ik", a, b)),
+            ("opt_einsum.contract", lambda: oe.contract("ij,jk->ik", a, b))]
+    for name, fn in tiny:
+        rows.append([f"8x8 @ 8x8 float64: {name}", None, _per_call(fn, 2000) * 1e6, None])
+    for n in (10, 100):
+        s = [oe.get_symbol(i) for i in range(n + 1)]
+        expr = ",".join(s[i] + s[i + 1] for i in range(n)) + "->" + s[0] + s[n]
+        ops = list(np.random.default_rng(1).standard_normal((n, 8, 8)) * 0.3)
+        path = [(0, 1)] + [(0, n - 2 - i) for i in range(n - 2)]
+        q = tp.plan(expr, *ops, optimize=path)
+        chain = [("tp (cached plan)", lambda q=q, ops=ops: q(*ops)),
+                 ("opt_einsum.contract", lambda e=expr, o=ops, pa=path: oe.contract(
+                     e, *o, optimize=pa))]
+        if n + 1 <= 52:
+            chain.append(("numpy.einsum", lambda e=expr, o=ops, pa=path: np.einsum(
+                e, *o, optimize=["einsum_path", *pa])))
+        for name, fn in chain:
+            t = _per_call(fn, 200 if n <= 10 else 20)
+            rows.append([f"chain of {n} 8x8 matrices: {name}", n - 1, t * 1e6,
+                         t / (n - 1) * 1e6])
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller ML chains, 3 repeats")
+    ap.add_argument("--all", action="store_true", help="include TNLM (7 TFLOP: minutes)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed calls per round")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds over the systems")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--overhead", action="store_true",
+                    help="only the per-step overhead of small tensors (results: trees-overhead)")
+    args = ap.parse_args()
+    if args.overhead:
+        rows = overhead_rows()
+        info = machine()
+        md = "\n\n".join(["# Tree plans: per-step overhead (benchmarks/trees.py --overhead)",
+                           machine_md(info) + "; best of 5",
+                           md_table(["call", "steps", "us per call", "us per step"], rows)])
+        print(md)
+        path = write_results("trees-overhead", {"machine": info, "rows": rows}, md)
+        print(f"written {path}")
+        return
+    dtype = np.dtype(args.dtype)
+    repeats = 2 if args.quick else args.repeats
+    cases = paper_trees(args.all) + ml_chains(args.quick) + generated(args.quick)
+    if args.only:
+        keep = set(args.only.split(","))
+        cases = [c for c in cases if c[0] in keep]
+    rows_data = []
+    for i, case in enumerate(cases):
+        progress(i, len(cases), case[0])
+        rows_data.append(run_case(case, dtype, repeats, args.rounds))
+    progress(len(cases), len(cases), "done")
+    systems = list(dict.fromkeys(s for r in rows_data for s in r["times"]))
+    header = ["case", "ops", "idx", "GFLOP", *[f"{s} ms" for s in systems], "tp GFLOP/s",
+              "tp / best peer", "tp / opt orders", "tp peak MiB", "numpy peak MiB", "ok"]
+    rows = []
+    for r in rows_data:
+        rows.append([r["case"], r["operands"], r["indices"], r["gflop"],
+                     *[r["times"][s][0] * 1e3 if s in r["times"] else None for s in systems],
+                     r["tp_gflops"], r["ratio_best_peer"], r["ratio_opt_orders"],
+                     r["tp_peak_mib"], r["numpy_peak_mib"], r["ok"]])
+    geo = math.exp(sum(math.log(r["ratio_best_peer"]) for r in rows_data) / len(rows_data))
+    geo_o = math.exp(sum(math.log(r["ratio_opt_orders"]) for r in rows_data) / len(rows_data))
+    info = machine()
+    md = "\n\n".join([
+        "# Einsum trees (benchmarks/trees.py)",
+        machine_md(info) + f"; dtype {dtype}; best of {args.rounds} rounds of {repeats} "
+        f"calls per system; load average {os.getloadavg()[0]:.1f} at the end",
+        md_table(header, rows),
+        f"Geometric mean, tp / best peer: {geo:.2f}; tp / tp with opt_einsum's orders: "
+        f"{geo_o:.2f}"])
+    path = write_results("trees", {"machine": info, "rows": rows_data, "geomean": geo,
+                                   "geomean_layouts": geo_o}, md)
+    print(md)
+    print(f"written {path}")
+
+
+if __name__ == "__main__":
+    main()
