@@ -841,4 +841,8 @@ def explain(subscripts: str, *operands: object, measure: bool = False, top: int 
     """
     from teir_plan.api import plan
 
+    if any(hasattr(x, "__dask_graph__") for x in operands):  # a dask contraction's report
+        from teir_plan.distributed.contract import plan_dask
+
+        return plan_dask(subscripts, *operands, **options).explain()  # type: ignore[no-any-return]
     return build_report(plan(subscripts, *operands, **options), measure=measure, top=top)
