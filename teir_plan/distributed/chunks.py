@@ -2,20 +2,24 @@
 
 Each task contracts one block of every operand (``tp.einsum`` on the blocks); a summed
 index split into several chunks leaves one partial result per chunk, which a tree
-reduction adds up.  Two things bound the choice:
+reduction adds up.  What bounds the choice:
 
 * **Memory.**  A task holds its input blocks and its output block; a reduction task holds
-  ``split_every`` partial blocks and their sum.  The larger of the two must stay within
-  the budget, or a worker runs out of memory (and with many partials alive at once, dask's
-  scheduler can hold far more than that: summed indices are kept whole where they fit).
+  ``split_every`` partial blocks and their sum.  The larger must stay within the budget,
+  or a worker runs out of memory.
+* **Parallelism.**  At least ``min_tasks`` tasks (two per dask thread of the cluster), so
+  that every thread has work and a slow one does not hold up the rest.
 * **Task size.**  A task costs the scheduler about a millisecond whatever it does, so a
-  block must carry enough work to hide that: ``min_task_seconds`` of it, priced with the
-  cost model's per-core rates.
+  block must carry ``min_task_seconds`` of work, priced with the cost model's per-core
+  rates.
+* **Traffic.**  Each partial result is written and read again, and an operand is read
+  once per block of the indices it lacks: fewer, larger blocks move less.
 
-:func:`choose_chunks` starts from the operands' own chunks along the kept indices and
-whole summed indices, halves the index whose split adds the least traffic until the
-tasks fit the budget, then grows the kept indices while the tasks are too small.  It is
-pure Python: planning a dask contraction runs no kernel.
+:func:`choose_chunks` starts from the operands' own chunks, splits what does not fit the
+budget, then merges chunks of summed indices (fewer partial results) and grows tasks too
+small to pay for themselves, as long as the budget and the parallelism allow, and splits
+where the tasks are too few to occupy the cluster.  It is pure Python: planning a dask
+contraction runs no kernel.
 """
 
 from __future__ import annotations
@@ -129,21 +133,26 @@ def task_seconds(choice: ChunkChoice, flops_per_second: float,
 
 def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_bytes: int,
                   flops_per_second: float, bytes_per_second: float,
-                  split_every: int = SPLIT_EVERY, rechunk: bool = True,
+                  split_every: int = SPLIT_EVERY, rechunk: bool = True, min_tasks: int = 1,
                   min_task_seconds: float = MIN_TASK_SECONDS) -> ChunkChoice:
     """The chunk size per index for ``contraction``, from the operands' chunk sizes
     ``given`` (the largest chunk along each index).
 
     With ``rechunk=False`` the given chunks stand (the choice only reports their cost).
-    Otherwise summed indices start whole and kept ones as given; while a task exceeds
-    ``budget_bytes`` the index whose halving adds the least traffic (re-read operand
-    blocks, partial results) is halved; while a task's predicted time is below
-    ``min_task_seconds`` the kept index whose doubling keeps the traffic lowest is doubled,
-    within the budget.  A problem whose smallest tasks exceed the budget is refused.
+    Otherwise, from the given chunks, each move the one that adds the least traffic:
+
+    1. while a task exceeds ``budget_bytes``, halve an index (a problem whose smallest
+       tasks exceed the budget is refused);
+    2. while there are fewer than ``min_tasks`` tasks, halve an index whose tasks stay at
+       least ``min_task_seconds`` long;
+    3. double a summed index where that moves fewer bytes (the partial results it saves
+       against the rechunk it costs) or, while a task is shorter than
+       ``min_task_seconds``, any index, as long as the task stays within the budget and
+       the tasks at least ``min_tasks``.
 
     >>> c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
     >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20, 50e9, 10e9)
-    >>> ch.chunks["k"] < 65536, ch.task_bytes <= 256 << 20
+    >>> ch.chunks["k"] > 1024, ch.task_bytes <= 256 << 20
     (True, True)
     """
     ext = contraction.extents
@@ -151,61 +160,82 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
         if ext[c] < 1:
             raise PlanError(f"index {c!r}: a dask contraction needs extents of at least 1, "
                             f"got {ext[c]}")
-    if not rechunk:
-        chunks = {c: max(1, min(given[c], ext[c])) for c in contraction.indices}
-        return ChunkChoice(contraction, chunks, split_every, ("the operands' chunks, as given",))
     chunks = {c: max(1, min(given[c], ext[c])) for c in contraction.indices}
-    reasons = []
-    whole = [c for c in contraction.summed if chunks[c] < ext[c]]
-    for c in contraction.summed:
-        chunks[c] = ext[c]
-    if whole:
-        reasons.append(f"summed {', '.join(whole)} taken whole: no partial results")
+    start = dict(chunks)
+    if not rechunk:
+        return ChunkChoice(contraction, chunks, split_every, ("the operands' chunks, as given",))
 
-    def cost(ch: dict[str, int]) -> tuple[int, int]:
-        choice = ChunkChoice(contraction, ch, split_every, ())
-        return choice.read_bytes + choice.partial_bytes, choice.task_bytes
+    def choice(ch: Mapping[str, int]) -> ChunkChoice:
+        return ChunkChoice(contraction, dict(ch), split_every, ())
 
-    def current() -> ChunkChoice:
-        return ChunkChoice(contraction, dict(chunks), split_every, ())
+    def traffic(ch: Mapping[str, int]) -> int:
+        """Bytes moved: the tasks' reads and partial results, and a rechunk's copy of
+        every operand whose chunks change (dask reads and writes it once more)."""
+        trial = choice(ch)
+        moved = trial.read_bytes + trial.partial_bytes
+        for op in contraction.inputs:
+            if any(ch[c] != start[c] for c in op):
+                moved += 2 * prod(ext[c] for c in op) * contraction.itemsize
+        return moved
 
-    halved: dict[str, int] = {}
-    while current().task_bytes > budget_bytes:
-        options = []
-        for c in contraction.indices:
-            if chunks[c] > 1:
-                trial = dict(chunks)
-                trial[c] = -(-chunks[c] // 2)
-                options.append((cost(trial), c, trial[c]))
+    def seconds(ch: Mapping[str, int]) -> float:
+        return task_seconds(choice(ch), flops_per_second, bytes_per_second)
+
+    def resized(c: str, factor: float) -> dict[str, int]:
+        trial = dict(chunks)
+        trial[c] = max(1, min(ext[c], -(-chunks[c] // 2) if factor < 1 else 2 * chunks[c]))
+        return trial
+
+    moves: dict[str, list[str]] = {"split": [], "parallel": [], "merged": []}
+    while choice(chunks).task_bytes > budget_bytes:
+        options = [(traffic(t), c, t) for c in contraction.indices if chunks[c] > 1
+                   for t in [resized(c, 0.5)]]
         if not options:
             raise PlanError(f"a dask contraction's smallest task needs "
-                            f"{current().task_bytes} bytes, over the budget of "
-                            f"{budget_bytes}: raise memory_budget")
-        (_, _), c, size = min(options)
-        chunks[c] = size
-        halved[c] = size
-    if halved:
-        reasons.append(", ".join(f"{c} split to {n}" for c, n in halved.items())
-                       + f": tasks within the budget of {_size(budget_bytes)}")
-    grown: dict[str, int] = {}
-    while task_seconds(current(), flops_per_second, bytes_per_second) < min_task_seconds:
-        options = []
-        for c in contraction.output:
-            if chunks[c] < ext[c]:
-                trial = dict(chunks)
-                trial[c] = min(ext[c], 2 * chunks[c])
-                traffic, peak = cost(trial)
-                if peak <= budget_bytes:
-                    options.append(((traffic, peak), c, trial[c]))
+                            f"{_size(choice(chunks).task_bytes)}, over the budget of "
+                            f"{_size(budget_bytes)}: raise memory_budget")
+        _, c, chunks = min(options)
+        moves["split"].append(c)
+    while choice(chunks).tasks < min_tasks:
+        options = [(traffic(t), c, t) for c in contraction.indices if chunks[c] > 1
+                   for t in [resized(c, 0.5)] if seconds(t) >= min_task_seconds]
         if not options:
             break
-        (_, _), c, size = min(options)
-        chunks[c] = size
-        grown[c] = size
-    if grown:
-        reasons.append(", ".join(f"{c} grown to {n}" for c, n in grown.items())
-                       + f": tasks of at least {min_task_seconds * 1e3:.0f} ms where "
-                       f"memory allows")
+        _, c, chunks = min(options)
+        moves["parallel"].append(c)
+    while True:
+        # Each index's doublings all the way, not one at a time: a rechunk is paid once
+        # and saves partial results at every doubling after it.
+        short = seconds(chunks) < min_task_seconds
+        now = traffic(chunks)
+        options = []
+        for c in contraction.indices:
+            if c in contraction.output and not short:
+                continue
+            t = dict(chunks)
+            while t[c] < ext[c]:
+                t = {**t, c: min(ext[c], 2 * t[c])}
+                trial = choice(t)
+                if trial.task_bytes > budget_bytes or trial.tasks < min_tasks:
+                    break
+                if short or traffic(t) < now:
+                    options.append((traffic(t), c, t))
+                if short:
+                    break  # growing for task size: one doubling, then look again
+        if not options:
+            break
+        _, c, chunks = min(options)
+        moves["merged"].append(c)
+    reasons = []
+    why = {"split": f"tasks within the budget of {_size(budget_bytes)}",
+           "parallel": f"at least {min_tasks} tasks for the cluster's threads",
+           "merged": "fewer partial results and tasks of at least "
+                     f"{min_task_seconds * 1e3:.0f} ms, within the budget"}
+    for move, indices in moves.items():
+        if indices:
+            sizes = ", ".join(f"{c}={chunks[c]}" for c in dict.fromkeys(indices))
+            verb = "merged" if move == "merged" else "split"
+            reasons.append(f"{verb} {sizes}: {why[move]}")
     return ChunkChoice(contraction, chunks, split_every, tuple(reasons) or ("as given",))
 
 

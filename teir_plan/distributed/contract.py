@@ -39,6 +39,9 @@ from teir_plan.errors import EinsumError, OperandTypeError
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize, pairwise
 from teir_plan.frontend.expression import parse
 
+GROWTH = 4  # a task may hold this many times what one of the given chunks would
+MIN_BUDGET_BYTES = 64 << 20
+
 
 def is_dask(x: object) -> bool:
     """Whether ``x`` is a dask array (a dask collection with chunks)."""
@@ -54,6 +57,7 @@ class DaskStep:
     operands: tuple[int, ...]
     subscripts: str
     choice: ChunkChoice
+    budget_bytes: int  # the most one of its tasks may hold
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -81,7 +85,6 @@ class DaskPlan:
     dtype: np.dtype
     steps: tuple[DaskStep, ...]
     cluster: ClusterShape
-    budget_bytes: int
     casting: str
     epilogue: str | None
     split_every: int
@@ -182,7 +185,8 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     """Plan ``subscripts`` over dask arrays (numpy arrays among them are taken whole):
     the pairwise path, and for each step the chunk per index.
 
-    ``memory_budget``: bytes one task may hold (default: a quarter of a worker's memory
+    ``memory_budget``: bytes one task may hold (default: four times what a task of the
+    operands' own chunks holds, at least 64 MiB, at most a quarter of a worker's memory
     per dask thread, see :class:`ClusterShape`); ``rechunk=False`` keeps the operands'
     chunks (and only reports their cost); ``split_every``: partial results added per
     reduction task; ``client``: the distributed client whose cluster the plan is for
@@ -205,7 +209,8 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     cluster = cluster_shape(client)
     budget = int(memory_budget) if memory_budget is not None else cluster.task_budget
     if budget <= 0:
-        raise EinsumError(f"memory_budget: expected a positive number of bytes, got {budget}")
+        raise EinsumError(f"memory_budget: expected a positive number of bytes, got "
+                          f"{memory_budget!r}")
     if not isinstance(split_every, int) or split_every < 2:
         raise EinsumError(f"split_every: expected an integer of at least 2, got {split_every!r}")
     flops, moves = _per_core_rates(result_dtype)
@@ -214,25 +219,35 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     for ix, x in zip(expr.inputs, live):
         chunks.append(given_chunks([ix], [x.chunks]))
     steps = []
+    min_tasks = 2 * cluster.workers * cluster.threads_per_worker
     for positions, step_subscripts in path:
         ins, out = step_subscripts.split("->")
-        step_inputs = tuple(ins.split(","))
         given: dict[str, int] = {}
-        for p in positions:
-            for c, size in chunks[p].items():
+        for taken in [chunks.pop(p) for p in positions]:
+            for c, size in taken.items():
                 given[c] = max(given.get(c, 0), size)
-        contraction = Contraction(step_inputs, out, {c: extents[c] for c in
-                                                     dict.fromkeys(ins.replace(",", ""))},
+        contraction = Contraction(tuple(ins.split(",")), out,
+                                  {c: extents[c] for c in dict.fromkeys(ins.replace(",", ""))},
                                   result_dtype.itemsize)
-        choice = choose_chunks(contraction, {c: given.get(c, extents[c])
-                                             for c in contraction.indices},
-                               budget, flops, moves, split_every, rechunk)
-        steps.append(DaskStep(tuple(positions), step_subscripts, choice))
-        for p in positions:
-            chunks.pop(p)
+        given = {c: given.get(c, extents[c]) for c in contraction.indices}
+        step_budget = budget if memory_budget is not None else _default_budget(
+            contraction, given, cluster)
+        choice = choose_chunks(contraction, given, step_budget, flops, moves, split_every,
+                               rechunk, min_tasks)
+        steps.append(DaskStep(tuple(positions), step_subscripts, choice, step_budget))
         chunks.append({c: choice.chunks[c] for c in out})
-    return DaskPlan(subscripts, tuple(shapes), result_dtype, tuple(steps), cluster, budget,
-                    casting, epilogue, split_every, task_threads(cluster), client)
+    return DaskPlan(subscripts, tuple(shapes), result_dtype, tuple(steps), cluster, casting,
+                    epilogue, split_every, task_threads(cluster), client)
+
+
+def _default_budget(contraction: Contraction, given: dict[str, int],
+                    cluster: ClusterShape) -> int:
+    """A task's memory when none is given: at most GROWTH times what a task of the given
+    chunks holds (the chunk sizes say what the user's workers are meant to hold; at least
+    MIN_BUDGET_BYTES, so that tiny chunks can grow into tasks worth scheduling), and never
+    more than the cluster allows (:attr:`ClusterShape.task_budget`)."""
+    as_given = ChunkChoice(contraction, given, SPLIT_EVERY, ()).task_bytes
+    return min(cluster.task_budget, max(GROWTH * as_given, MIN_BUDGET_BYTES))
 
 
 def _path(subscripts: str, shapes: Sequence[tuple[int, ...]], optimize: object

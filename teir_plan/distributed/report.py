@@ -41,12 +41,12 @@ class DaskReport:
                         "threads_per_worker": p.cluster.threads_per_worker,
                         "memory_per_worker": p.cluster.memory_per_worker,
                         "distributed": p.cluster.distributed},
-            "budget_bytes": p.budget_bytes,
             "tasks": p.tasks,
             "peak_task_bytes": p.peak_task_bytes,
             "peak_worker_bytes": p.peak_worker_bytes,
             "steps": [{"subscripts": s.subscripts, "chunks": dict(s.choice.chunks),
                        "grid": s.choice.grid, "tasks": s.choice.tasks,
+                       "budget_bytes": s.budget_bytes,
                        "partials": s.choice.partials, "task_bytes": s.choice.task_bytes,
                        "read_bytes": s.choice.read_bytes,
                        "partial_bytes": s.choice.partial_bytes,
@@ -59,7 +59,7 @@ class DaskReport:
                  f"{_mib(p.cluster.memory_per_worker)} each" if p.cluster.distributed else
                  f"dask's threaded scheduler, {p.cluster.threads_per_worker} threads")
         lines = [f"== dask einsum {p.subscripts} ({p.dtype}) ==",
-                 f"cluster: {where}; task budget {_mib(p.budget_bytes)}",
+                 f"cluster: {where}",
                  f"tasks: {p.tasks:,} (contractions and partial-sum reductions); "
                  f"peak per task {_mib(p.peak_task_bytes)}, per worker "
                  f"{_mib(p.peak_worker_bytes)}", ""]
@@ -75,7 +75,7 @@ class DaskReport:
                          ", summed indices whole (no partial results)"),
                       f"  per task {_mib(c.task_bytes)}; reads {_mib(c.read_bytes)} in all"
                       + (f", partials {_mib(c.partial_bytes)}" if c.partial_bytes else ""),
-                      "  why: " + "; ".join(c.reasons)]
+                      f"  task budget {_mib(s.budget_bytes)}; why: " + "; ".join(c.reasons)]
         lines += ["", "== one block (the step with the most work per task) ==",
                   self.block_report.text()]
         return "\n".join(lines)
