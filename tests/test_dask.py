@@ -12,13 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import teir_plan as tp
-from teir_plan.distributed.chunks import Contraction, choose_chunks
+from teir_plan.distributed.chunks import Contraction, Rates, choose_chunks
 from teir_plan.errors import EinsumError, OperandTypeError, PlanError
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
 RNG = np.random.default_rng(7)
+RATES = Rates(50e9, 10e9, threads=4)
 
 
 def _reference(subscripts: str, *arrays: np.ndarray) -> np.ndarray:
@@ -101,24 +102,24 @@ def test_the_chunk_choice_keeps_tasks_within_the_budget() -> None:
     c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
     given = {"i": 1024, "j": 1024, "k": 1024}
     for budget in (8 << 20, 64 << 20, 512 << 20):
-        choice = choose_chunks(c, given, budget, 50e9, 10e9)
+        choice = choose_chunks(c, given, budget, RATES)
         assert choice.task_bytes <= budget
     # summed indices are taken whole where that fits: no partial results at all
-    roomy = choose_chunks(c, given, 4 << 30, 50e9, 10e9)
+    roomy = choose_chunks(c, given, 4 << 30, RATES)
     assert roomy.partials == 1 and roomy.partial_bytes == 0
     # as given, only costed
-    kept = choose_chunks(c, given, 1 << 20, 50e9, 10e9, rechunk=False)
+    kept = choose_chunks(c, given, 1 << 20, RATES, rechunk=False)
     assert dict(kept.chunks) == given and kept.partials == 64
     with pytest.raises(PlanError, match="budget"):
-        choose_chunks(c, given, 4, 50e9, 10e9)
+        choose_chunks(c, given, 4, RATES)
 
 
 def test_the_chunk_choice_grows_tiny_tasks() -> None:
     c = Contraction(("ik", "kj"), "ij", {"i": 2048, "j": 2048, "k": 256}, 8)
-    choice = choose_chunks(c, {"i": 16, "j": 16, "k": 16}, 1 << 30, 50e9, 10e9)
+    choice = choose_chunks(c, {"i": 16, "j": 16, "k": 16}, 1 << 30, RATES)
     assert choice.chunks["i"] * choice.chunks["j"] > 16 * 16
-    assert choice.chunks["k"] == 256
-    assert any(r.startswith("merged") for r in choice.reasons)
+    assert choice.tasks < (2048 // 16) ** 2 * 16
+    assert any(r.startswith("rechunked") for r in choice.reasons)
 
 
 def test_building_the_graph_runs_nothing_and_holds_no_plan() -> None:
@@ -193,3 +194,26 @@ def test_a_local_cluster_of_processes_runs_it() -> None:
         assert set(threads.values()) == {max(1, cores // 2)}
         report = tp.distributed.plan_dask("ik,kj->ij", x, y).explain().to_dict()
         assert report["cluster"]["workers"] == 2 and report["cluster"]["distributed"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(EXPRESSIONS), st.data())
+def test_the_chosen_chunking_predicts_no_more_time_than_the_given_one(subscripts, data) -> None:
+    from teir_plan.distributed.chunks import ChunkChoice, predicted_seconds
+
+    ins, out = subscripts.split("->")
+    scale = data.draw(st.sampled_from([1, 100, 10_000]))
+    ext = {c: EXTENTS[c] * (scale if c in "ik" else 1) for c in set(ins.replace(",", ""))}
+    c = Contraction(tuple(ins.split(",")), out, ext, 4)
+    given = {i: data.draw(st.integers(1, ext[i])) for i in c.indices}
+    budget = data.draw(st.sampled_from([1 << 16, 1 << 22, 1 << 30]))
+    as_given = ChunkChoice(c, given, 4, ())
+    try:
+        chosen = choose_chunks(c, given, budget, RATES)
+    except PlanError:  # refused only when even one element per block is over the budget
+        assert ChunkChoice(c, dict.fromkeys(c.indices, 1), 4, ()).task_bytes > budget
+        return
+    assert chosen.task_bytes <= budget
+    if as_given.task_bytes <= budget:
+        assert (predicted_seconds(chosen, RATES, given)
+                <= predicted_seconds(as_given, RATES, given) * (1 + 1e-9))

@@ -2,24 +2,21 @@
 
 Each task contracts one block of every operand (``tp.einsum`` on the blocks); a summed
 index split into several chunks leaves one partial result per chunk, which a tree
-reduction adds up.  What bounds the choice:
+reduction adds up.  The choice minimizes one predicted time (:meth:`ChunkChoice.seconds`)
+under one bound:
 
-* **Memory.**  A task holds its input blocks and its output block; a reduction task holds
-  ``split_every`` partial blocks and their sum.  The larger must stay within the budget,
-  or a worker runs out of memory.
-* **Parallelism.**  At least ``min_tasks`` tasks (two per dask thread of the cluster), so
-  that every thread has work and a slow one does not hold up the rest.
-* **Task size.**  A task costs the scheduler about a millisecond whatever it does, so a
-  block must carry ``min_task_seconds`` of work, priced with the cost model's per-core
-  rates.
-* **Traffic.**  Each partial result is written and read again, and an operand is read
-  once per block of the indices it lacks: fewer, larger blocks move less.
+* **Memory (the bound).**  A task holds its input blocks and its output block; a
+  reduction task holds ``split_every`` partial blocks and their sum.  The larger must
+  stay within the budget, or a worker runs out of memory.
+* **Time.**  The tasks' flops at the cost model's per-core GEMM rate and their block
+  reads at its per-core memory rate, spread over the cluster's threads (no more threads
+  than tasks); the scheduler's ~1 ms per task; and the bytes that cross between workers:
+  partial results, and a rechunk's copy of every operand whose chunks change.
 
 :func:`choose_chunks` starts from the operands' own chunks, splits what does not fit the
-budget, then merges chunks of summed indices (fewer partial results) and grows tasks too
-small to pay for themselves, as long as the budget and the parallelism allow, and splits
-where the tasks are too few to occupy the cluster.  It is pure Python: planning a dask
-contraction runs no kernel.
+budget, then moves to the neighbouring chunking (an index's chunks halved, or doubled
+any number of times) that predicts the least time, until none predicts less.  It is
+pure Python: planning a dask contraction runs no kernel.
 """
 
 from __future__ import annotations
@@ -31,7 +28,23 @@ from math import prod
 from teir_plan.errors import PlanError
 
 SPLIT_EVERY = 4  # partial sums added per reduction task (dask's split_every)
-MIN_TASK_SECONDS = 0.02  # a task's work against the scheduler's ~1 ms per task
+TASK_SECONDS = 1e-3  # the scheduler's cost per task (dask's documented order of magnitude)
+# Bytes per second between worker processes (serialization and TCP): a conservative
+# figure for processes on one machine, the order of a cluster's network.
+NETWORK_BYTES_PER_SECOND = 1e9
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What a chunking's predicted time is made of: one core's GEMM and memory rates
+    (the cost model's), the bytes per second between workers, the scheduler's time per
+    task, and the cluster's dask threads."""
+
+    flops_per_second: float
+    bytes_per_second: float
+    threads: int
+    network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
+    task_seconds: float = TASK_SECONDS
 
 
 @dataclass(frozen=True)
@@ -123,35 +136,40 @@ class ChunkChoice:
         return block * (2 if len(self.contraction.inputs) > 1 else 1)
 
 
-def task_seconds(choice: ChunkChoice, flops_per_second: float,
-                 bytes_per_second: float) -> float:
-    """A task's predicted time on one core: its flops at the GEMM rate plus its input and
-    output blocks at the memory rate (the cost model's per-core figures)."""
-    moved = choice.input_block_bytes + choice.output_block_bytes
-    return choice.task_flops / flops_per_second + moved / bytes_per_second
+def predicted_seconds(choice: ChunkChoice, rates: Rates, given: Mapping[str, int]) -> float:
+    """The chunking's predicted time: the tasks' work in rounds of the cluster's threads,
+    the scheduler's time per task, and the bytes crossing between workers (partial
+    results; operands rechunked from the ``given`` chunks)."""
+    c = choice.contraction
+    tasks = choice.tasks
+    per_task = (choice.task_flops / rates.flops_per_second
+                + choice.read_bytes / tasks / rates.bytes_per_second)
+    rounds = -(-tasks // rates.threads)  # the threads take the tasks a round at a time
+    moved = choice.partial_bytes
+    for op in c.inputs:
+        if any(choice.chunks[i] != min(given[i], c.extents[i]) for i in op):
+            moved += 2 * prod(c.extents[i] for i in op) * c.itemsize
+    return (rounds * per_task + tasks * rates.task_seconds / rates.threads
+            + moved / rates.network_bytes_per_second)
 
 
 def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_bytes: int,
-                  flops_per_second: float, bytes_per_second: float,
-                  split_every: int = SPLIT_EVERY, rechunk: bool = True, min_tasks: int = 1,
-                  min_task_seconds: float = MIN_TASK_SECONDS) -> ChunkChoice:
+                  rates: Rates, split_every: int = SPLIT_EVERY, rechunk: bool = True
+                  ) -> ChunkChoice:
     """The chunk size per index for ``contraction``, from the operands' chunk sizes
     ``given`` (the largest chunk along each index).
 
     With ``rechunk=False`` the given chunks stand (the choice only reports their cost).
-    Otherwise, from the given chunks, each move the one that adds the least traffic:
-
-    1. while a task exceeds ``budget_bytes``, halve an index (a problem whose smallest
-       tasks exceed the budget is refused);
-    2. while there are fewer than ``min_tasks`` tasks, halve an index whose tasks stay at
-       least ``min_task_seconds`` long;
-    3. double a summed index where that moves fewer bytes (the partial results it saves
-       against the rechunk it costs) or, while a task is shorter than
-       ``min_task_seconds``, any index, as long as the task stays within the budget and
-       the tasks at least ``min_tasks``.
+    Otherwise: while a task exceeds ``budget_bytes``, the index whose halving predicts
+    the least time is halved (a problem whose smallest tasks exceed the budget is
+    refused); then, while a neighbouring chunking within the budget predicts less time
+    (:func:`predicted_seconds`), the best one is taken: an index's chunks halved, or
+    doubled once or more (a rechunk costs once, so one doubling may not pay where two
+    do).
 
     >>> c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
-    >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20, 50e9, 10e9)
+    >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20,
+    ...                    Rates(50e9, 10e9, threads=4))
     >>> ch.chunks["k"] > 1024, ch.task_bytes <= 256 << 20
     (True, True)
     """
@@ -161,82 +179,58 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
             raise PlanError(f"index {c!r}: a dask contraction needs extents of at least 1, "
                             f"got {ext[c]}")
     chunks = {c: max(1, min(given[c], ext[c])) for c in contraction.indices}
-    start = dict(chunks)
     if not rechunk:
         return ChunkChoice(contraction, chunks, split_every, ("the operands' chunks, as given",))
 
     def choice(ch: Mapping[str, int]) -> ChunkChoice:
         return ChunkChoice(contraction, dict(ch), split_every, ())
 
-    def traffic(ch: Mapping[str, int]) -> int:
-        """Bytes moved: the tasks' reads and partial results, and a rechunk's copy of
-        every operand whose chunks change (dask reads and writes it once more)."""
-        trial = choice(ch)
-        moved = trial.read_bytes + trial.partial_bytes
-        for op in contraction.inputs:
-            if any(ch[c] != start[c] for c in op):
-                moved += 2 * prod(ext[c] for c in op) * contraction.itemsize
-        return moved
-
     def seconds(ch: Mapping[str, int]) -> float:
-        return task_seconds(choice(ch), flops_per_second, bytes_per_second)
+        return predicted_seconds(choice(ch), rates, given)
 
-    def resized(c: str, factor: float) -> dict[str, int]:
-        trial = dict(chunks)
-        trial[c] = max(1, min(ext[c], -(-chunks[c] // 2) if factor < 1 else 2 * chunks[c]))
-        return trial
+    def halved(c: str) -> dict[str, int]:
+        return {**chunks, c: -(-chunks[c] // 2)}
 
-    moves: dict[str, list[str]] = {"split": [], "parallel": [], "merged": []}
+    split: list[str] = []
     while choice(chunks).task_bytes > budget_bytes:
-        options = [(traffic(t), c, t) for c in contraction.indices if chunks[c] > 1
-                   for t in [resized(c, 0.5)]]
+        options = [(seconds(t), c, t) for c in contraction.indices if chunks[c] > 1
+                   for t in [halved(c)]]
         if not options:
             raise PlanError(f"a dask contraction's smallest task needs "
                             f"{_size(choice(chunks).task_bytes)}, over the budget of "
                             f"{_size(budget_bytes)}: raise memory_budget")
         _, c, chunks = min(options)
-        moves["split"].append(c)
-    while choice(chunks).tasks < min_tasks:
-        options = [(traffic(t), c, t) for c in contraction.indices if chunks[c] > 1
-                   for t in [resized(c, 0.5)] if seconds(t) >= min_task_seconds]
-        if not options:
-            break
-        _, c, chunks = min(options)
-        moves["parallel"].append(c)
+        split.append(c)
+    moved: list[str] = []
     while True:
-        # Each index's doublings all the way, not one at a time: a rechunk is paid once
-        # and saves partial results at every doubling after it.
-        short = seconds(chunks) < min_task_seconds
-        now = traffic(chunks)
+        now = seconds(chunks)
         options = []
         for c in contraction.indices:
-            if c in contraction.output and not short:
-                continue
+            if chunks[c] > 1:
+                options.append((seconds(halved(c)), c, halved(c)))
             t = dict(chunks)
             while t[c] < ext[c]:
                 t = {**t, c: min(ext[c], 2 * t[c])}
-                trial = choice(t)
-                if trial.task_bytes > budget_bytes or trial.tasks < min_tasks:
+                if choice(t).task_bytes > budget_bytes:
                     break
-                if short or traffic(t) < now:
-                    options.append((traffic(t), c, t))
-                if short:
-                    break  # growing for task size: one doubling, then look again
-        if not options:
+                options.append((seconds(t), c, t))
+        best = min(options, default=None)
+        if best is None or best[0] >= now * (1 - 1e-9):
             break
-        _, c, chunks = min(options)
-        moves["merged"].append(c)
+        _, c, chunks = best
+        moved.append(c)
     reasons = []
-    why = {"split": f"tasks within the budget of {_size(budget_bytes)}",
-           "parallel": f"at least {min_tasks} tasks for the cluster's threads",
-           "merged": "fewer partial results and tasks of at least "
-                     f"{min_task_seconds * 1e3:.0f} ms, within the budget"}
-    for move, indices in moves.items():
-        if indices:
-            sizes = ", ".join(f"{c}={chunks[c]}" for c in dict.fromkeys(indices))
-            verb = "merged" if move == "merged" else "split"
-            reasons.append(f"{verb} {sizes}: {why[move]}")
-    return ChunkChoice(contraction, chunks, split_every, tuple(reasons) or ("as given",))
+    if split:
+        reasons.append("split " + ", ".join(f"{c}={chunks[c]}" for c in dict.fromkeys(split))
+                       + f": tasks within the budget of {_size(budget_bytes)}")
+    if moved:
+        reasons.append("rechunked " + ", ".join(f"{c}={chunks[c]}"
+                                               for c in dict.fromkeys(moved))
+                       + f": predicted {seconds(chunks):.3g} s against "
+                       f"{seconds({c: max(1, min(given[c], ext[c])) for c in chunks}):.3g} s "
+                       "as given")
+    return ChunkChoice(contraction, chunks, split_every, tuple(reasons) or
+                       ("as given: no other chunking predicts less time",))
 
 
 def _size(n: int) -> str:

@@ -25,6 +25,7 @@ from teir_plan.distributed.chunks import (
     SPLIT_EVERY,
     ChunkChoice,
     Contraction,
+    Rates,
     choose_chunks,
     given_chunks,
 )
@@ -219,7 +220,7 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     for ix, x in zip(expr.inputs, live):
         chunks.append(given_chunks([ix], [x.chunks]))
     steps = []
-    min_tasks = 2 * cluster.workers * cluster.threads_per_worker
+    rates = Rates(flops, moves, cluster.workers * cluster.threads_per_worker)
     for positions, step_subscripts in path:
         ins, out = step_subscripts.split("->")
         given: dict[str, int] = {}
@@ -232,8 +233,7 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
         given = {c: given.get(c, extents[c]) for c in contraction.indices}
         step_budget = budget if memory_budget is not None else _default_budget(
             contraction, given, cluster)
-        choice = choose_chunks(contraction, given, step_budget, flops, moves, split_every,
-                               rechunk, min_tasks)
+        choice = choose_chunks(contraction, given, step_budget, rates, split_every, rechunk)
         steps.append(DaskStep(tuple(positions), step_subscripts, choice, step_budget))
         chunks.append({c: choice.chunks[c] for c in out})
     return DaskPlan(subscripts, tuple(shapes), result_dtype, tuple(steps), cluster, casting,
