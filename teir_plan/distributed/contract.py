@@ -220,7 +220,10 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     for ix, x in zip(expr.inputs, live):
         chunks.append(given_chunks([ix], [x.chunks]))
     steps = []
-    rates = Rates(flops, moves, cluster.workers * cluster.threads_per_worker)
+    # On the threaded scheduler nothing crosses a network: a rechunk or a partial result
+    # is a copy in memory.
+    rates = Rates(flops, moves, cluster.workers * cluster.threads_per_worker,
+                  **({} if cluster.distributed else {"network_bytes_per_second": moves}))
     for positions, step_subscripts in path:
         ins, out = step_subscripts.split("->")
         given: dict[str, int] = {}
