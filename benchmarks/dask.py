@@ -136,7 +136,7 @@ def _fresh(client: object, case: Case) -> list:
     """Restart the workers (a process keeps memory it has freed, which would hide the next
     run's peak) and generate the operands on them again (the same values: same seed)."""
     client.restart()  # type: ignore[attr-defined]
-    client.wait_for_workers(len(client.scheduler_info()["workers"]))  # type: ignore[attr-defined]
+    client.wait_for_workers(len(client.scheduler_info()["workers"]), timeout=120)  # type: ignore[attr-defined]
     ops = _operands(case)
     import distributed
 
