@@ -64,6 +64,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
+    if name == "distributed":  # tp.einsum on dask arrays (dask itself loads on first use)
+        return importlib.import_module("teir_plan.distributed")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'teir_plan' has no attribute {name!r}")

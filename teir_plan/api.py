@@ -230,6 +230,8 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
     transposed view, as numpy.einsum's often is.  ``np.ascontiguousarray`` or
     ``order="C"`` gives C order.
     ``epilogue="relu"`` applies ReLU to the result as TEIR's last-access primitive.
+    Dask arrays among the operands give a dask array, each block planned and run by
+    teir_plan (:func:`teir_plan.distributed.einsum`).
 
     >>> import numpy as np, teir_plan as tp
     >>> a = np.arange(6.0).reshape(2, 3)
@@ -248,6 +250,12 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             p = plan_cache.get_direct(direct)
             if p is not None:
                 return p.execute(operands, out)  # type: ignore[arg-type]
+    # (after the direct lookup, which takes numpy arrays only: no cost on its path)
+    if _any_dask(subscripts, operands):
+        from teir_plan.distributed.contract import einsum as dask_einsum
+
+        return dask_einsum(subscripts, *operands, out=out, dtype=dtype, order=order,  # type: ignore[no-any-return]
+                           casting=casting, optimize=optimize, epilogue=epilogue)
     subscripts, ops = _subscripts_and_operands(subscripts, operands)
     arrays = [as_operand(x, i) for i, x in enumerate(ops)]
     specs = [OperandSpec.of(a) for a in arrays]
@@ -257,6 +265,12 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
     if direct is not None:
         plan_cache.put_direct(direct, p, params)
     return p.execute(arrays, out)
+
+
+def _any_dask(subscripts: object, operands: Sequence[object]) -> bool:
+    """Whether an operand is a dask array (then the result is one: see
+    teir_plan/distributed/); checked by attribute, so that dask is never imported here."""
+    return any(hasattr(x, "__dask_graph__") for x in (subscripts, *operands))
 
 
 def _direct_key(subscripts: str, operands: Sequence[object], out: object,

@@ -53,10 +53,16 @@ def _axes_pair(axes: object, nda: int, ndb: int) -> tuple[list[int], list[int]]:
     return pair[0], pair[1]
 
 
+def _array(x: object) -> np.ndarray:
+    """``x`` as numpy's, or as it is if it is a dask array (tp.einsum runs dask arrays
+    block by block: see teir_plan/distributed/)."""
+    return x if hasattr(x, "__dask_graph__") else np.asarray(x)  # type: ignore[return-value]
+
+
 def tensordot(a: object, b: object, axes: object = 2) -> np.ndarray:
     """numpy.tensordot, computed by :func:`teir_plan.einsum`: the axes of ``a`` not summed,
     then those of ``b``, in their order."""
-    x, y = np.asarray(a), np.asarray(b)
+    x, y = _array(a), _array(b)
     sa, sb = _axes_pair(axes, x.ndim, y.ndim)
     ta = [get_symbol(i) for i in range(x.ndim)]
     tb = [get_symbol(x.ndim + i) for i in range(y.ndim)]
@@ -69,4 +75,4 @@ def tensordot(a: object, b: object, axes: object = 2) -> np.ndarray:
 
 def transpose(a: object, axes: Sequence[int] | None = None) -> np.ndarray:
     """numpy.transpose: a view, nothing is copied (as numpy's)."""
-    return np.transpose(np.asarray(a), axes)
+    return np.transpose(_array(a), axes)

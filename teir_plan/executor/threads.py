@@ -122,8 +122,25 @@ def set_num_threads(n: int) -> None:
     _num_threads = int(k)
 
 
+_local = threading.local()  # a calling thread's own count (thread_count), if it set one
+
+
 def get_num_threads() -> int:
-    return _num_threads
+    return getattr(_local, "n", None) or _num_threads
+
+
+@contextmanager
+def thread_count(n: int) -> Iterator[None]:
+    """The calling thread plans and runs with ``n`` threads inside the block, whatever
+    the process-wide count: for callers that run several contractions at once on their
+    own threads (dask's threaded scheduler runs one task per core)."""
+    old = getattr(_local, "n", None)
+    limit: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
+    _local.n = max(1, min(int(n), limit))
+    try:
+        yield
+    finally:
+        _local.n = old
 
 
 class _BlasLib(NamedTuple):

@@ -1,0 +1,250 @@
+"""How a contraction over chunked operands is split into tasks: one chunk size per index.
+
+Each task contracts one block of every operand (``tp.einsum`` on the blocks); a summed
+index split into several chunks leaves one partial result per chunk, which a tree
+reduction adds up.  The choice minimizes one predicted time (:meth:`ChunkChoice.seconds`)
+under one bound:
+
+* **Memory (the bound).**  A task holds its input blocks and its output block; a
+  reduction task holds ``split_every`` partial blocks and their sum.  The larger must
+  stay within the budget, or a worker runs out of memory.
+* **Time.**  The tasks' flops at the cost model's per-core GEMM rate and their block
+  reads at its per-core memory rate, spread over the cluster's threads (no more threads
+  than tasks); the scheduler's ~1 ms per task; and the bytes that cross between workers:
+  partial results, and a rechunk's copy of every operand whose chunks change.
+
+:func:`choose_chunks` starts from the operands' own chunks, splits what does not fit the
+budget, then moves to the neighbouring chunking (an index's chunks halved, or doubled
+any number of times) that predicts the least time, until none predicts less.  It is
+pure Python: planning a dask contraction runs no kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import prod
+
+from teir_plan.errors import PlanError
+
+SPLIT_EVERY = 4  # partial sums added per reduction task (dask's split_every)
+TASK_SECONDS = 1e-3  # the scheduler's cost per task (dask's documented order of magnitude)
+# Bytes per second between worker processes (serialization and TCP): a conservative
+# figure for processes on one machine, the order of a cluster's network.
+NETWORK_BYTES_PER_SECOND = 1e9
+
+
+@dataclass(frozen=True)
+class Rates:
+    """What a chunking's predicted time is made of: one core's GEMM and memory rates
+    (the cost model's), the bytes per second between workers, the scheduler's time per
+    task, and the cluster's dask threads."""
+
+    flops_per_second: float
+    bytes_per_second: float
+    threads: int
+    network_bytes_per_second: float = NETWORK_BYTES_PER_SECOND
+    task_seconds: float = TASK_SECONDS
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """One contraction as the chunk choice sees it: index strings of the operands and of
+    the result, each index's extent, and the element size."""
+
+    inputs: tuple[str, ...]
+    output: str
+    extents: Mapping[str, int]
+    itemsize: int
+
+    @property
+    def summed(self) -> tuple[str, ...]:
+        seen = dict.fromkeys("".join(self.inputs))
+        return tuple(c for c in seen if c not in self.output)
+
+    @property
+    def indices(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys("".join(self.inputs) + self.output))
+
+
+@dataclass(frozen=True)
+class ChunkChoice:
+    """The chunk size per index, and what it costs per task and in all.
+
+    ``grid`` is the number of blocks along each index; ``tasks`` counts the contraction
+    tasks (the reduction adds about ``tasks / split_every`` more); ``task_bytes`` is the
+    peak memory of one task (contraction or reduction); ``read_bytes`` the bytes all
+    contraction tasks read and ``partial_bytes`` the partial results written and summed.
+    """
+
+    contraction: Contraction
+    chunks: Mapping[str, int]
+    split_every: int
+    reasons: tuple[str, ...]
+
+    @property
+    def grid(self) -> dict[str, int]:
+        ext = self.contraction.extents
+        return {c: -(-ext[c] // self.chunks[c]) for c in self.contraction.indices}
+
+    @property
+    def tasks(self) -> int:
+        return prod(self.grid.values())
+
+    @property
+    def partials(self) -> int:
+        """Partial results per output block (1: the summed indices are whole)."""
+        return prod(self.grid[c] for c in self.contraction.summed)
+
+    @property
+    def input_block_bytes(self) -> int:
+        ch, size = self.chunks, self.contraction.itemsize
+        return sum(prod(ch[c] for c in op) * size for op in self.contraction.inputs)
+
+    @property
+    def output_block_bytes(self) -> int:
+        return prod(self.chunks[c] for c in self.contraction.output) * self.contraction.itemsize
+
+    @property
+    def task_bytes(self) -> int:
+        contract = self.input_block_bytes + self.output_block_bytes
+        if self.partials == 1:
+            return contract
+        reduce = (min(self.split_every, self.partials) + 1) * self.output_block_bytes
+        return max(contract, reduce)
+
+    @property
+    def read_bytes(self) -> int:
+        ext, grid, size = self.contraction.extents, self.grid, self.contraction.itemsize
+        total = 0
+        for op in self.contraction.inputs:
+            others = prod(grid[c] for c in self.contraction.indices if c not in op)
+            total += prod(ext[c] for c in op) * size * others
+        return total
+
+    @property
+    def partial_bytes(self) -> int:
+        if self.partials == 1:
+            return 0
+        ext = self.contraction.extents
+        out = prod(ext[c] for c in self.contraction.output) * self.contraction.itemsize
+        return 2 * out * self.partials  # written by the tasks, read by the reduction
+
+    @property
+    def task_flops(self) -> int:
+        block = prod(self.chunks[c] for c in self.contraction.indices)
+        return block * (2 if len(self.contraction.inputs) > 1 else 1)
+
+
+def predicted_seconds(choice: ChunkChoice, rates: Rates, given: Mapping[str, int]) -> float:
+    """The chunking's predicted time: the tasks' work in rounds of the cluster's threads,
+    the scheduler's time per task, and the bytes crossing between workers (partial
+    results; operands rechunked from the ``given`` chunks)."""
+    c = choice.contraction
+    tasks = choice.tasks
+    per_task = (choice.task_flops / rates.flops_per_second
+                + choice.read_bytes / tasks / rates.bytes_per_second)
+    rounds = -(-tasks // rates.threads)  # the threads take the tasks a round at a time
+    moved = choice.partial_bytes
+    for op in c.inputs:
+        if any(choice.chunks[i] != min(given[i], c.extents[i]) for i in op):
+            moved += 2 * prod(c.extents[i] for i in op) * c.itemsize
+    return (rounds * per_task + tasks * rates.task_seconds / rates.threads
+            + moved / rates.network_bytes_per_second)
+
+
+def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_bytes: int,
+                  rates: Rates, split_every: int = SPLIT_EVERY, rechunk: bool = True
+                  ) -> ChunkChoice:
+    """The chunk size per index for ``contraction``, from the operands' chunk sizes
+    ``given`` (the largest chunk along each index).
+
+    With ``rechunk=False`` the given chunks stand (the choice only reports their cost).
+    Otherwise: while a task exceeds ``budget_bytes``, the index whose halving predicts
+    the least time is halved (a problem whose smallest tasks exceed the budget is
+    refused); then, while a neighbouring chunking within the budget predicts less time
+    (:func:`predicted_seconds`), the best one is taken: an index's chunks halved, or
+    doubled once or more (a rechunk costs once, so one doubling may not pay where two
+    do).
+
+    >>> c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
+    >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20,
+    ...                    Rates(50e9, 10e9, threads=4))
+    >>> ch.chunks["k"] > 1024, ch.task_bytes <= 256 << 20
+    (True, True)
+    """
+    ext = contraction.extents
+    for c in contraction.indices:
+        if ext[c] < 1:
+            raise PlanError(f"index {c!r}: a dask contraction needs extents of at least 1, "
+                            f"got {ext[c]}")
+    chunks = {c: max(1, min(given[c], ext[c])) for c in contraction.indices}
+    if not rechunk:
+        return ChunkChoice(contraction, chunks, split_every, ("the operands' chunks, as given",))
+
+    def choice(ch: Mapping[str, int]) -> ChunkChoice:
+        return ChunkChoice(contraction, dict(ch), split_every, ())
+
+    def seconds(ch: Mapping[str, int]) -> float:
+        return predicted_seconds(choice(ch), rates, given)
+
+    def halved(c: str) -> dict[str, int]:
+        return {**chunks, c: -(-chunks[c] // 2)}
+
+    split: list[str] = []
+    while choice(chunks).task_bytes > budget_bytes:
+        options = [(seconds(t), c, t) for c in contraction.indices if chunks[c] > 1
+                   for t in [halved(c)]]
+        if not options:
+            raise PlanError(f"a dask contraction's smallest task needs "
+                            f"{_size(choice(chunks).task_bytes)}, over the budget of "
+                            f"{_size(budget_bytes)}: raise memory_budget")
+        _, c, chunks = min(options)
+        split.append(c)
+    moved: list[str] = []
+    while True:
+        now = seconds(chunks)
+        options = []
+        for c in contraction.indices:
+            if chunks[c] > 1:
+                options.append((seconds(halved(c)), c, halved(c)))
+            t = dict(chunks)
+            while t[c] < ext[c]:
+                t = {**t, c: min(ext[c], 2 * t[c])}
+                if choice(t).task_bytes > budget_bytes:
+                    break
+                options.append((seconds(t), c, t))
+        best = min(options, default=None)
+        if best is None or best[0] >= now * (1 - 1e-9):
+            break
+        _, c, chunks = best
+        moved.append(c)
+    reasons = []
+    if split:
+        reasons.append("split " + ", ".join(f"{c}={chunks[c]}" for c in dict.fromkeys(split))
+                       + f": tasks within the budget of {_size(budget_bytes)}")
+    if moved:
+        reasons.append("rechunked " + ", ".join(f"{c}={chunks[c]}"
+                                               for c in dict.fromkeys(moved))
+                       + f": predicted {seconds(chunks):.3g} s against "
+                       f"{seconds({c: max(1, min(given[c], ext[c])) for c in chunks}):.3g} s "
+                       "as given")
+    return ChunkChoice(contraction, chunks, split_every, tuple(reasons) or
+                       ("as given: no other chunking predicts less time",))
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} B"
+
+
+def given_chunks(inputs: Sequence[str], chunks: Sequence[tuple[tuple[int, ...], ...]]
+                 ) -> dict[str, int]:
+    """The largest chunk along each index over the operands that have it."""
+    out: dict[str, int] = {}
+    for op, op_chunks in zip(inputs, chunks):
+        for c, along in zip(op, op_chunks):
+            out[c] = max(out.get(c, 0), max(along) if along else 0)
+    return out

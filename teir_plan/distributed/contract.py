@@ -1,0 +1,304 @@
+"""tp.einsum on dask arrays: a plan of blockwise steps, then the dask graph it builds.
+
+An expression of three or more operands is contracted pairwise along a path (opt_einsum's,
+or the one given with ``optimize=``), one blockwise stage per step, rather than in one
+blockwise over all its indices: each stage's tasks are then ordinary TEIR problems, and
+no task holds a block of every operand at once.  Each stage has its own chunk choice
+(teir_plan/distributed/chunks.py); a step's result keeps the chunks its kept indices got,
+which the next step starts from.
+
+Planning reads only shapes, chunks and dtypes: nothing is computed, and the graph holds
+only the module-level task functions of teir_plan/distributed/tasks.py with strings,
+numbers, dtypes and blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import opt_einsum as oe
+
+from teir_plan.distributed.chunks import (
+    SPLIT_EVERY,
+    ChunkChoice,
+    Contraction,
+    Rates,
+    choose_chunks,
+    given_chunks,
+)
+from teir_plan.distributed.cluster import (
+    ClusterShape,
+    cluster_shape,
+    current_client,
+    task_threads,
+)
+from teir_plan.distributed.tasks import contract_blocks, relu_block
+from teir_plan.errors import EinsumError, OperandTypeError
+from teir_plan.frontend.convention import from_interleaved, normalize_optimize, pairwise
+from teir_plan.frontend.expression import parse
+
+GROWTH = 4  # a task may hold this many times what one of the given chunks would
+MIN_BUDGET_BYTES = 64 << 20
+
+
+def is_dask(x: object) -> bool:
+    """Whether ``x`` is a dask array (a dask collection with chunks)."""
+    return hasattr(x, "__dask_graph__") and hasattr(x, "chunks")
+
+
+@dataclass(frozen=True)
+class DaskStep:
+    """One blockwise stage: the positions of its operands in the list of live tensors
+    (popped in turn, the result appended, as opt_einsum's path does: (0, 0) takes the
+    first two), its own subscripts, and the chunk choice for its indices."""
+
+    operands: tuple[int, ...]
+    subscripts: str
+    choice: ChunkChoice
+    budget_bytes: int  # the most one of its tasks may hold
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.choice.contraction.inputs
+
+    @property
+    def output(self) -> str:
+        return self.choice.contraction.output
+
+    def block_shapes(self) -> list[tuple[int, ...]]:
+        """The operands' largest blocks, as the tasks see them."""
+        ch = self.choice.chunks
+        ext = self.choice.contraction.extents
+        return [tuple(min(ch[c], ext[c]) for c in op) for op in self.inputs]
+
+
+@dataclass(frozen=True)
+class DaskPlan:
+    """A dask contraction, planned: the steps, the result's dtype and the options the
+    tasks run with.  Call it on dask arrays of the shapes and dtypes it was planned for
+    to build the graph; :meth:`explain` reports what it does."""
+
+    subscripts: str
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: np.dtype
+    steps: tuple[DaskStep, ...]
+    cluster: ClusterShape
+    casting: str
+    epilogue: str | None
+    split_every: int
+    task_threads: int | None  # teir_plan threads per task; None: the workers' setting
+    client: Any = None  # the dask.distributed client planned for, if any
+
+    def __call__(self, *operands: object) -> Any:
+
+        live = [_as_dask(x, i) for i, x in enumerate(operands)]
+        shapes = tuple(tuple(int(n) for n in x.shape) for x in live)
+        if shapes != self.shapes:
+            raise EinsumError(f"this dask plan is for operand shapes {self.shapes}, "
+                              f"got {shapes}")
+        if self.client is not None:
+            from teir_plan.distributed.workers import ensure_prepared
+
+            ensure_prepared(self.client)
+        for step in self.steps:
+            ops = [live.pop(i) for i in step.operands]
+            live.append(_blockwise(step, ops, self))
+        (result,) = live
+        if self.epilogue == "relu":
+            result = result.map_blocks(relu_block, dtype=self.dtype)
+        return result
+
+    @property
+    def tasks(self) -> int:
+        """Contraction tasks and reduction tasks over all steps."""
+        total = 0
+        for step in self.steps:
+            total += step.choice.tasks
+            partials, out_blocks = step.choice.partials, step.choice.tasks // max(
+                1, step.choice.partials)
+            while partials > 1:  # dask's tree reduction, split_every at a time
+                partials = -(-partials // self.split_every)
+                total += partials * out_blocks
+        return total
+
+    @property
+    def peak_task_bytes(self) -> int:
+        return max(step.choice.task_bytes for step in self.steps)
+
+    @property
+    def peak_worker_bytes(self) -> int:
+        """A worker's peak: its dask threads each running the largest task."""
+        return self.peak_task_bytes * self.cluster.threads_per_worker
+
+    def explain(self) -> Any:
+        from teir_plan.distributed.report import DaskReport
+
+        return DaskReport.of(self)
+
+
+def _as_dask(x: object, i: int) -> Any:
+    import dask.array as da
+
+    if is_dask(x):
+        return x
+    if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
+        return da.from_array(np.asarray(x), chunks=-1)
+    raise OperandTypeError(f"operand {i}: expected a dask or numpy array, got "
+                           f"{type(x).__name__}")
+
+
+def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
+    import dask.array as da
+
+    dtype = dplan.dtype
+    ch = step.choice.chunks
+    grid = step.choice.grid
+    ext = step.choice.contraction.extents
+    # A broadcast axis (extent 1 where the index is longer) keeps its one chunk.
+    ops = [op.rechunk(tuple(ch[c] if op.shape[ax] == ext[c] else 1
+                            for ax, c in enumerate(ix)))
+           for op, ix in zip(ops, step.inputs)]
+    split = tuple(c for c in step.choice.contraction.summed if grid[c] > 1)
+    out_ind = tuple(step.output) + split
+    pairs: list[Any] = []
+    for op, ix in zip(ops, step.inputs):
+        pairs += [op, tuple(ix)]
+    result = da.blockwise(
+        contract_blocks, out_ind, *pairs,
+        adjust_chunks={c: 1 for c in split}, dtype=dtype,
+        meta=np.empty((0,) * len(out_ind), dtype),
+        subscripts=step.subscripts, partial_axes=len(split), result_dtype=dtype,
+        casting=dplan.casting, threads=dplan.task_threads)
+    if split:
+        n = len(step.output)
+        result = result.sum(axis=tuple(range(n, n + len(split))),
+                            split_every=dplan.split_every, dtype=dtype)
+    return result
+
+
+def plan_dask(subscripts: object, *operands: object, dtype: object = None,
+              casting: str = "safe", optimize: object = True, epilogue: str | None = None,
+              memory_budget: int | None = None, rechunk: bool = True,
+              split_every: int = SPLIT_EVERY, client: Any = None) -> DaskPlan:
+    """Plan ``subscripts`` over dask arrays (numpy arrays among them are taken whole):
+    the pairwise path, and for each step the chunk per index.
+
+    ``memory_budget``: bytes one task may hold (default: four times what a task of the
+    operands' own chunks holds, at least 64 MiB, at most a quarter of a worker's memory
+    per dask thread, see :class:`ClusterShape`); ``rechunk=False`` keeps the operands'
+    chunks (and only reports their cost); ``split_every``: partial results added per
+    reduction task; ``client``: the distributed client whose cluster the plan is for
+    (default: the current one, else dask's threaded scheduler on this machine).
+    """
+    if not isinstance(subscripts, str):
+        subscripts, operands = from_interleaved((subscripts, *operands))  # type: ignore[assignment]
+    if epilogue not in (None, "relu"):
+        raise EinsumError(f"epilogue: expected None or 'relu', got {epilogue!r}")
+    live = [_as_dask(x, i) for i, x in enumerate(operands)]
+    shapes = [tuple(int(n) for n in x.shape) for x in live]
+    expr = parse(subscripts, shapes)
+    result_dtype = np.dtype(dtype) if dtype is not None else np.result_type(  # type: ignore[call-overload]
+        *[x.dtype for x in live])
+    if epilogue == "relu" and result_dtype.kind == "c":
+        raise EinsumError("epilogue='relu' needs a real result dtype, got "
+                          f"{result_dtype}")
+    extents = expr.extent_map
+    client = current_client(client)
+    cluster = cluster_shape(client)
+    budget = int(memory_budget) if memory_budget is not None else cluster.task_budget
+    if budget <= 0:
+        raise EinsumError(f"memory_budget: expected a positive number of bytes, got "
+                          f"{memory_budget!r}")
+    if not isinstance(split_every, int) or split_every < 2:
+        raise EinsumError(f"split_every: expected an integer of at least 2, got {split_every!r}")
+    flops, moves = _per_core_rates(result_dtype)
+    path = _path(expr.subscripts, shapes, optimize)
+    chunks: list[dict[str, int]] = []
+    for ix, x in zip(expr.inputs, live):
+        chunks.append(given_chunks([ix], [x.chunks]))
+    steps = []
+    # On the threaded scheduler nothing crosses a network: a rechunk or a partial result
+    # is a copy in memory.
+    rates = Rates(flops, moves, cluster.workers * cluster.threads_per_worker,
+                  **({} if cluster.distributed else {"network_bytes_per_second": moves}))
+    for positions, step_subscripts in path:
+        ins, out = step_subscripts.split("->")
+        given: dict[str, int] = {}
+        for taken in [chunks.pop(p) for p in positions]:
+            for c, size in taken.items():
+                given[c] = max(given.get(c, 0), size)
+        contraction = Contraction(tuple(ins.split(",")), out,
+                                  {c: extents[c] for c in dict.fromkeys(ins.replace(",", ""))},
+                                  result_dtype.itemsize)
+        given = {c: given.get(c, extents[c]) for c in contraction.indices}
+        step_budget = budget if memory_budget is not None else _default_budget(
+            contraction, given, cluster)
+        choice = choose_chunks(contraction, given, step_budget, rates, split_every, rechunk)
+        steps.append(DaskStep(tuple(positions), step_subscripts, choice, step_budget))
+        chunks.append({c: choice.chunks[c] for c in out})
+    return DaskPlan(subscripts, tuple(shapes), result_dtype, tuple(steps), cluster, casting,
+                    epilogue, split_every, task_threads(cluster), client)
+
+
+def _default_budget(contraction: Contraction, given: dict[str, int],
+                    cluster: ClusterShape) -> int:
+    """A task's memory when none is given: at most GROWTH times what a task of the given
+    chunks holds (the chunk sizes say what the user's workers are meant to hold; at least
+    MIN_BUDGET_BYTES, so that tiny chunks can grow into tasks worth scheduling), and never
+    more than the cluster allows (:attr:`ClusterShape.task_budget`)."""
+    as_given = ChunkChoice(contraction, given, SPLIT_EVERY, ()).task_bytes
+    return min(cluster.task_budget, max(GROWTH * as_given, MIN_BUDGET_BYTES))
+
+
+def _path(subscripts: str, shapes: Sequence[tuple[int, ...]], optimize: object
+          ) -> list[tuple[tuple[int, ...], str]]:
+    """The pairwise steps as (operand positions, popped in turn; the step's subscripts):
+    opt_einsum's path for ``optimize=`` (its strategy, memory limit or explicit path, as
+    ``tp.einsum`` takes them), operands in the order opt_einsum pops them."""
+    if len(shapes) <= 2:
+        return [((0,) * len(shapes), subscripts)]
+    opt = normalize_optimize(optimize)
+    path, info = oe.contract_path(
+        subscripts, *shapes, shapes=True,
+        optimize=list(opt.path) if isinstance(opt.path, tuple) else opt.path,
+        memory_limit=opt.memory_limit)
+    if any(len(step) > 2 for step in path):  # pairwise steps, as tp.einsum takes them
+        _, info = oe.contract_path(subscripts, *shapes, shapes=True,
+                                   optimize=list(pairwise(tuple(map(tuple, path)),
+                                                          len(shapes))))
+    return [(tuple(sorted(step[0], reverse=True)), step[2]) for step in info.contraction_list]
+
+
+def _per_core_rates(dtype: np.dtype) -> tuple[float, float]:
+    """One core's GEMM rate and memory rate, from the cost model's machine parameters."""
+    from teir_plan.planner.machine import machine_params
+
+    p = machine_params()
+    flops = p.gemm_flops_f64 if dtype.itemsize >= 8 else p.gemm_flops_f32
+    if dtype.kind == "c":
+        flops /= 4
+    return flops, p.dram_bytes_per_second / 2
+
+
+def einsum(subscripts: object, *operands: object, out: object = None, dtype: object = None,
+           order: str = "K", casting: str = "safe", optimize: object = True,
+           epilogue: str | None = None, **options: Any) -> Any:
+    """``tp.einsum`` on dask arrays: a dask array, each block planned and run by teir_plan
+    (see :func:`plan_dask` for ``options``).  ``order`` applies to each block; ``out=`` is
+    refused (the result is a new dask array)."""
+    if out is not None:
+        raise OperandTypeError("out: a dask contraction returns a new dask array; "
+                               "out= is not supported (store the result with dask)")
+    if not isinstance(order, str) or order.upper() not in ("K", "C", "F", "A"):
+        raise EinsumError(f"order: expected one of 'K', 'C', 'F', 'A', got {order!r}")
+    dplan = plan_dask(subscripts, *operands, dtype=dtype, casting=casting, optimize=optimize,
+                      epilogue=epilogue, **options)
+    if not isinstance(subscripts, str):
+        return dplan(*from_interleaved((subscripts, *operands))[1])
+    return dplan(*operands)
+
+
+__all__ = ["DaskPlan", "DaskStep", "einsum", "is_dask", "plan_dask"]

@@ -1,0 +1,219 @@
+"""tp.einsum on dask arrays (teir_plan/distributed/): results against numpy.einsum in
+float64 over random chunkings, the chunk choice's budget, the graph's contents, explain,
+and a LocalCluster of worker processes."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import teir_plan as tp
+from teir_plan.distributed.chunks import Contraction, Rates, choose_chunks
+from teir_plan.errors import EinsumError, OperandTypeError, PlanError
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+RNG = np.random.default_rng(7)
+RATES = Rates(50e9, 10e9, threads=4)
+
+
+def _reference(subscripts: str, *arrays: np.ndarray) -> np.ndarray:
+    return np.einsum(subscripts, *[np.asarray(a, np.float64) for a in arrays])
+
+
+def _random(shape: tuple[int, ...], dtype: object = np.float64) -> np.ndarray:
+    return (RNG.standard_normal(shape)).astype(dtype)
+
+
+def _chunked(x: np.ndarray, draw: st.DrawFn) -> object:
+    chunks = tuple(draw(st.integers(1, max(1, n))) for n in x.shape)
+    return da.from_array(x, chunks=chunks)
+
+
+EXTENTS = {"i": 37, "j": 19, "k": 23, "l": 9, "a": 6, "b": 5, "c": 8, "d": 4, "e": 3,
+           "t": 5, "r": 6, "u": 7, "s": 4, "p": 3, "q": 2}
+EXPRESSIONS = ["ik,kj->ij", "trus,pqtu->pqrs", "abc,cd->abd", "ij->j", "ijk->k", "ki,k->i",
+               "bi,bj->ij", "ij,jk,kl->il", "abc,cbd,de->ae", "ij,ij->i"]
+
+
+def _shapes(subscripts: str) -> list[tuple[int, ...]]:
+    return [tuple(EXTENTS[c] for c in op) for op in subscripts.split("->")[0].split(",")]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(EXPRESSIONS), st.data(),
+       st.sampled_from([None, 2048, 1 << 20]), st.booleans())
+def test_dask_einsum_matches_numpy(case, data, budget, rechunk) -> None:
+    subscripts = case
+    arrays = [_random(s) for s in _shapes(subscripts)]
+    chunked = [_chunked(a, data.draw) for a in arrays]
+    options = {} if budget is None else {"memory_budget": budget}
+    result = tp.distributed.einsum(subscripts, *chunked, rechunk=rechunk, **options)
+    assert isinstance(result, da.Array)
+    np.testing.assert_allclose(result.compute(), _reference(subscripts, *arrays),
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_tp_einsum_takes_dask_arrays_and_mixed_numpy_operands() -> None:
+    a, b = _random((40, 30), np.float32), _random((30, 20), np.float32)
+    result = tp.einsum("ik,kj->ij", da.from_array(a, chunks=(10, 7)), b)
+    assert isinstance(result, da.Array) and result.dtype == np.float32
+    np.testing.assert_allclose(result.compute(), _reference("ik,kj->ij", a, b),
+                               rtol=2e-5, atol=2e-5)
+    # numpy's interleaved form
+    result = tp.einsum(da.from_array(a, chunks=10), [0, 1], b, [1, 2], [0, 2])
+    np.testing.assert_allclose(result.compute(), _reference("ik,kj->ij", a, b),
+                               rtol=2e-5, atol=2e-5)
+
+
+def test_split_summed_index_is_summed_by_dask_and_relu_follows_the_full_sum() -> None:
+    # k split in chunks whose partial sums are negative while the total is positive:
+    # ReLU applied per partial would give a different (wrong) answer.
+    a = np.ones((4, 64))
+    a[:, :32] = -1.0
+    a[:, 32:] = 2.0
+    b = np.ones((64, 3))
+    x, y = da.from_array(a, chunks=(4, 8)), da.from_array(b, chunks=(8, 3))
+    dplan = tp.distributed.plan_dask("ik,kj->ij", x, y, rechunk=False, split_every=2,
+                                     epilogue="relu")
+    assert dplan.steps[0].choice.partials == 8
+    np.testing.assert_array_equal(dplan(x, y).compute(), np.maximum(a @ b, 0))
+    neg = da.from_array(-a, chunks=(4, 8))
+    np.testing.assert_array_equal(tp.einsum("ik,kj->ij", neg, y, epilogue="relu").compute(),
+                                  np.zeros((4, 3)))
+
+
+def test_nan_and_inf_propagate_through_partial_sums() -> None:
+    a = _random((8, 40))
+    a[1, 3], a[2, 30] = np.nan, np.inf
+    b = _random((40, 5))
+    x, y = da.from_array(a, chunks=(8, 10)), da.from_array(b, chunks=(10, 5))
+    got = tp.distributed.einsum("ik,kj->ij", x, y, rechunk=False).compute()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(a @ b))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(a @ b))
+
+
+def test_the_chunk_choice_keeps_tasks_within_the_budget() -> None:
+    c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
+    given = {"i": 1024, "j": 1024, "k": 1024}
+    for budget in (8 << 20, 64 << 20, 512 << 20):
+        choice = choose_chunks(c, given, budget, RATES)
+        assert choice.task_bytes <= budget
+    # summed indices are taken whole where that fits: no partial results at all
+    roomy = choose_chunks(c, given, 4 << 30, RATES)
+    assert roomy.partials == 1 and roomy.partial_bytes == 0
+    # as given, only costed
+    kept = choose_chunks(c, given, 1 << 20, RATES, rechunk=False)
+    assert dict(kept.chunks) == given and kept.partials == 64
+    with pytest.raises(PlanError, match="budget"):
+        choose_chunks(c, given, 4, RATES)
+
+
+def test_the_chunk_choice_grows_tiny_tasks() -> None:
+    c = Contraction(("ik", "kj"), "ij", {"i": 2048, "j": 2048, "k": 256}, 8)
+    choice = choose_chunks(c, {"i": 16, "j": 16, "k": 16}, 1 << 30, RATES)
+    assert choice.chunks["i"] * choice.chunks["j"] > 16 * 16
+    assert choice.tasks < (2048 // 16) ** 2 * 16
+    assert any(r.startswith("rechunked") for r in choice.reasons)
+
+
+def test_building_the_graph_runs_nothing_and_holds_no_plan() -> None:
+    x = da.from_array(_random((30, 20)), chunks=10)
+    y = da.from_array(_random((20, 40)), chunks=10)
+    dplan = tp.distributed.plan_dask("ik,kj->ij", x, y, rechunk=False)
+    before = (tp.plan_cache.hits, tp.plan_cache.misses)
+    result = dplan(x, y)
+    assert (tp.plan_cache.hits, tp.plan_cache.misses) == before
+    graph = pickle.dumps(dict(result.__dask_graph__()))
+    assert b"teir_plan.distributed.tasks" in graph
+    assert b"teir_plan.schedule" not in graph and b"numba" not in graph
+
+
+def test_explain_shows_the_grid_the_tasks_and_one_block() -> None:
+    x = da.from_array(_random((300, 200)), chunks=(50, 40))
+    y = da.from_array(_random((200, 100)), chunks=(40, 100))
+    report = tp.explain("ik,kj->ij", x, y, memory_budget=200_000, rechunk=True)
+    d = report.to_dict()
+    step = d["steps"][0]
+    assert step["task_bytes"] <= 200_000 and d["peak_task_bytes"] == step["task_bytes"]
+    grid = step["grid"]
+    assert step["tasks"] == grid["i"] * grid["j"] * grid["k"]
+    text = report.text()
+    assert "block grid" in text and "one block" in text and "ik,kj->ij" in text
+
+
+def test_bad_options_are_refused() -> None:
+    x = da.from_array(_random((6, 4)), chunks=2)
+    with pytest.raises(OperandTypeError, match="out"):
+        tp.einsum("ij->j", x, out=np.empty(4))
+    with pytest.raises(EinsumError, match="memory_budget"):
+        tp.distributed.einsum("ij->j", x, memory_budget=0)
+    with pytest.raises(EinsumError, match="split_every"):
+        tp.distributed.einsum("ij->j", x, split_every=1)
+    with pytest.raises(EinsumError, match="epilogue"):
+        tp.distributed.einsum("ij->j", x, epilogue="gelu")
+    with pytest.raises(EinsumError):
+        tp.einsum("ij,jk->ik", x, da.from_array(_random((5, 3)), chunks=2))
+    with pytest.raises(EinsumError, match="shapes"):
+        tp.distributed.plan_dask("ij->j", x)(da.from_array(_random((6, 5)), chunks=2))
+
+
+def test_the_threaded_scheduler_gives_each_task_one_thread() -> None:
+    from teir_plan.distributed.cluster import cluster_shape, task_threads
+
+    with dask.config.set(num_workers=2):
+        assert task_threads(cluster_shape(None)) == max(1, len(_affinity()) // 2)
+
+
+def _affinity() -> set[int]:
+    import os
+
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(
+        range(os.cpu_count() or 1))
+
+
+def test_a_local_cluster_of_processes_runs_it() -> None:
+    distributed = pytest.importorskip("distributed")
+    a, b = _random((120, 90), np.float32), _random((90, 70), np.float32)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, memory_limit="1GiB") as cluster, \
+            distributed.Client(cluster) as client:
+        x, y = da.from_array(a, chunks=(30, 45)), da.from_array(b, chunks=(45, 35))
+        result = tp.einsum("ik,kj->ij", x, y)
+        np.testing.assert_allclose(result.compute(), _reference("ik,kj->ij", a, b),
+                                   rtol=2e-5, atol=2e-5)
+        # the workers were set up without being asked: teir_plan threads per task are
+        # the machine's cores over the dask threads on it, BLAS at one
+        threads = client.run(lambda: tp.get_num_threads())
+        cores = len(_affinity())
+        assert set(threads.values()) == {max(1, cores // 2)}
+        report = tp.distributed.plan_dask("ik,kj->ij", x, y).explain().to_dict()
+        assert report["cluster"]["workers"] == 2 and report["cluster"]["distributed"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(EXPRESSIONS), st.data())
+def test_the_chosen_chunking_predicts_no_more_time_than_the_given_one(subscripts, data) -> None:
+    from teir_plan.distributed.chunks import ChunkChoice, predicted_seconds
+
+    ins, out = subscripts.split("->")
+    scale = data.draw(st.sampled_from([1, 100, 10_000]))
+    ext = {c: EXTENTS[c] * (scale if c in "ik" else 1) for c in set(ins.replace(",", ""))}
+    c = Contraction(tuple(ins.split(",")), out, ext, 4)
+    given = {i: data.draw(st.integers(1, ext[i])) for i in c.indices}
+    budget = data.draw(st.sampled_from([1 << 16, 1 << 22, 1 << 30]))
+    as_given = ChunkChoice(c, given, 4, ())
+    try:
+        chosen = choose_chunks(c, given, budget, RATES)
+    except PlanError:  # refused only when even one element per block is over the budget
+        assert ChunkChoice(c, dict.fromkeys(c.indices, 1), 4, ()).task_bytes > budget
+        return
+    assert chosen.task_bytes <= budget
+    if as_given.task_bytes <= budget:
+        assert (predicted_seconds(chosen, RATES, given)
+                <= predicted_seconds(as_given, RATES, given) * (1 + 1e-9))
