@@ -1,0 +1,254 @@
+"""Parallel K axes in TEIR programs (executor/partials.py): validation, JSON, etops'
+refusal, execution into private partial blocks against numpy and the reference
+interpreter, at every thread count from 1 to 4."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import teir_plan as tp
+from teir_plan.executor.lower import lower
+from tests.reference import run_reference
+from tests.strategies import counted, fuzz_settings, program_cases
+
+# Thread counts this process can run (numba's pool was sized at start-up); the test
+# below runs the rest in a child with a larger pool.
+execute_mod = importlib.import_module("teir_plan.executor.execute")
+MAX_THREADS = min(4, int(numba.config.NUMBA_NUM_THREADS))
+THREADS = list(range(1, MAX_THREADS + 1))
+
+
+def gram_program(dtype: str, ko: int, ki: int, m: int, n: int, first: str = "zero",
+                 last: str = "none", exec_ko: str = "parallel") -> tp.TEIR:
+    """out[n][m] (+)= sum_k in0[k][m] * in1[k][n], K split as (ko: exec_ko, ki: prim):
+    ``ki,kj->ji``'s Gram matrix, as the planner splits it."""
+    return tp.TEIR.from_fields(
+        data_type=dtype, prim_first=first, prim_main="gemm", prim_last=last,
+        dim_types=["k", "m", "n", "k"], exec_types=[exec_ko, "prim", "prim", "prim"],
+        dim_sizes=[ko, m, n, ki],
+        strides=[[ki * m, 1, 0, m], [ki * n, 0, 1, n], [0, 1, m, 0]],
+    )
+
+
+def _with_threads(n: int):  # type: ignore[no-untyped-def]
+    class _Ctx:
+        def __enter__(self) -> None:
+            self.saved = tp.get_num_threads()
+            tp.set_num_threads(n)
+
+        def __exit__(self, *exc: object) -> None:
+            tp.set_num_threads(self.saved)
+
+    return _Ctx()
+
+
+# ---- validation, JSON, etops ---------------------------------------------------------
+
+def test_parallel_k_validates_and_round_trips():
+    prog = gram_program("float32", 4, 8, 3, 5)
+    prog.validate()
+    assert tp.TEIR.from_json(prog.to_json()) == prog
+    assert json.loads(prog.to_json())["exec_types"][0] == "parallel"
+    with pytest.raises(tp.TEIRError, match=r"exec_types\[0\]: etops has no parallel k"):
+        prog.to_etops_json()
+    # etops' own spelling of parallel, on a K axis, reads as a parallel K axis.
+    data = json.loads(prog.with_exec_types(["seq", "prim", "prim", "prim"]).to_etops_json())
+    data["exec_types"][0] = "shared"
+    assert tp.TEIR.from_json(json.dumps(data)) == prog
+    # A parallel K axis of one step is no split: etops may have it.
+    one = gram_program("float32", 1, 8, 3, 5)
+    assert tp.TEIR.from_json(one.to_etops_json()) == one
+
+
+RACING = {
+    # Two workers of a parallel M axis would write one output element.
+    "parallel axis, output stride 0": (
+        dict(dim_types=["m", "k", "n", "k"], exec_types=["parallel", "parallel", "prim", "prim"],
+             dim_sizes=[3, 4, 2, 5], strides=[[20, 5, 0, 1], [0, 10, 5, 1], [0, 0, 1, 0]]),
+        r"strides\[2\]\[0\]"),
+    # Two parallel output axes landing on the same addresses.
+    "parallel axes alias": (
+        dict(dim_types=["m", "k", "n", "k"], exec_types=["parallel", "parallel", "prim", "prim"],
+             dim_sizes=[3, 4, 2, 5], strides=[[20, 5, 0, 1], [0, 10, 5, 1], [1, 0, 1, 0]]),
+        r"strides\[2\]"),
+    # A K axis that moves the output is no K axis (the output takes no part in it).
+    "parallel k moves the output": (
+        dict(dim_types=["k", "m", "n", "k"], exec_types=["parallel", "prim", "prim", "prim"],
+             dim_sizes=[4, 3, 2, 5], strides=[[15, 5, 0, 1], [10, 0, 5, 1], [6, 1, 3, 0]]),
+        r"strides\[2\]\[0\]"),
+}
+
+
+@pytest.mark.parametrize("name", list(RACING))
+def test_racing_programs_are_rejected(name):
+    fields, match = RACING[name]
+    prog = tp.TEIR.from_fields(data_type="float64", prim_first="zero", prim_main="gemm",
+                               prim_last="none", **fields)
+    with pytest.raises(tp.TEIRError, match=match):
+        prog.validate()
+
+
+# ---- execution -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("first", ["zero", "none"])
+@pytest.mark.parametrize("last", ["none", "relu"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gram_program_every_thread_count(first, last, dtype):
+    """Tiles of every kind the block program can run (BLAS, loops), Zero/None first,
+    ReLU last, against numpy.einsum in float64, and the partial path actually taken."""
+    rng = np.random.default_rng(5)
+    for ko, ki, m, n in [(4, 64, 24, 20), (7, 3, 2, 3), (3, 100, 1, 33)]:
+        prog = gram_program(dtype, ko, ki, m, n, first, last)
+        assert lower(prog).partials is not None
+        a = rng.standard_normal((ko * ki, m))
+        b = rng.standard_normal((ko * ki, n))
+        c0 = rng.standard_normal((n, m))
+        want = np.einsum("km,kn->nm", a, b) + (0 if first == "zero" else c0)
+        if last == "relu":
+            want = np.maximum(want, 0)
+        for threads in THREADS:
+            out = c0.astype(dtype)
+            with _with_threads(threads):
+                tp.execute(prog, a.astype(dtype), b.astype(dtype), out)
+            tol = 2e-4 * np.sqrt(ko * ki) if dtype == "float32" else 1e-11
+            np.testing.assert_allclose(out, want, rtol=tol, atol=tol)
+
+
+def test_partials_are_used_and_summed_once(monkeypatch):
+    """With two threads the workers' blocks are summed (the partial path returns True);
+    with one the serial program runs: both give numpy's result."""
+    if MAX_THREADS < 2:
+        pytest.skip("needs two threads")
+    taken = []
+    real = execute_mod._run_partials
+
+    def spy(p, arrays):  # type: ignore[no-untyped-def]
+        taken.append(real(p, arrays))
+        return taken[-1]
+
+    monkeypatch.setattr(execute_mod, "_run_partials", spy)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((512, 8)), rng.standard_normal((512, 6))
+    prog = gram_program("float64", 8, 64, 8, 6)
+    for threads, used in [(2, True), (1, False)]:
+        out = np.full((6, 8), np.nan)
+        with _with_threads(threads):
+            tp.execute(prog, a, b, out)
+        assert taken[-1] is used
+        np.testing.assert_allclose(out, b.T @ a, rtol=1e-12, atol=1e-12)
+
+
+def test_nan_and_inf_propagate_as_in_numpy():
+    """An infinity in one worker's share stays infinite; infinities of both signs in
+    different workers' shares give NaN, as they do in numpy; a NaN anywhere is NaN,
+    and ReLU keeps it."""
+    ko, ki, m, n = 4, 16, 3, 2
+    a = np.ones((ko * ki, m))
+    b = np.ones((ko * ki, n))
+    a[0, 0] = np.inf
+    a[-1, 1] = np.inf
+    a[0, 1] = -np.inf  # column 1: +inf in the last share, -inf in the first
+    a[5, 2] = np.nan
+    want = np.einsum("km,kn->nm", a, b)
+    for last in ("none", "relu"):
+        prog = gram_program("float64", ko, ki, m, n, "zero", last)
+        for threads in THREADS:
+            out = np.zeros((n, m))
+            with _with_threads(threads):
+                tp.execute(prog, a, b, out)
+            expect = np.maximum(want, 0) if last == "relu" else want
+            np.testing.assert_array_equal(out, expect)
+
+
+def test_bad_arrays_are_refused_before_anything_is_written():
+    prog = gram_program("float64", 4, 8, 3, 5)
+    out = np.full((5, 3), 7.0)
+    with pytest.raises(tp.TEIRError, match="in0"):
+        tp.execute(prog, np.ones((31, 3)), np.ones((32, 5)), out)
+    with pytest.raises(tp.TEIRError, match="overlaps"):
+        buf = np.ones(32 * 5)
+        tp.execute(prog, np.ones((32, 3)), buf.reshape(32, 5), buf[:15].reshape(5, 3))
+    assert (out == 7.0).all()
+
+
+def test_strided_and_negative_output_strides():
+    """An output written through a view with gaps and a reversed axis: the blocks are
+    dense, the reduction walks the output's own strides."""
+    rng = np.random.default_rng(2)
+    ko, ki, m, n = 6, 10, 4, 5
+    a = rng.standard_normal((ko * ki, m))
+    b = rng.standard_normal((ko * ki, n))
+    base = np.zeros((n, 3 * m))
+    out = base[:, ::-3]  # strides (3m, -3) elements
+    prog = tp.TEIR.from_fields(
+        data_type="float64", prim_first="zero", prim_main="gemm", prim_last="none",
+        dim_types=["n", "k", "m", "k"], exec_types=["seq", "parallel", "prim", "prim"],
+        dim_sizes=[n, ko, m, ki],
+        strides=[[0, ki * m, 1, m], [1, ki * n, 0, n], [3 * m, 0, -3, 0]])
+    for threads in THREADS:
+        base[...] = 5.0
+        with _with_threads(threads):
+            tp.execute(prog, a, b, out)
+        np.testing.assert_allclose(out, b.T @ a, rtol=1e-12, atol=1e-12)
+        untouched = np.ones_like(base, bool)
+        untouched[:, ::-3] = False
+        assert (base[untouched] == 5.0).all()
+
+
+# ---- properties ------------------------------------------------------------------------
+
+@fuzz_settings(default=60)
+@given(case=program_cases(binary=True, parallel_k=True), threads=st.sampled_from(THREADS))
+@counted
+def test_random_parallel_k_programs_match_reference(case, threads):
+    """Random programs of any roles, orders, primitives, sizes and stride signs, every K
+    loop axis parallel, against the reference interpreter (every element of the output's
+    memory: untouched ones must stay)."""
+    teir = case.teir
+    teir.validate()
+    bases = [b.astype(teir.primitives.data_type.numpy).astype(np.float64) for b in case.bases]
+    run_reference(teir, bases, case.origins)
+    with _with_threads(threads):
+        tp.execute(teir, *case.views)
+    tol = 1e-4 if teir.primitives.data_type is tp.DataType.FLOAT32 else 1e-10
+    np.testing.assert_allclose(case.typed[-1].astype(np.float64), bases[-1], rtol=tol, atol=tol)
+
+
+def test_three_and_four_threads():
+    """Thread counts beyond this process' pool: the tests above, in a child whose numba
+    pool has four threads."""
+    if MAX_THREADS >= 4:
+        pytest.skip("this process runs four threads already")
+    env = dict(os.environ, NUMBA_NUM_THREADS="4")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
+         "-k", "every_thread_count or nan_and_inf or random_parallel_k or strided"],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("first,last", [("zero", "relu"), ("none", "none")])
+def test_pseudocode_shows_the_blocks_and_their_sum(first, last):
+    from teir_plan.render.pseudocode import pseudocode
+
+    text = pseudocode(gram_program("float32", 4, 64, 24, 20, first, last), "oijk")
+    lines = text.splitlines()
+    assert "part[w] = 0" in lines
+    assert any("C = part[w]" in ln for ln in lines)
+    op = "=" if first == "zero" else "+="
+    total = next(i for i, ln in enumerate(lines)
+                 if ln.startswith(f"out {op} part[0] + part[1]"))
+    assert ("out = max(out, 0)" in text) == (last == "relu")
+    if last == "relu":  # the ReLU after the sum, never on a worker's block
+        assert lines.index(next(ln for ln in lines if ln.startswith("out = max"))) > total
+        assert "ReLU( C = part" not in text
