@@ -19,7 +19,12 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan.executor.lower import lower
 from tests.reference import run_reference
-from tests.strategies import counted, fuzz_settings, program_cases
+from tests.strategies import (
+    assert_einsum_close,
+    counted,
+    fuzz_settings,
+    program_cases,
+)
 
 # Thread counts this process can run (numba's pool was sized at start-up); the test
 # below runs the rest in a child with a larger pool.
@@ -224,6 +229,66 @@ def test_random_parallel_k_programs_match_reference(case, threads):
     np.testing.assert_allclose(case.typed[-1].astype(np.float64), bases[-1], rtol=tol, atol=tol)
 
 
+# ---- the planner ------------------------------------------------------------------------
+
+# Short outputs over a long summed range: Gram matrices, weight gradients, a transposed
+# matrix-vector product and a column sum (the last two on the reduction kernels, whose
+# summed axis is split across the threads the same way), and a K of two axes.
+SHORT_OUTPUT = ["ki,kj->ij", "ki,kj->ji", "bi,bj->ij", "ik,jk->ij", "kij,kj->i", "ki,k->i",
+                "ij->j"]
+
+
+def _operands(subscripts: str, k: int, i: int, j: int, dtype: str,
+              rng: np.random.Generator) -> list[np.ndarray]:
+    extent = {"k": k, "b": k, "i": i, "j": j}
+    if subscripts == "kij,kj->i":
+        extent = {"k": k // 8 or 1, "i": i, "j": 8}
+    ins = subscripts.split("->")[0].split(",")
+    return [rng.standard_normal([extent[c] for c in term]).astype(dtype) for term in ins]
+
+
+def test_the_planner_splits_k_for_a_short_output():
+    """With two threads (the reference parameters' machine), a Gram matrix over many
+    samples is planned with a parallel K loop, and its explanation shows the blocks."""
+    if MAX_THREADS < 2:
+        pytest.skip("needs two threads")
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((20000, 32)).astype(np.float32) for _ in range(2))
+    with _with_threads(2):
+        plan = tp.plan("ki,kj->ij", a, b)
+        s = plan.teir.schedule
+        par = [i for i, e in enumerate(s.exec_types) if e is tp.ExecType.PARALLEL]
+        assert par and all(s.dim_types[i] is tp.DimType.K for i in par)
+        assert "part[w]" in plan.explain().text(rich=False)
+        assert_einsum_close(plan(a, b), "ki,kj->ij", [a, b], np.float32)
+    with _with_threads(1):  # one thread: nothing to split
+        s = tp.plan("ki,kj->ij", a, b).teir.schedule
+        assert tp.ExecType.PARALLEL not in s.exec_types
+
+
+@fuzz_settings(default=25)
+@given(subscripts=st.sampled_from(SHORT_OUTPUT), k=st.integers(2000, 40000),
+       i=st.integers(1, 40), j=st.integers(1, 40), dtype=st.sampled_from(["float32", "float64"]),
+       threads=st.sampled_from(THREADS), with_out=st.booleans(), relu=st.booleans(),
+       seed=st.integers(0, 2**16))
+@counted
+def test_short_outputs_match_numpy(subscripts, k, i, j, dtype, threads, with_out, relu, seed):
+    """tp.einsum on short outputs with a long summed range, at every thread count, with
+    and without out= and epilogue="relu", against numpy.einsum in float64."""
+    rng = np.random.default_rng(seed)
+    ops = _operands(subscripts, k, i, j, dtype, rng)
+    kw: dict = {"epilogue": "relu"} if relu else {}
+    with _with_threads(threads):
+        if with_out:
+            shape = np.einsum(subscripts, *ops).shape
+            out = np.full(shape, np.nan, dtype)
+            got = tp.einsum(subscripts, *ops, out=out, **kw)
+            assert got is out
+        else:
+            got = tp.einsum(subscripts, *ops, **kw)
+    assert_einsum_close(got, subscripts, ops, dtype, relu=relu)
+
+
 def test_three_and_four_threads():
     """Thread counts beyond this process' pool: the tests above, in a child whose numba
     pool has four threads."""
@@ -232,7 +297,8 @@ def test_three_and_four_threads():
     env = dict(os.environ, NUMBA_NUM_THREADS="4")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__,
-         "-k", "every_thread_count or nan_and_inf or random_parallel_k or strided"],
+         "-k", "every_thread_count or nan_and_inf or random_parallel_k or strided or "
+               "short_outputs"],
         env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
