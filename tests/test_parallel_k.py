@@ -318,3 +318,41 @@ def test_pseudocode_shows_the_blocks_and_their_sum(first, last):
     if last == "relu":  # the ReLU after the sum, never on a worker's block
         assert lines.index(next(ln for ln in lines if ln.startswith("out = max"))) > total
         assert "ReLU( C = part" not in text
+
+
+# Short outputs over long K, as the planner's search sees them.
+SEARCH_CASES = [("ki,kj->ij", "k=2000000,i=32,j=32"), ("ki,kj->ij", "k=100000,i=256,j=256"),
+                ("bi,bj->ij", "b=1000000,i=64,j=64"), ("kij,kj->i", "k=300000,i=16,j=8"),
+                ("ik,jk->ij", "k=65536,i=24,j=40")]
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+@pytest.mark.parametrize("case", SEARCH_CASES, ids=[c[0] + " " + c[1] for c in SEARCH_CASES])
+def test_parallel_k_search_is_exact_and_bounded(case, threads):
+    """The parallel K schedules are costed at or above their prim choice's bound (the
+    branch and bound's premise), the pruned search keeps what the exhaustive one keeps,
+    and the best schedule of each case splits K."""
+    from teir_plan.planner.cost import estimate
+    from teir_plan.planner.machine import MachineParams
+    from teir_plan.planner.parallel_k import k_parallel_choices, partial_sums_seconds
+    from teir_plan.planner.search import prim_options, rank, variants
+    from tests.test_search import _contraction
+
+    c = _contraction(case[0], case[1], 1)
+    params = MachineParams()
+    seen = 0
+    for v, packs in variants(c, params, threads):
+        pack_seconds = sum(p.seconds for p in packs)
+        for opt in prim_options(v, params, threads)[:4]:
+            for ch in k_parallel_choices(v, opt.prim, threads, opt.blas):
+                seen += 1
+                assert partial_sums_seconds(v, ch, params, threads) > 0
+                cost = estimate(v, ch, params, threads, opt.tile, pack_seconds=pack_seconds)
+                assert cost.seconds >= (opt.bound + pack_seconds) * (1 - 1e-12), (opt.prim, ch)
+    assert seen
+    pruned = rank(c, params, threads, top=8)
+    full = rank(c, params, threads, top=8, prune=False)
+    assert [r.teir for r in pruned] == [r.teir for r in full]
+    s = pruned[0].teir.schedule
+    assert any(d is tp.DimType.K and e is tp.ExecType.PARALLEL
+               for d, e in zip(s.dim_types, s.exec_types)), pruned[0].teir
