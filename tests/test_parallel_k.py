@@ -356,3 +356,30 @@ def test_parallel_k_search_is_exact_and_bounded(case, threads):
     s = pruned[0].teir.schedule
     assert any(d is tp.DimType.K and e is tp.ExecType.PARALLEL
                for d, e in zip(s.dim_types, s.exec_types)), pruned[0].teir
+
+
+def test_the_blocks_reach_is_proven():
+    """checks.prove_partials accepts the split of a program and refuses a layout whose
+    block program, or reduction, would reach outside a block or off the output's axes."""
+    import dataclasses
+
+    from teir_plan.executor.checks import prove_partials
+    from teir_plan.teir.parallel_k import split
+
+    prog = gram_program("float64", 4, 8, 3, 5)
+    lay = split(prog)
+    assert lay is not None
+    prove_partials(prog, lay)
+    wide = dataclasses.replace(lay, elements=lay.elements - 1)
+    with pytest.raises(tp.TEIRError, match="outside a block"):
+        prove_partials(prog, wide)
+    (n0, so0, sb0), (n1, so1, sb1) = lay.rows
+    off_axes = dataclasses.replace(lay, rows=((n0, so0 + 1, sb0), (n1, so1, sb1)))
+    with pytest.raises(tp.TEIRError, match="own axes"):
+        prove_partials(prog, off_axes)
+    strided = dataclasses.replace(lay, rows=((n0, so0, 1), (n1, so1, n0)))
+    with pytest.raises(tp.TEIRError, match="unit stride"):
+        prove_partials(prog, strided)
+    other_reads = dataclasses.replace(lay, block=gram_program("float64", 4, 8, 3, 6))
+    with pytest.raises(tp.TEIRError, match="in1"):
+        prove_partials(prog, other_reads)
