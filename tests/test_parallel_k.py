@@ -383,3 +383,20 @@ def test_the_blocks_reach_is_proven():
     other_reads = dataclasses.replace(lay, block=gram_program("float64", 4, 8, 3, 6))
     with pytest.raises(tp.TEIRError, match="in1"):
         prove_partials(prog, other_reads)
+
+
+def test_the_sum_is_deterministic_for_a_thread_count():
+    """The blocks are added in worker order: the same program on the same arrays and
+    threads gives the same bits every time."""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((4096, 24)).astype(np.float32)
+    b = rng.standard_normal((4096, 20)).astype(np.float32)
+    prog = gram_program("float32", 16, 256, 24, 20)
+    for threads in THREADS:
+        with _with_threads(threads):
+            runs = []
+            for _ in range(3):
+                out = np.empty((20, 24), np.float32)
+                tp.execute(prog, a, b, out)
+                runs.append(out)
+        assert all(np.array_equal(runs[0], r) for r in runs[1:])
