@@ -204,7 +204,9 @@ def main() -> None:
     for case, sub, shapes, ops, _ in cases:
         plan = tp.plan(sub, *ops)
         teir = plan.teir
-        parallel_k = teir is not None and any(
+        # None: no TEIR program (the reduction kernels, which split a summed axis
+        # themselves where the output is short).
+        parallel_k = None if teir is None else any(
             d is tp.DimType.K and e is tp.ExecType.PARALLEL
             for d, e in zip(teir.schedule.dim_types, teir.schedule.exec_types))
         results.append({"case": sub, "shapes": shapes, "flops": flops(sub, shapes),
@@ -225,7 +227,8 @@ def main() -> None:
                      s["numpy own"] * 1e3 if "numpy own" in s else None,
                      s["torch"] * 1e3 if "torch" in s else None, peer / s["tp"],
                      rate / 1e9, 100 * rate / read, r["flops"] / s["tp"] / 1e9,
-                     "yes" if r["parallel_k"] else "no", r["predicted"] * 1e3,
+                     {True: "yes", False: "no", None: "reduction kernel"}[r["parallel_k"]],
+                     r["predicted"] * 1e3,
                      s["tp"] / r["predicted"]])
     table = md_table(header, rows)
     rates = ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in bw.items())
