@@ -1,7 +1,8 @@
 """Reductions (issue 36): one-operand sums and matrix-vector products with a long summed
-axis, memory-bound, against numpy.einsum(optimize=True), numpy's own sum / matmul and
-torch (einsum, sum or matmul: its fastest), with the machine's read bandwidth measured
-in the same run.
+axis, memory-bound, and contractions with a short output over a long K (Gram matrices,
+a weight gradient: parallel K), against numpy.einsum(optimize=True), numpy's own sum /
+matmul and torch (einsum, sum or matmul: its fastest), with the machine's read
+bandwidth measured in the same run.
 
 The read bandwidth is the best rate of a plain read of a 128 MiB buffer: numpy's
 add.reduce (one thread), a numba prange sum or torch.sum (tp's thread count), whichever
@@ -11,7 +12,9 @@ take turns over the systems (a round of every system, then the next: a busy spel
 shared machine slows a round, not one system), the best of all rounds kept.
 
 Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
-[--threads T] [--no-calibrate] (predictions are the calibrated cost model's unless told otherwise)
+[--threads T] [--no-calibrate] [--cases sums|contractions|all]
+(tp plans with the parameters of a full ``tp.calibrate()`` unless ``--no-calibrate``:
+then with what the library uses out of the box, its first-use measurement)
 """
 
 from __future__ import annotations
@@ -41,6 +44,33 @@ CASES: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]]
     ("ki,k->i", [(3_000_000, 24), (3_000_000,)], lambda x, v: v @ x, lambda x, v: v @ x),
     ("ik,k->i", [(24, 3_000_000), (3_000_000,)], lambda x, v: x @ v, lambda x, v: x @ v),
 ]
+# Short outputs over a long K: Gram matrices and a weight gradient (parallel K).
+CONTRACTIONS: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]] = [
+    ("ki,kj->ij", [(2_000_000, 32), (2_000_000, 32)], lambda a, b: a.T @ b,
+     lambda a, b: a.T @ b),
+    ("ki,kj->ij", [(500_000, 64), (500_000, 64)], lambda a, b: a.T @ b, lambda a, b: a.T @ b),
+    ("ki,kj->ij", [(100_000, 256), (100_000, 256)], lambda a, b: a.T @ b,
+     lambda a, b: a.T @ b),
+    ("bi,bj->ij", [(1_000_000, 64), (1_000_000, 64)], lambda a, b: a.T @ b,
+     lambda a, b: a.T @ b),
+]
+SECTIONS = {"sums": CASES, "contractions": CONTRACTIONS, "all": CASES + CONTRACTIONS}
+
+
+def case_id(sub: str, shapes: list[tuple[int, ...]]) -> str:
+    """A case's name: its subscripts and shapes (a subscripts string repeats)."""
+    return f"`{sub}` {' '.join('x'.join(map(str, sh)) for sh in shapes)}"
+
+
+def flops(sub: str, shapes: list[tuple[int, ...]]) -> int:
+    """Multiply-adds x 2 over every index (a sum's additions count once each)."""
+    extent: dict[str, int] = {}
+    for term, shape in zip(sub.split("->")[0].split(","), shapes):
+        extent.update(zip(term, shape))
+    total = 1
+    for n in extent.values():
+        total *= n
+    return (2 if "," in sub else 1) * total
 
 
 @njit(parallel=True, fastmath={"reassoc"})
@@ -77,12 +107,13 @@ def systems(sub: str, ops: list[np.ndarray], own: Callable | None
     return out
 
 
-def torch_round(dtype: str, repeats: int) -> dict | None:
+def torch_round(dtype: str, repeats: int, section: str) -> dict | None:
     """torch's times for every case and its read bandwidth (torch.sum over 128 MiB), in
     a process of its own: its OpenMP threads spin after each call, on the cores tp's
     threads need, and slowed tp 3-8x when both ran in one process."""
     cmd = [sys.executable, "-m", "benchmarks.reductions", "--torch-worker",
-           "--dtype", dtype, "--repeats", str(repeats), "--threads", str(tp.get_num_threads())]
+           "--dtype", dtype, "--repeats", str(repeats), "--threads", str(tp.get_num_threads()),
+           "--cases", section]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
@@ -90,7 +121,7 @@ def torch_round(dtype: str, repeats: int) -> dict | None:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def torch_worker(dtype: str, repeats: int, threads: int) -> None:
+def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
     """Print (one JSON line) torch's best time per case and its read bandwidth."""
     try:
         import torch
@@ -100,12 +131,13 @@ def torch_worker(dtype: str, repeats: int, threads: int) -> None:
     torch.set_num_threads(threads)
     x = torch.ones(128 * MiB // np.dtype(dtype).itemsize, dtype=getattr(torch, dtype))
     times = {"read": x.numel() * x.element_size() / timeit(lambda: x.sum(), repeats)[0]}
-    for sub, shapes, _, own in CASES:
+    for sub, shapes, _, own in SECTIONS[section]:
         tops = [torch.from_numpy(o) for o in operands(shapes, dtype)]
         best = timeit(lambda sub=sub, tops=tops: torch.einsum(sub, *tops), repeats)[0]
         if own is not None:
             best = min(best, timeit(lambda own=own, tops=tops: own(*tops), repeats)[0])
-        times[sub] = best
+        times[case_id(sub, shapes)] = best
+        del tops
     print(json.dumps(times))
 
 
@@ -131,12 +163,13 @@ def main() -> None:
     ap.add_argument("--no-save", action="store_true")
     ap.add_argument("--no-calibrate", action="store_true",
                     help="predict with the cost model's default parameters")
+    ap.add_argument("--cases", choices=sorted(SECTIONS), default="all")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.threads is not None:
         tp.set_num_threads(args.threads)
     if args.torch_worker:
-        torch_worker(args.dtype, args.repeats, tp.get_num_threads())
+        torch_worker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
         return
     if not args.no_calibrate:
         tp.calibrate(save=False)  # predictions with this machine's parameters
@@ -144,50 +177,58 @@ def main() -> None:
     print(f"{cpu}\nthreads {tp.get_num_threads()}, dtype {args.dtype}, best of "
           f"{args.repeats} x {args.rounds} rounds", flush=True)
     cases = []
-    for sub, shapes, own, _ in CASES:
+    for sub, shapes, own, _ in SECTIONS[args.cases]:
         ops = operands(shapes, args.dtype)
         calls = systems(sub, ops, own)
         got = np.asarray(calls["tp"]())
         want = np.einsum(sub, *[o.astype(np.float64) for o in ops])
         assert np.allclose(got, want, rtol=1e-3, atol=1e-2 * np.sqrt(ops[0].size)), sub
-        cases.append((sub, shapes, ops, calls))
+        cases.append((case_id(sub, shapes), sub, shapes, ops, calls))
     load = [os.getloadavg()[0]]
-    best: dict[str, dict[str, float]] = {sub: {} for sub, *_ in CASES}
+    best: dict[str, dict[str, float]] = {name: {} for name, *_ in cases}
     bw: dict[str, float] = {}
     for _ in range(args.rounds):
         for name, rate in read_bandwidth(args.dtype, args.repeats).items():
             bw[name] = max(bw.get(name, 0.0), rate)
-        for sub, _, _, calls in cases:
+        for case, _, _, _, calls in cases:
             for name, fn in calls.items():
                 t = timeit(fn, args.repeats)[0]
-                best[sub][name] = min(best[sub].get(name, float("inf")), t)
-        torch = torch_round(args.dtype, args.repeats)
+                best[case][name] = min(best[case].get(name, float("inf")), t)
+        torch = torch_round(args.dtype, args.repeats, args.cases)
         if torch is not None:
             bw["torch.sum"] = max(bw.get("torch.sum", 0.0), torch.pop("read"))
-            for sub, t in torch.items():
-                best[sub]["torch"] = min(best[sub].get("torch", float("inf")), t)
+            for case, t in torch.items():
+                best[case]["torch"] = min(best[case].get("torch", float("inf")), t)
     load.append(os.getloadavg()[0])
     results = []
-    for sub, shapes, ops, _ in cases:
+    for case, sub, shapes, ops, _ in cases:
         plan = tp.plan(sub, *ops)
-        results.append({"case": sub, "shapes": shapes,
-                        "MiB": sum(o.nbytes for o in ops) / MiB, "seconds": best[sub],
-                        "predicted": plan.predicted_seconds,
+        teir = plan.teir
+        # None: no TEIR program (the reduction kernels, which split a summed axis
+        # themselves where the output is short).
+        parallel_k = None if teir is None else any(
+            d is tp.DimType.K and e is tp.ExecType.PARALLEL
+            for d, e in zip(teir.schedule.dim_types, teir.schedule.exec_types))
+        results.append({"case": sub, "shapes": shapes, "flops": flops(sub, shapes),
+                        "MiB": sum(o.nbytes for o in ops) / MiB, "seconds": best[case],
+                        "predicted": plan.predicted_seconds, "parallel_k": parallel_k,
                         "steps": [s.kind for s in plan.steps]})
     read = max(bw.values())
     header = ["case", "MiB read", "tp ms", "numpy.einsum ms", "numpy own ms", "torch ms",
-              "best peer / tp", "tp GB/s", "% of read bw", "predicted ms",
-              "measured / predicted"]
+              "best peer / tp", "tp GB/s", "% of read bw", "tp GFLOP/s", "parallel K",
+              "predicted ms", "measured / predicted"]
     rows = []
     for r in results:
         s = r["seconds"]
         peer = min(v for k, v in s.items() if k != "tp")
         rate = r["MiB"] * MiB / s["tp"]
-        rows.append([f"`{r['case']}` {' '.join('x'.join(map(str, sh)) for sh in r['shapes'])}",
+        rows.append([case_id(r["case"], r["shapes"]),
                      f"{r['MiB']:.0f}", s["tp"] * 1e3, s["numpy.einsum"] * 1e3,
                      s["numpy own"] * 1e3 if "numpy own" in s else None,
                      s["torch"] * 1e3 if "torch" in s else None, peer / s["tp"],
-                     rate / 1e9, 100 * rate / read, r["predicted"] * 1e3,
+                     rate / 1e9, 100 * rate / read, r["flops"] / s["tp"] / 1e9,
+                     {True: "yes", False: "no", None: "reduction kernel"}[r["parallel_k"]],
+                     r["predicted"] * 1e3,
                      s["tp"] / r["predicted"]])
     table = md_table(header, rows)
     rates = ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in bw.items())

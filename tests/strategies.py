@@ -47,13 +47,17 @@ def _view(base: np.ndarray, origin: int, sizes: list[int], strides: list[int]) -
 
 
 @st.composite
-def program_cases(draw: st.DrawFn, binary: bool | None = None, max_dims: int = 5) -> ProgramCase:
+def program_cases(draw: st.DrawFn, binary: bool | None = None, max_dims: int = 5,
+                  parallel_k: bool = False) -> ProgramCase:
+    """A random valid program and arrays for it; ``parallel_k``: every K loop axis drawn
+    seq becomes parallel (K axes may be drawn parallel either way)."""
     is_binary = draw(st.booleans()) if binary is None else binary
     d = draw(st.integers(0 if is_binary else 1, max_dims))
     dtype = draw(st.sampled_from(["float32", "float64"]))
     roles = [draw(st.sampled_from("cmnk")) if is_binary else "c" for _ in range(d)]
     sizes = [draw(st.integers(1, 5)) for _ in range(d)]
-    # Exec types: prim within the primitive's shape, K never parallel.
+    # Exec types: prim within the primitive's shape; a parallel K axis sums into private
+    # partial blocks (teir_plan/teir/parallel_k.py).
     execs = []
     counts = {"m": 0, "n": 0, "k": 0, "c": 0}
     main = draw(st.sampled_from(["gemm", "brgemm"] if is_binary else ["copy", "relu"]))
@@ -65,8 +69,8 @@ def program_cases(draw: st.DrawFn, binary: bool | None = None, max_dims: int = 5
             ok = (counts[r] < limit[r]) if limit else nprim < 2
             if not ok:
                 want = "seq"
-        if want == "parallel" and r == "k":
-            want = "seq"
+        if want == "seq" and r == "k" and parallel_k:
+            want = "parallel"
         if want == "prim":
             counts[r] += 1
             nprim += 1

@@ -87,7 +87,6 @@ BROKEN = {
     "unary roles": (_unary(dim_types=["c", "m"], strides=[[3, 1], [1, 2]]), "dim_types\\[1\\]"),
     "zero stride where absent": (_binary(strides=[[1, 5, 2], [0, 4, 1], [1, 2, 0]]),
                                  "strides\\[0\\]\\[1\\]"),
-    "parallel k": (_binary(exec_types=["prim", "prim", "parallel"]), "exec_types\\[2\\]"),
     "copy takes two prim axes": (
         _unary(dim_types=["c"] * 3, exec_types=["prim"] * 3, dim_sizes=[2, 2, 2],
                strides=[[4, 2, 1], [1, 2, 4]]), "exec_types\\[2\\]"),
@@ -132,7 +131,13 @@ def test_json_round_trip(case):
     prog = case.teir
     assert tp.TEIR.from_json(prog.to_json()) == prog
     assert tp.TEIR.from_json(prog.to_json(indent=None)) == prog
-    if prog.primitives.prim_main is not tp.Prim.RELU:
+    s = prog.schedule
+    parallel_k = [i for i, (r, e, n) in enumerate(zip(s.dim_types, s.exec_types, s.dim_sizes))
+                  if r is tp.DimType.K and e is tp.ExecType.PARALLEL and n > 1]
+    if parallel_k:  # etops has no parallel K axis: refused, naming the first one
+        with pytest.raises(tp.TEIRError, match=f"exec_types\\[{parallel_k[0]}\\]"):
+            prog.to_etops_json()
+    elif prog.primitives.prim_main is not tp.Prim.RELU:
         assert tp.TEIR.from_json(prog.to_etops_json()) == prog
 
 
@@ -196,13 +201,6 @@ def _break(f: dict, rule: str, i: int) -> tuple[dict, str] | None:
             return None
         f["dim_sizes"][i % d] = -abs(f["dim_sizes"][i % d]) if i % 2 else 0
         return f, f"dim_sizes\\[{i % d}\\]"
-    if rule == "parallel k":
-        # (a parallel k axis of extent 1 is allowed: it has nothing to race with)
-        ks = [a for a in range(d) if types[a] == "k" and f["dim_sizes"][a] > 1]
-        if not ks:
-            return None
-        execs[ks[i % len(ks)]] = "parallel"
-        return f, "exec_types"
     if rule == "absent tensor stride":
         # a tensor that does not take part in an axis must have stride 0 there
         spots = [(a, j) for a in range(d) for j in range(len(f["strides"]))
@@ -242,7 +240,7 @@ def _break(f: dict, rule: str, i: int) -> tuple[dict, str] | None:
     raise AssertionError(rule)
 
 
-RULES = ["size", "parallel k", "absent tensor stride", "output alias", "lengths",
+RULES = ["size", "absent tensor stride", "output alias", "lengths",
          "unknown name", "unary on non-c"]
 
 

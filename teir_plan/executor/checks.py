@@ -10,11 +10,15 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from teir_plan.errors import DTypeError, OperandTypeError, TEIRError
 from teir_plan.teir.records import TEIR
+
+if TYPE_CHECKING:
+    from teir_plan.teir.parallel_k import PartialLayout
 
 _OFFSET_LIMIT = 2**62
 
@@ -52,6 +56,42 @@ def check_arrays(teir: TEIR, arrays: Sequence[object]) -> None:
     for name, arr in zip(names[:-1], arrays[:-1]):
         if _overlap(out, arr):  # type: ignore[arg-type]
             raise TEIRError(f"{names[-1]}: output overlaps input {name} in memory")
+
+
+def prove_partials(teir: TEIR, layout: PartialLayout) -> None:
+    """Prove that a program with parallel K axes, run by workers into private blocks
+    (teir/parallel_k.py), reaches no address the program itself does not, given that
+    :func:`check_arrays` accepted the program: the block program reads each input along
+    the program's own (extent, stride) pairs; its output offsets, and the reduction's
+    block offsets, lie in [0, elements) of a block; and the reduction writes the output
+    along the program's own output axes, from its origin.  Raises TEIRError (a bug in
+    the split, never the caller's) if not."""
+    s, b = teir.schedule, layout.block.schedule
+
+    def axes(sizes: Sequence[int], strides: Sequence[int]) -> list[tuple[int, int]]:
+        return sorted((n, st) for n, st in zip(sizes, strides) if n > 1 and st != 0)
+
+    for j in range(teir.num_tensors - 1):
+        if axes(s.dim_sizes, s.strides[j]) != axes(b.dim_sizes, b.strides[j]):
+            raise TEIRError(f"strides[{j}]: the parallel-k block program does not read "
+                            f"{teir.tensor_names[j]} along the program's own axes")
+    rows = list(layout.rows)
+    spans = {
+        "the block program's output": [(n, st) for n, st in zip(b.dim_sizes, b.strides[-1])],
+        "the reduction's blocks": [(n, sb) for n, _, sb in rows],
+    }
+    for what, pairs in spans.items():
+        if any(st < 0 for _, st in pairs) or sum((n - 1) * st for n, st in pairs) >= max(
+                layout.elements, 1):
+            raise TEIRError(f"strides[{teir.num_tensors - 1}]: {what} reaches outside a "
+                            f"block of {layout.elements} elements")
+    if rows and rows[-1][2] != 1:
+        raise TEIRError(f"strides[{teir.num_tensors - 1}]: the parallel-k reduction's "
+                        f"innermost row must have unit stride in the blocks")
+    if axes([n for n, _, _ in rows], [so for _, so, _ in rows]) != axes(s.dim_sizes,
+                                                                      s.strides[-1]):
+        raise TEIRError(f"strides[{teir.num_tensors - 1}]: the parallel-k reduction does "
+                        f"not write the output along the program's own axes")
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> bool:

@@ -15,7 +15,8 @@ from teir_plan.executor.blocked import (
 from teir_plan.executor.blocked import run_blocked as run_blocks_parallel
 from teir_plan.executor.cache import _seen, first_call
 from teir_plan.executor.checks import check_arrays, flat_view
-from teir_plan.executor.lower import Lowered, lower, prefetch_ahead
+from teir_plan.executor.lower import Lowered, Partials, lower, prefetch_ahead
+from teir_plan.executor.partials import add_partials, block_pitch, run_partials, workers_for
 from teir_plan.executor.threads import (
     blas_threads,
     get_num_threads,
@@ -32,6 +33,7 @@ from teir_plan.executor.walker import (
     run_parallel,
     run_split,
 )
+from teir_plan.schedule.workspace import workspace
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds import table as K
 from teir_plan.tilekinds.dot import KIND as DOT
@@ -86,6 +88,8 @@ def _runner(run):  # type: ignore[no-untyped-def]
 
 def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
     """Run an already lowered program on arrays that have passed :func:`check_arrays`."""
+    if low.partials is not None and _run_partials(low.partials, arrays):
+        return
     x0, o0 = flat_view(arrays[0])
     if low.num_tensors == 3:
         x1, o1 = flat_view(arrays[1])
@@ -141,6 +145,39 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     else:
         _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops, 0, tile,
                                 consts, 0, 1)
+
+
+def _run_partials(p: Partials, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> bool:
+    """Run a program with parallel K axes on its workers, each into a private block, and
+    add the blocks into the output (teir/parallel_k.py, executor/partials.py).  False,
+    having run nothing, when one worker would run it all: the caller then runs the
+    serial program."""
+    low = p.block
+    threads = _threads()
+    dtype = low.dtype
+    workers = workers_for(p.layout, low.parallel_iterations, threads, dtype.itemsize)
+    if workers < 2 or low.npar == 0:
+        return False
+    x0, o0 = flat_view(arrays[0])
+    x1, o1 = flat_view(arrays[1])
+    y, o2 = flat_view(arrays[-1])
+    tile = low.tile.copy()
+    tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, 0
+    pitch = block_pitch(p.layout.elements, dtype.itemsize)
+    # The blocks start on a cache line (each worker's own lines; see partials._LINE).
+    lanes = 64 // dtype.itemsize
+    raw = workspace.borrow((workers * pitch + lanes,), dtype)
+    try:
+        skip = (-raw.ctypes.data % 64) // dtype.itemsize
+        parts = raw[skip:skip + workers * pitch]
+        with _blas_limit(low), numba_threads(threads), parallel_region():
+            _runner(run_partials)(chunk_address(dtype), x0, x1, parts, pitch, low.loops,
+                                  low.npar, tile, _CONSTS[dtype], workers)
+        _runner(add_partials)(y, o2, parts, pitch, workers, p.rows, p.layout.zero,
+                              p.layout.relu)
+    finally:
+        workspace.give_back(raw)
+    return True
 
 
 def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elements: int,

@@ -9,13 +9,17 @@ first/last-access tests.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 import numpy as np
 
+from teir_plan.executor.checks import prove_partials
 from teir_plan.executor.kind_entries import Entries
 from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.parallel_k import PartialLayout
+from teir_plan.teir.parallel_k import split as split_partials
 from teir_plan.teir.records import TEIR
 
 # Which kernel a tile runs on is decided by the tile kinds (teir_plan/tilekinds), which
@@ -45,6 +49,9 @@ class Lowered:
     # iteration, (size, in stride, out stride) of its other axes, outermost in out first.
     copy_runs: np.ndarray | None = None
     plain_blas: bool = False  # see plain_blas()
+    # A program with parallel K axes: the tables above are its serial program's (what one
+    # worker runs), these the workers' (teir/parallel_k.py).
+    partials: Partials | None = None
 
     @property
     def has_parallel(self) -> bool:
@@ -61,6 +68,17 @@ class Lowered:
         """Whether the program's tiles call BLAS (else the executor leaves BLAS' thread
         count alone: setting and restoring it costs about 3 us a call)."""
         return self.kind is BLAS
+
+
+@dataclass(frozen=True)
+class Partials:
+    """How the workers run a program with parallel K axes (teir/parallel_k.py,
+    executor/partials.py): the block program, lowered (its first ``npar`` loop rows are
+    the workers' range), the layout, and its reduction table for the kernel."""
+
+    block: Lowered
+    layout: PartialLayout
+    rows: np.ndarray  # (R, 3) int64: the layout's rows
 
 
 def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
@@ -82,6 +100,9 @@ def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
 def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     """Lower a program that has passed :meth:`TEIR.validate`.  ``vector_kernel=False``
     keeps every GEMM tile on BLAS or loops (calibration measures BLAS with it)."""
+    layout = split_partials(teir)
+    if layout is not None:  # parallel K axes
+        return _lower_partials(teir, layout, vector_kernel)
     s = teir.schedule
     t = teir.num_tensors
     dtype = teir.primitives.data_type.numpy
@@ -130,6 +151,20 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         return Lowered(loops, len(par), par_iters, tile, t, dtype,
                        plain_blas=plain_blas(tile, loops))
     return Lowered(loops, len(par), par_iters, tile, t, dtype)
+
+
+def _lower_partials(teir: TEIR, layout: PartialLayout, vector_kernel: bool) -> Lowered:
+    """A program with parallel K axes: its serial program's tables, with the workers'
+    block program (teir/parallel_k.py), whose reach is proven here."""
+    prove_partials(teir, layout)
+    block = lower(layout.block, vector_kernel)
+    # A scalar tile takes the innermost loop into itself (_fold_row): if that was one of
+    # the workers' rows, they share the rows left.
+    npar = min(layout.npar, len(block.loops))
+    iterations = math.prod(int(n) for n in block.loops[:npar, 0])
+    block = replace(block, npar=npar, parallel_iterations=iterations)
+    rows = np.array(layout.rows, dtype=np.int64).reshape(len(layout.rows), 3)
+    return replace(lower(layout.serial, vector_kernel), partials=Partials(block, layout, rows))
 
 
 def plain_blas(tile: np.ndarray, loops: np.ndarray) -> bool:

@@ -15,6 +15,7 @@ comes up: an 8-index contraction costs 74 of its 478 tiles.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from teir_plan.planner.cost import (
 from teir_plan.planner.gemm_rate import clear_caches as forget_gemm_rates
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
+from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.blas import BlasPlan, blas_plan
@@ -96,6 +98,7 @@ def variants(c: Contraction, params: MachineParams, threads: int,
     out += [(s, ()) for s in split_variants(base, threads)]
     out += [(s, ()) for s in k_split_variants(base)]
     out += [(s, ()) for s in packed_split_variants(base)]
+    out += [(s, ()) for s in k_parallel_variants(base, threads)]
     return tuple(out)
 
 
@@ -232,7 +235,8 @@ def _expand(v: Contraction, opt: PrimOption, params: MachineParams, threads: int
     """Every schedule of one prim choice (loop orders, parallel sets), costed."""
     out = []
     runs = None
-    for ch in choices_for(v, opt.prim, threads, opt.blas):
+    for ch in itertools.chain(choices_for(v, opt.prim, threads, opt.blas),
+                              k_parallel_choices(v, opt.prim, threads, opt.blas)):
         if runs is None:
             runs = tile_runs(v, ch.prim_axes)
         out.append((ch, estimate(v, ch, params, threads, opt.tile, runs, pack_seconds)))

@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.parallel_k import PartialLayout, parallel_k_axes, split
 from teir_plan.teir.records import TEIR
 from teir_plan.teir.text import axis_names
 
@@ -182,9 +183,39 @@ def pseudocode(teir: TEIR, names: Sequence[str] | None = None) -> str:
     brStr* arguments (or, with no prim axes, the scalar statement the spec writes), and
     the last-access primitive."""
     teir.validate()  # (the loops and calls below assume a program of the spec's shape)
-    s, p = teir.schedule, teir.primitives
+    s = teir.schedule
     names = (axis_names(names, s.num_dims, "pseudocode") if names is not None
              else default_names(teir))
+    layout = split(teir)
+    if layout is not None:
+        return _parallel_k(teir, layout, names)
+    return "\n".join(_lines(teir, names))
+
+
+def _parallel_k(teir: TEIR, layout: PartialLayout, names: Sequence[str]) -> str:
+    """A program with parallel K axes (teir/parallel_k.py): the workers' loops into their
+    private blocks ``part[w]``, then the blocks' sum into out, Zero and ReLU there."""
+    ks = " ".join(names[i] for i in parallel_k_axes(teir))
+    block = layout.block
+    shared = block.with_exec_types(
+        [ExecType.PARALLEL if i < layout.npar else e
+         for i, e in enumerate(block.schedule.exec_types)])
+    lines = [f"// parallel k: {ks}; worker w sums its share of the parallel loop into its own",
+             "// block part[w], a dense copy of out zeroed first, then the blocks are added up",
+             "part[w] = 0"]
+    lines += _lines(shared, [names[i] for i in layout.order], out_name="part[w]")
+    p = teir.primitives
+    op = "=" if p.prim_first is Prim.ZERO else "+="
+    lines.append(_line(f"out {op} part[0] + part[1] + ... + part[W-1]",
+                       "after the loop, element by element, in worker order"))
+    if p.prim_last is Prim.RELU:
+        lines.append(_line("out = max(out, 0)", "ReLU once, after the full sum"))
+    return "\n".join(lines)
+
+
+def _lines(teir: TEIR, names: Sequence[str], out_name: str = "out") -> list[str]:
+    """:func:`pseudocode`'s lines for a program (``out_name``: what its output is called)."""
+    s, p = teir.schedule, teir.primitives
     order = loop_order(teir)
     par = [i for i in order if s.exec_types[i] is ExecType.PARALLEL]
     lines: list[str] = []
@@ -199,6 +230,7 @@ def pseudocode(teir: TEIR, names: Sequence[str] | None = None) -> str:
                            f"|{names[i]}| = {s.dim_sizes[i]}"))
     pad = "  " * len(order)
     ref = [tile_ref(teir, j, names, order) for j in range(teir.num_tensors)]
+    ref[-1] = out_name + ref[-1].removeprefix("out")
     scalar = not s.prim_axes()
     if teir.is_unary:
         if scalar:
@@ -214,7 +246,7 @@ def pseudocode(teir: TEIR, names: Sequence[str] | None = None) -> str:
                             ("n", a["n"], _extent(ax["n"], names)),
                             ("ldI", a["ldI"], notes.get("ldI", "")),
                             ("ldO", a["ldO"], notes.get("ldO", ""))])
-        return "\n".join(lines)
+        return lines
     first, last = _when(teir, names, order, False), _when(teir, names, order, True)
     if p.prim_first is Prim.ZERO:
         zero = f"{ref[2]} = 0" if scalar else f"Zero( C = {ref[2]} )"
@@ -242,7 +274,7 @@ def pseudocode(teir: TEIR, names: Sequence[str] | None = None) -> str:
             lines += [f"{pad}if {last}:", f"{pad}  {relu}"]
         else:
             lines.append(_line(f"{pad}{relu}", "each output tile is visited once"))
-    return "\n".join(lines)
+    return lines
 
 
 def _extent(axis: int | None, names: Sequence[str]) -> str:

@@ -22,6 +22,7 @@ from teir_plan.frontend.convention import (
 )
 from teir_plan.frontend.expression import Expression, parse
 from teir_plan.planner.machine import MachineParams
+from teir_plan.schedule.alternatives import FreeLayout, LayoutOption, free_layout
 from teir_plan.schedule.contract import (
     TOP_CANDIDATES,
     Proof,
@@ -32,7 +33,6 @@ from teir_plan.schedule.contract import (
     strides_in_order,
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
-from teir_plan.schedule.alternatives import FreeLayout, LayoutOption, free_layout
 from teir_plan.schedule.plan import OperandSpec, Plan
 from teir_plan.schedule.steps import (
     CastStep,

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from teir_plan.errors import TEIRError
-from teir_plan.teir.enums import ExecType, Prim
+from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
 
 FORMAT_NAME = "teir"
@@ -63,6 +63,13 @@ def to_etops_json(teir: TEIR, indent: int | None = 2) -> str:
     p, s = teir.primitives, teir.schedule
     if p.prim_main is Prim.RELU:
         raise TEIRError("prim_main: etops has no unary relu; only copy can be exported")
+    for i, (role, ex, n) in enumerate(zip(s.dim_types, s.exec_types, s.dim_sizes)):
+        if role is DimType.K and ex is ExecType.PARALLEL and n > 1:
+            raise TEIRError(
+                f"exec_types[{i}]: etops has no parallel k axis (teir_plan splits it into "
+                f"private partial sums, which etops' shared axes do not); make axis {i} "
+                f"seq or prim to export"
+            )
     data = {
         "data_type": str(p.data_type),
         "prim_first": str(p.prim_first),

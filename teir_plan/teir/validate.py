@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from teir_plan.errors import TEIRError
-from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.enums import DimType, Prim
 from teir_plan.teir.records import BINARY_MAIN, TEIR, UNARY_MAIN
 
 # Exact injectivity checks enumerate at most this many addresses.
@@ -24,7 +24,14 @@ def validate(teir: TEIR) -> None:
     _check_sizes(teir)
     _check_roles(teir)
     _check_participation(teir)
-    _check_parallel(teir)
+    # Any axis may be parallel.  A parallel K axis is split across the workers, each
+    # summing its share of the K range into a private copy of the output, and the
+    # copies are added into the output at the end (docs/teir.md, "Parallel K axes"),
+    # so no two workers write one address.  What would race is a parallel axis whose
+    # iterations write one output address: on a C, M or N axis, an output stride that
+    # maps two output elements to one address (_check_output_injective), or an output
+    # that overlaps an input (the executor's checks); a K axis cannot move the output
+    # (_check_participation).
     _check_prim_shape(teir)
     _check_output_injective(teir)
 
@@ -103,16 +110,6 @@ def _check_participation(teir: TEIR) -> None:
                     f"strides[{j}][{i}]: tensor {teir.tensor_names[j]} does not take part in "
                     f"axis {i} (role {role}), so its stride must be 0, got {s.strides[j][i]}"
                 )
-
-
-def _check_parallel(teir: TEIR) -> None:
-    s = teir.schedule
-    for i, (role, ex) in enumerate(zip(s.dim_types, s.exec_types)):
-        if role is DimType.K and ex is ExecType.PARALLEL and s.dim_sizes[i] > 1:
-            raise TEIRError(
-                f"exec_types[{i}]: a k axis cannot be parallel: its iterations accumulate "
-                f"into the same output tile and would race"
-            )
 
 
 def _check_prim_shape(teir: TEIR) -> None:
