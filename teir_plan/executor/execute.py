@@ -44,8 +44,8 @@ from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 BLAS_SERIAL_MNK = 65536 * 4
 
 
-_CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
-           np.dtype(np.float64): np.array([1, 0], np.float64)}
+_CONSTS = {np.dtype(t): np.array([1, 0], t)
+           for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
 
 def execute(teir: TEIR, *arrays: np.ndarray) -> None:
@@ -91,6 +91,8 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     else:
         x1, o1 = x0, 0
     y, o2 = flat_view(arrays[-1])
+    if y.dtype != low.dtype:  # a Copy program run as a real one (lower: copy_alias)
+        x0, x1, y = x0.view(low.dtype), x1.view(low.dtype), y.view(low.dtype)
     tile = low.tile  # shared by every call of the program: the kernels only read it
     if o0 or o1 or o2:
         tile = tile.copy()

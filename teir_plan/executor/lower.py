@@ -16,6 +16,7 @@ import numpy as np
 
 from teir_plan.executor import table as K
 from teir_plan.executor.blas import gemm_address
+from teir_plan.executor.complex_tiles import copy_alias
 from teir_plan.executor.microkernel import entry_address as vec_entry_address
 from teir_plan.executor.transposed_kernel import entry_address, scratch_elements
 from teir_plan.executor.walker import tile_entry_address
@@ -35,6 +36,7 @@ from teir_plan.tiles import (
     vec_line_bytes,
     vec_p_axis,
     vec_t_axis,
+    vector_kernel_dtype,
 )
 
 
@@ -89,6 +91,8 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     s = teir.schedule
     t = teir.num_tensors
     dtype = teir.primitives.data_type.numpy
+    if teir.is_unary:
+        dtype = copy_alias(dtype) or dtype  # run_lowered views the arrays as this type
 
     def stride(j: int, i: int) -> int:
         # Unary programs have no in1: its column stays 0 in the loop table.
@@ -113,7 +117,8 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     prim = s.prim_axes()
     if teir.is_unary:
         tile[K.T_KIND] = K.KIND_RELU if p.prim_main is Prim.RELU else K.KIND_COPY
-        tile[K.T_TILE_FN] = tile_entry_address("copy", dtype)
+        lines = vector_kernel_dtype(dtype)  # else complex128 elements, copied one by one
+        tile[K.T_TILE_FN] = tile_entry_address("copy" if lines else "copy_elements", dtype)
         a0 = prim[0] if len(prim) > 0 else None
         a1 = prim[1] if len(prim) > 1 else None
         tile[K.T_M] = s.dim_sizes[a0] if a0 is not None else 1
@@ -124,7 +129,7 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
         tile[K.T_C_N] = s.strides[1][a1] if a1 is not None else 0
         # A copy writes every element once: large outputs stream (ReLU programs do not:
         # their elementwise loop has no line stores).
-        tile[K.T_STREAM] = int(p.prim_main is Prim.COPY
+        tile[K.T_STREAM] = int(p.prim_main is Prim.COPY and lines
                                and streams_out(_out_bytes(teir, dtype), False, True))
         if tile[K.T_STREAM] and tile[K.T_M] * tile[K.T_N] <= COPY_RUN_BUFFER_ELEMENTS:
             # A buffer for a tile whose rows form one run of out (kernels.
@@ -135,7 +140,7 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
             if runs is not None:
                 return Lowered(loops, len(par), par_iters, tile, t, dtype, runs)
     else:
-        _lower_gemm(teir, tile, dtype, vector_kernel)
+        _lower_gemm(teir, tile, dtype, vector_kernel and vector_kernel_dtype(dtype))
         loops = _fold_row(loops, len(par), tile)
         return Lowered(loops, len(par), par_iters, tile, t, dtype,
                        plain_blas=plain_blas(tile, loops))

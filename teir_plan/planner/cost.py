@@ -46,6 +46,7 @@ from teir_plan.tiles import (
     VEC_T_MAX_ROWS,
     VEC_T_MIN_LINES,
     BlasPlan,
+    flop_factor,
     streams_out,
     vec_axis,
     vec_efficiency,
@@ -53,6 +54,7 @@ from teir_plan.tiles import (
     vec_p_axis,
     vec_t_axis,
     vec_t_efficiency,
+    vector_kernel_dtype,
 )
 from teir_plan.tiles import dot_tile as lower_dot_tile
 
@@ -199,7 +201,7 @@ def vec_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> int
     # Quick answers for most choices (the rules need both axes, and a unit stride along
     # one of them in that axis' operand, and in out along one of them): this runs for
     # every prim choice the search considers.
-    if m_ax == NO_AXIS or n_ax == NO_AXIS:
+    if m_ax == NO_AXIS or n_ax == NO_AXIS or not vector_kernel_dtype(c.dtype):
         return 0
     am, an = ax[m_ax], ax[n_ax]
     # The shortest vector axis of any vector kernel (vec_axis, vec_t_axis).
@@ -291,6 +293,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     k = ax[k_ax].extent if k_ax != NO_AXIS else 1
     br = ax[br_ax].extent if br_ax != NO_AXIS else 1
     tile_flops = 2 * m * n * k * br
+    real_flops = tile_flops * flop_factor(c.dtype)  # what the rates below are in
     packed = 0
     repack = 0.0
     vec = vec_tile(c, m_ax, n_ax, k_ax, br_ax)
@@ -321,7 +324,7 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
             repack = 2 * packed / VEC_P_BYTES_PER_SECOND
             per_call += repack
     elif dot:
-        per_call = tile_flops / DOT_FLOPS
+        per_call = real_flops / DOT_FLOPS
     elif blas is not None:
         mm, nn = (n, m) if blas.swap else (m, n)
         rate = params.gemm_flops(c.dtype) * gemm_efficiency(params, mm, nn, k,
@@ -340,11 +343,11 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         if blas.ldc == 0:
             packed += 2 * m * n * _gather_bytes(c_str, isz)
         per_call = (
-            tile_flops / rate
+            real_flops / rate
             + packed / params.pack_bytes_per_second
         )
     else:
-        per_call = tile_flops / params.loop_flops
+        per_call = real_flops / params.loop_flops
     return TileCost(per_call + params.tile_seconds, tile_flops, packed, vec, streams,
                     blas is not None and not vec and not dot, repack)
 
@@ -412,7 +415,8 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     tile = tile or tile_seconds(c, m, n, k, br, blas, params)
     # Tiles needed to cover every iteration (all extents' product, the flops / 2).
     calls = c.flops // tile.flops
-    per_call = 2 / ROW_FLOPS if tile.flops == 2 else tile.seconds  # see estimate's fold
+    per_call = (2 * flop_factor(c.dtype) / ROW_FLOPS if tile.flops == 2
+                else tile.seconds)  # see estimate's fold
     compute = calls * per_call / max(1, threads)
     e = c._elements
     # The output is read and written, or only written when its stores stream (as in
@@ -437,6 +441,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
     e = c._elements
     memory = isz * (e[0] + e[1] + e[2]) / first_read_rate(c, params)
     gemm, vec = params.gemm_flops(dt), params.vec_flops(dt)
+    ff = flop_factor(dt)
     micro = VEC_LINES * VEC_BYTES // isz
     lanes = 64 // isz
     threads = max(1, threads)
@@ -450,7 +455,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
         flops = 2 * m * n * k * br
         calls = c.flops // flops
         if flops == 2:  # folded into a row (compute_bound: no bookkeeping per element)
-            compute = calls * 2 / ROW_FLOPS
+            compute = calls * 2 * ff / ROW_FLOPS
         else:
             rate = params.loop_flops
             if m * n * k >= SMALL_TILE_FLOPS:  # BLAS, either way round, in any form
@@ -464,7 +469,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
                                            vec_t_efficiency(n, m, k, isz)))
             if min(m, n) == 1 and k >= DOT_MIN_K:  # dot products
                 rate = max(rate, DOT_FLOPS)
-            compute = calls * (flops / rate + params.tile_seconds)
+            compute = calls * (flops * ff / rate + params.tile_seconds)
         seen[tile] = total_seconds(compute / threads, memory, params.call_seconds)
         out.append(seen[tile])
     return out
@@ -486,7 +491,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         # A scalar tile: the executor folds the innermost loop into it (a row tile).
         inner = ax[ch.loops[-1]].extent
         calls //= inner
-        per_call = inner * 2 / ROW_FLOPS + params.tile_seconds
+        per_call = inner * 2 * flop_factor(c.dtype) / ROW_FLOPS + params.tile_seconds
     compute = calls * per_call
     if tile.repack_seconds:
         # A packed vector tile whose predecessor on its worker read the same block keeps
@@ -537,11 +542,11 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute_seconds=compute,
         memory_seconds=mem_seconds,
         overhead_seconds=overhead,
-        flops=c.flops,
+        flops=c.flops * flop_factor(c.dtype),
         dram_bytes=dram,
         llc_bytes=llc,
         tile_calls=calls,
-        tile_flops=tile_flops,
+        tile_flops=tile_flops * flop_factor(c.dtype),
         parallel_iterations=par_iters,
         parallel_efficiency=efficiency,
         threads=used,

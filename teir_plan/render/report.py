@@ -419,7 +419,7 @@ def executor_note(teir: Any) -> str:
     from teir_plan.executor.lower import lower
     from teir_plan.isa import target
     from teir_plan.render.pseudocode import prim_axes_by_role
-    from teir_plan.tiles import SMALL_TILE_FLOPS, blas_plan
+    from teir_plan.tiles import GEMM_NAMES, SMALL_TILE_FLOPS, blas_plan, vector_kernel_dtype
 
     if teir.is_unary:
         low = lower(teir)
@@ -431,6 +431,10 @@ def executor_note(teir: Any) -> str:
                     "written to memory whole with non-temporal stores")
         how = ("executor: each tile copied by jitted loops, transposed a 64-byte line by a "
                "line in registers where the input's unit stride is not out's")
+        if low.dtype != teir.primitives.data_type.numpy:
+            how += f" (each {teir.primitives.data_type} element moved as one {low.dtype})"
+        elif not vector_kernel_dtype(low.dtype):
+            how = f"executor: each tile copied by jitted loops, one {low.dtype} at a time"
         if low.tile[table.T_STREAM]:
             how += ", whole lines written to memory with non-temporal stores"
             if low.tile[table.T_SCRATCH]:
@@ -490,7 +494,7 @@ def executor_note(teir: Any) -> str:
         why = "too few multiply-adds per tile for a BLAS call" if bp is not None else \
             "extents beyond BLAS' 32-bit integers"
         return f"executor: each tile runs as jitted strided loops ({why})"
-    name = ("s" if teir.primitives.data_type.numpy.itemsize == 4 else "d") + "gemm"
+    name = GEMM_NAMES[str(teir.primitives.data_type)]
     mm, nn = (n, m) if bp.swap else (m, n)
     ta, tb = chr(bp.transa) if bp.transa else "packed", chr(bp.transb) if bp.transb else "packed"
     call = (f"{name}(transA={ta}, transB={tb}, m={mm}, n={nn}, k={k}, lda={bp.lda}, "

@@ -49,8 +49,11 @@ from teir_plan.schedule.steps import (
 )
 from teir_plan.schedule.view import view_for
 from teir_plan.teir.records import TEIR
+from teir_plan.tiles import vector_kernel_dtype
 
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# The result types TEIR programs compute (teir.enums.DataType); others go to numpy.
+TEIR_TYPES = (*FLOAT_TYPES, np.dtype(np.complex64), np.dtype(np.complex128))
 TOP_CANDIDATES = 8
 
 
@@ -201,7 +204,8 @@ def build_plan(
             for _, strides in result_layouts(expr, specs, "K"):
                 if strides != final.strides:
                     options.append((final, strides, False))
-                    if len(expr.inputs) == 2:
+                    # (The block copy transposes lines of real elements only.)
+                    if len(expr.inputs) == 2 and vector_kernel_dtype(result):
                         options.append((final, strides, True))
     proofs: dict[int, list[Proof]] = {}
     # With several options, each is first planned for its best candidate alone (the
@@ -431,7 +435,7 @@ def _build(
     target = out_id
     if final_spec.dtype != result:
         target = b.temp("result", shape, result)
-    computed = result in FLOAT_TYPES and math.prod(shape) > 0 and all(extents.values())
+    computed = result in TEIR_TYPES and math.prod(shape) > 0 and all(extents.values())
     staged_order = None  # memory order of the staging buffer, when there is one
     block_order = None  # memory order of a blocked contraction's stage
     if stage is not None and blocked:
@@ -440,14 +444,15 @@ def _build(
         staged_order = "".join(expr.output[a] for a in _outer_first(stage))
         target = b.temp(f"result staged in order {staged_order}", shape, result, strides=stage)
 
-    if result not in FLOAT_TYPES:
-        if epilogue is not None:
-            raise DTypeError(
-                f"epilogue: relu is supported for float32 and float64 results, not {result}"
-            )
+    if epilogue is not None and result not in FLOAT_TYPES:
+        raise DTypeError(
+            f"epilogue: relu is supported for float32 and float64 results, not {result}"
+            + (" (complex numbers have no order)" if result.kind == "c" else "")
+        )
+    if result not in TEIR_TYPES:
         b.steps.append(
             NumpyStep(expr.subscripts, tuple(range(len(specs))), target,
-                      f"{result} is not float32/float64: computed by numpy")
+                      f"{result} is not a TEIR data type: computed by numpy")
         )
     elif math.prod(shape) == 0:
         pass  # an empty result: nothing to compute
@@ -691,7 +696,10 @@ def _reduction_for(lays: list[Layout], out: Layout, dtype: np.dtype, params: Mac
                    threads: int) -> tuple[Reduction, tuple[int, ...]] | None:
     """The reduction computing ``out`` (the operand summed first in the order), if the
     expression is one: one operand, or two of which one is a vector along summed
-    indices of the other."""
+    indices of the other.  The reduction kernels take real elements only (BLAS' ?gemv
+    for float32 and float64); complex sums run as TEIR programs."""
+    if dtype not in FLOAT_TYPES:
+        return None
     if len(lays) == 1:
         red = plan_reduction(lays[0], out, None, dtype, params, threads)
         return None if red is None else (red, (0,))

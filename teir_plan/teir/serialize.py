@@ -63,6 +63,11 @@ def to_etops_json(teir: TEIR, indent: int | None = 2) -> str:
     p, s = teir.primitives, teir.schedule
     if p.prim_main is Prim.RELU:
         raise TEIRError("prim_main: etops has no unary relu; only copy can be exported")
+    if p.data_type.is_complex:
+        raise TEIRError(
+            f"data_type: etops has no interleaved complex type, so a {p.data_type} program "
+            f"cannot be exported to it (teir_plan's own JSON, to_json, keeps it)"
+        )
     data = {
         "data_type": str(p.data_type),
         "prim_first": str(p.prim_first),
