@@ -76,6 +76,16 @@ def execute(teir: TEIR, *arrays: np.ndarray) -> None:
     run_lowered(lower(teir), arrays)
 
 
+def _as_type(view: tuple[np.ndarray, int], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A flat view and offset in the program's element type: a complex64 Copy program runs
+    on float64 words (lower: copy_alias), a real program on a complex array addresses its
+    parts (schedule/parts.py), whose offsets are twice its elements'."""
+    arr, offset = view
+    if arr.dtype == dtype:
+        return view
+    return arr.view(dtype), offset * arr.itemsize // dtype.itemsize
+
+
 def _runner(run):  # type: ignore[no-untyped-def]
     """``run``, announced before its first compile (see cache.first_call)."""
     if id(run) not in _seen:
@@ -85,14 +95,12 @@ def _runner(run):  # type: ignore[no-untyped-def]
 
 def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
     """Run an already lowered program on arrays that have passed :func:`check_arrays`."""
-    x0, o0 = flat_view(arrays[0])
+    x0, o0 = _as_type(flat_view(arrays[0]), low.dtype)
     if low.num_tensors == 3:
-        x1, o1 = flat_view(arrays[1])
+        x1, o1 = _as_type(flat_view(arrays[1]), low.dtype)
     else:
         x1, o1 = x0, 0
-    y, o2 = flat_view(arrays[-1])
-    if y.dtype != low.dtype:  # a Copy program run as a real one (lower: copy_alias)
-        x0, x1, y = x0.view(low.dtype), x1.view(low.dtype), y.view(low.dtype)
+    y, o2 = _as_type(flat_view(arrays[-1]), low.dtype)
     tile = low.tile  # shared by every call of the program: the kernels only read it
     if o0 or o1 or o2:
         tile = tile.copy()
