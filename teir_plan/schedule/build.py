@@ -774,7 +774,8 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
     cast = OperandSpec(specs[kept].shape, c_strides(specs[kept].shape), result)
     promoted = [specs[z], cast] if z == 0 else [cast, specs[z]]
     lays = [layout_from(t, s, ext) for t, s in zip(terms, promoted)]
-    c = with_dtype(describe(*lays, layout_from(out_term, b.specs[target], ext)), result)
+    c = with_dtype(describe(lays[0], lays[1], layout_from(out_term, b.specs[target], ext)),
+                   result)
     ranked = best(c, 1)
     promoted_seconds = (cast_seconds(specs[kept], result, params) + ranked[0].cost.seconds
                         if ranked else math.inf)
@@ -783,7 +784,7 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
     pterms = [t + q if j == z else t for j, t in enumerate(terms)]
     ext = {**ext, q: 2}
     lays = [layout_from(t, s, ext) for t, s in zip([*pterms, out_term + q], views)]
-    ranked = best(with_dtype(describe(*lays), real), b.top)
+    ranked = best(with_dtype(describe(lays[0], lays[1], lays[2]), real), b.top)
     if not ranked or ranked[0].cost.seconds > promoted_seconds:
         return False
     cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
