@@ -233,7 +233,8 @@ def _cmd_execute(args: argparse.Namespace) -> int:
     reference_execute(prog, ref)
     wide = np.complex128 if dt.kind == "c" else np.float64
     err = float(np.abs(arrays[-1].astype(wide) - ref[-1]).max())
-    tol = (1e-3 if dt in (np.float32, np.complex64) else 1e-9) * max(1.0, float(np.abs(ref[-1]).max()))
+    scale = max(1.0, float(np.abs(ref[-1]).max()))
+    tol = (1e-3 if dt in (np.float32, np.complex64) else 1e-9) * scale
     print(prog)
     print(f"executed in {t:.3e} s; max abs error vs numpy reference {err:.2e} "
           f"({'ok' if err <= tol else 'WRONG'})")
