@@ -1,5 +1,6 @@
-"""The 24 TCCG contractions in float32: teir_plan against numpy, opt_einsum, PyTorch
-and etops, all measured in the same run, with each case's roofline.
+"""The 24 TCCG contractions in float32 (or ``--dtype complex64`` / ``complex128``):
+teir_plan against numpy, opt_einsum, PyTorch and etops, all measured in the same run,
+with each case's roofline.
 
 Per case: GFLOP/s of tp.einsum (without out=; into a C-order out=; C order allocated
 by tp; into an out= of the layout tp picks itself), numpy.einsum(optimize=True)
@@ -18,7 +19,12 @@ The cost model is calibrated first (``tp.calibrate()``, 15-20 seconds), as the
 documentation asks users to do once per machine; ``--no-calibrate`` plans with the
 parameters in force instead.
 
+Complex runs count 8 real flops per complex multiply-add (the GFLOP/s are real flops),
+take the GEMM rate from numpy.matmul in the same complex type (2048^3), leave out etops
+(it has no complex type) and write ``tccg-<dtype>-latest.*`` beside the float32 results.
+
 Run: .venv/bin/python -m benchmarks.tccg [--quick] [--cases 0,5,20] [--repeats N]
+[--dtype complex64]
 """
 
 from __future__ import annotations
@@ -51,11 +57,27 @@ def load_cases() -> list[tuple[str, dict[str, int]]]:
     return cases
 
 
-def gemm_rate(repeats: int) -> float:
-    n = 4096
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+DTYPES = ("float32", "complex64", "complex128")
+FLOAT32 = np.dtype(np.float32)
+
+
+def flops_per_madd(dtype: np.dtype) -> int:
+    """Real flops of one multiply-add: 2, or 8 for complex values."""
+    return 8 if np.dtype(dtype).kind == "c" else 2
+
+
+def random_array(rng: np.random.Generator, shape: list[int], dtype: np.dtype) -> np.ndarray:
+    """Uniform [0, 1) values; complex ones in both parts."""
+    if np.dtype(dtype).kind == "c":
+        return (rng.random(shape) + 1j * rng.random(shape)).astype(dtype)
+    return rng.random(shape, dtype=dtype)
+
+
+def gemm_rate(repeats: int, dtype: np.dtype = FLOAT32) -> float:
+    n = 4096 if np.dtype(dtype).kind == "f" else 2048
+    a = random_array(np.random.default_rng(0), [n, n], dtype)
     t, _ = timeit(lambda: a @ a, repeats)
-    return 2 * n**3 / t
+    return flops_per_madd(dtype) * n**3 / t
 
 
 def bandwidth(repeats: int) -> float:
@@ -128,7 +150,7 @@ def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
     out_idx = expr.split("->")[1]
     ext = dict(zip(expr.split("->")[0].split(",")[0], a.shape))
     ext |= dict(zip(expr.split("->")[0].split(",")[1], b.shape))
-    out = np.empty([ext[c] for c in out_idx], np.float32)
+    out = np.empty([ext[c] for c in out_idx], a.dtype)
     own = tp.plan(expr, a, b).empty_out()
     runs = {
         "tp": lambda: tp.einsum(expr, a, b),
@@ -155,6 +177,8 @@ def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
     except ImportError:
         pass
     try:
+        if a.dtype != np.float32:
+            raise ImportError  # etops has float32 and float64 only
         eout = np.empty_like(out)
         runs["etops"] = etops_runner(expr, a, b, eout)
         runs["etops"].out = eout  # type: ignore[attr-defined]
@@ -175,11 +199,14 @@ def main() -> None:
     ap.add_argument("--no-calibrate", action="store_true",
                     help="plan with the cost model's parameters in force instead of running "
                          "tp.calibrate() first (as a user does once per machine)")
+    ap.add_argument("--dtype", choices=DTYPES, default="float32",
+                    help="the operands' type (complex: 8 real flops per multiply-add)")
     ap.add_argument("--once-over", type=float, default=20.0,
                     help="a system whose second call takes longer is timed by that call "
                          "alone (the first may include compiling)")
     args = ap.parse_args()
     repeats = args.repeats or (3 if args.quick else 7)
+    dtype = np.dtype(args.dtype)
     if args.threads:
         tp.set_num_threads(args.threads)
         try:
@@ -202,9 +229,9 @@ def main() -> None:
     info = machine()
     info["cost model"] = "calibrated in this run" if tp.machine_params().calibrated else (
         "default parameters")
-    peak = gemm_rate(repeats)
+    peak = gemm_rate(repeats, dtype)
     bw = bandwidth(repeats)
-    print(f"float32 GEMM rate {peak / 1e9:.1f} GFLOP/s, copy bandwidth {bw / 1e9:.1f} GB/s")
+    print(f"{dtype} GEMM rate {peak / 1e9:.1f} GFLOP/s, copy bandwidth {bw / 1e9:.1f} GB/s")
     records: list = []
     once: list[str] = []
     names: list[str] = []
@@ -213,14 +240,15 @@ def main() -> None:
         expr, ext = cases[i]
         progress(n, len(chosen), expr)
         t0, t1 = expr.split("->")[0].split(",")
-        a = rng.random([ext[c] for c in t0], dtype=np.float32)
-        b = rng.random([ext[c] for c in t1], dtype=np.float32)
-        flops = 2 * math.prod(ext.values())
+        a = random_array(rng, [ext[c] for c in t0], dtype)
+        b = random_array(rng, [ext[c] for c in t1], dtype)
+        flops = flops_per_madd(dtype) * math.prod(ext.values())
         out_elems = math.prod(ext[c] for c in expr.split("->")[1])
-        bytes_min = 4 * (a.size + b.size + out_elems)
-        # The float64 reference through BLAS: numpy's C loops (optimize=False) would
-        # take minutes on the 7248^3 case.
-        ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
+        bytes_min = dtype.itemsize * (a.size + b.size + out_elems)
+        # The float64 (complex128) reference through BLAS: numpy's C loops
+        # (optimize=False) would take minutes on the 7248^3 case.
+        wide = np.complex128 if dtype.kind == "c" else np.float64
+        ref = np.einsum(expr, a.astype(wide), b.astype(wide), optimize=True)
         runs = systems(expr, a, b, wanted)
         measured: dict[str, float | None] = dict.fromkeys(runs)  # the columns' order
         in_turns: dict[str, Callable[[], object]] = {}  # tp's variants, timed in turns
@@ -274,28 +302,31 @@ def main() -> None:
                   "best_peer_gflops": best_peer, "gemm_like": gemm_like}
         if gemm_like:
             # Not a peer: the GEMM a user could call by hand for this case, timed like one.
-            gout = np.empty([ext[c] for c in expr.split("->")[1]], np.float32)
+            gout = np.empty([ext[c] for c in expr.split("->")[1]], dtype)
             gemm, mnk = same_gemm(expr, a, b, gout)
             gemm()
             if _matches(gout, ref):
                 best, _ = timeit(gemm, repeats)
                 record["same_gemm"] = {"mnk": mnk, "gflops": flops / best / 1e9,
-                                       "in_cache_gflops": in_cache_gemm(*mnk, repeats)}
+                                       "in_cache_gflops": in_cache_gemm(*mnk, repeats,
+                                                                        dtype)}
             else:
                 print(f"\nnumpy.matmul on the matrix views of {expr} gave a wrong answer",
                       file=sys.stderr)
         records.append(record)
-        _write(info, peak, bw, repeats, records, once)  # partial results survive an interrupt
+        # Partial results survive an interrupt.
+        _write(info, peak, bw, repeats, records, once, dtype=dtype)
     progress(len(chosen), len(chosen), "done")
     # The machine is shared: a neighbour's load while the rates were measured would lower
     # every case's roofline, so they are measured again at the end and the higher kept.
-    peak = max(peak, gemm_rate(repeats))
+    peak = max(peak, gemm_rate(repeats, dtype))
     bw = max(bw, bandwidth(repeats))
-    print(_write(info, peak, bw, repeats, records, once, final=True))
+    print(_write(info, peak, bw, repeats, records, once, final=True, dtype=dtype))
 
 
 def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
-           once: list[str], final: bool = False) -> str:
+           once: list[str], final: bool = False,
+           dtype: np.dtype = FLOAT32) -> str:
     def geo(xs: list[float]) -> float:
         xs = [x for x in xs if x and x == x]
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -371,13 +402,15 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
     if once:
         summ += "\n- timed by their second call alone (slower than --once-over): " + "; ".join(once)
     partial = "" if final else f" (partial: {len(records)} cases so far)"
-    md = (f"# TCCG benchmark{partial} (float32, GFLOP/s, best of {repeats})\n\n"
+    side = 4096 if dtype.kind == "f" else 2048
+    md = (f"# TCCG benchmark{partial} ({dtype}, GFLOP/s, best of {repeats})\n\n"
           f"{machine_md(info)}\n\n"
-          f"float32 GEMM rate (numpy.matmul 4096^3): {peak / 1e9:.1f} GFLOP/s; "
+          f"{dtype} GEMM rate (numpy.matmul {side}^3): {peak / 1e9:.1f} GFLOP/s; "
           f"copy bandwidth: {bw / 1e9:.1f} GB/s (the faster of numpy's copy and one with "
           f"non-temporal stores; each the higher of a measurement before "
           f"the cases and one after)\n\n{table}\n\n{summ}\n")
-    path = write_results("tccg", {"machine": info, "gemm_gflops": peak / 1e9,
+    name = "tccg" if dtype == np.float32 else f"tccg-{dtype}"
+    path = write_results(name, {"dtype": str(dtype), "machine": info, "gemm_gflops": peak / 1e9,
                                   "bandwidth_gbs": bw / 1e9, "cases": records,
                                   "summary": summary, "timed_once": once,
                                   "complete": final}, md)
@@ -385,7 +418,8 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
 
 
 def _matches(res: np.ndarray, ref: np.ndarray) -> bool:
-    """Whether a float32 result agrees with the float64 reference."""
+    """Whether a float32 (complex64) result agrees with the float64 (complex128)
+    reference."""
     return bool(np.allclose(res, ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max()))
 
 
@@ -421,25 +455,27 @@ IN_CACHE_BYTES = 1 << 20  # the operands and result of an in-cache GEMM, at most
 IN_CACHE_N = 1024
 
 
-def in_cache_gemm(m: int, n: int, k: int, repeats: int) -> float | None:
+def in_cache_gemm(m: int, n: int, k: int, repeats: int,
+                  dtype: np.dtype = FLOAT32) -> float | None:
     """GFLOP/s of numpy.matmul at m and k with n cut to IN_CACHE_N columns, called
     repeatedly on the same arrays, so that everything is in cache: the rate of the
     shape's arithmetic alone.  None when the cut GEMM does not fit IN_CACHE_BYTES."""
     n = min(n, IN_CACHE_N)
-    if 4 * (m * k + k * n + m * n) > IN_CACHE_BYTES:
+    if dtype.itemsize * (m * k + k * n + m * n) > IN_CACHE_BYTES:
         return None
     rng = np.random.default_rng(1)
-    a = rng.random((m, k), dtype=np.float32)
-    b = rng.random((k, n), dtype=np.float32)
-    c = np.empty((m, n), np.float32)
-    calls = max(1, int(20e-3 / max(2 * m * n * k / 200e9, 1e-6)))  # about 20 ms a block
+    a = random_array(rng, [m, k], dtype)
+    b = random_array(rng, [k, n], dtype)
+    c = np.empty((m, n), dtype)
+    fl = flops_per_madd(dtype) // 2
+    calls = max(1, int(20e-3 / max(2 * fl * m * n * k / 200e9, 1e-6)))  # about 20 ms
 
     def block() -> None:
         for _ in range(calls):
             np.matmul(a, b, out=c)
 
     best, _ = timeit(block, repeats)
-    return 2 * m * n * k * calls / best / 1e9
+    return flops_per_madd(dtype) * m * n * k * calls / best / 1e9
 
 
 def _gemm_like(expr: str) -> bool:

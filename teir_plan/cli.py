@@ -183,15 +183,16 @@ def reference_execute(prog: tp.TEIR, arrays: list[np.ndarray]) -> None:
         flat = arr.reshape(-1)
         views.append(np.lib.stride_tricks.as_strided(
             flat, shape=s.dim_sizes, strides=[st * arr.itemsize for st in s.strides[j]]))
+    wide = np.complex128 if prog.primitives.data_type.is_complex else np.float64
     if prog.is_unary:
-        val = views[0].astype(np.float64)
+        val = views[0].astype(wide)
         if prog.primitives.prim_main is tp.Prim.RELU:
             val = np.maximum(val, 0)
         views[1][...] = val
         return
     keep = [i for i in range(s.num_dims) if s.dim_types[i] is not tp.DimType.K]
     sub = "".join(letters) + "," + "".join(letters) + "->" + "".join(letters[i] for i in keep)
-    acc = np.einsum(sub, views[0].astype(np.float64), views[1].astype(np.float64))
+    acc = np.einsum(sub, views[0].astype(wide), views[1].astype(wide))
     # (Ellipsis: with no free axis the index is all integers, and a view, not a scalar,
     # is what the result is written into.)
     index = tuple(slice(None) if i in keep else 0 for i in range(s.num_dims))
@@ -222,13 +223,18 @@ def _cmd_execute(args: argparse.Namespace) -> int:
             raise _Usage(f"strides[{j}]: the program spans {hi + 1} elements of tensor {j}, "
                          f"more than this command allocates for random data "
                          f"({_MAX_RANDOM_BYTES >> 30} GiB); use tp.execute from Python")
-        arrays.append(rng.standard_normal(hi + 1).astype(dt))
+        values = rng.standard_normal(hi + 1)
+        if dt.kind == "c":  # both parts non-zero
+            values = values + 1j * rng.standard_normal(hi + 1)
+        arrays.append(values.astype(dt))
     ref = [a.copy() for a in arrays]
     t = _best(lambda: tp.execute(prog, *[a.copy() for a in arrays]), 3)
     tp.execute(prog, *arrays)
     reference_execute(prog, ref)
-    err = float(np.abs(arrays[-1].astype(np.float64) - ref[-1]).max())
-    tol = (1e-3 if dt == np.float32 else 1e-9) * max(1.0, float(np.abs(ref[-1]).max()))
+    wide = np.complex128 if dt.kind == "c" else np.float64
+    err = float(np.abs(arrays[-1].astype(wide) - ref[-1]).max())
+    scale = max(1.0, float(np.abs(ref[-1]).max()))
+    tol = (1e-3 if dt in (np.float32, np.complex64) else 1e-9) * scale
     print(prog)
     print(f"executed in {t:.3e} s; max abs error vs numpy reference {err:.2e} "
           f"({'ok' if err <= tol else 'WRONG'})")

@@ -52,6 +52,34 @@ def gather_bytes(strides: tuple[int, int], itemsize: int) -> int:
     (4, 32)
     """
     return itemsize if 1 in (abs(strides[0]), abs(strides[1])) else 8 * itemsize
+# BLAS' GEMM per element type (the executor calls it, the explain report names it).
+GEMM_NAMES = {"float32": "sgemm", "float64": "dgemm", "complex64": "cgemm",
+              "complex128": "zgemm"}
+
+
+def vector_kernel_dtype(dtype: np.dtype) -> bool:
+    """Whether the vector kernels (and the copy kernels' line transposes) take elements of
+    ``dtype``: real floats only, their lanes are float lanes.  Complex tiles run on BLAS'
+    cgemm/zgemm, dot, row and loop tiles."""
+    return np.dtype(dtype).kind == "f"
+
+
+def flop_factor(dtype: np.dtype) -> int:
+    """Real multiply-adds per multiply-add of ``dtype``: 1, or 4 for complex ((a + bi)(c +
+    di) is four real products and their sums, 8 flops).  The cost model counts a
+    contraction's multiply-adds and prices each at the real type's rates times this.
+
+    >>> flop_factor(np.float32), flop_factor(np.complex128)
+    (1, 4)
+    """
+    return 4 if np.dtype(dtype).kind == "c" else 1
+
+
+def real_dtype(dtype: np.dtype) -> np.dtype:
+    """The type of ``dtype``'s parts: itself for a real type, float32 for complex64,
+    float64 for complex128 (the machine's rates are the real types')."""
+    dt = np.dtype(dtype)
+    return np.dtype(f"f{dt.itemsize // 2}") if dt.kind == "c" else dt
 
 
 def streams_out(out_bytes: int, k_loop: bool, zero_first: bool) -> bool:

@@ -175,7 +175,12 @@ class OperandRecipe:
         core = [1 if a in self.broadcast else n for a, n in enumerate(self.shape)]
         alloc = [n * s for n, s in zip(core, self.steps)]
         mem_shape = [alloc[a] for a in self.perm]
-        values = rng.standard_normal(mem_shape) if fill is None else fill(rng, mem_shape)
+        if fill is not None:
+            values = fill(rng, mem_shape)
+        elif np.dtype(self.dtype).kind == "c":  # both parts non-zero
+            values = rng.standard_normal(mem_shape) + 1j * rng.standard_normal(mem_shape)
+        else:
+            values = rng.standard_normal(mem_shape)
         base = np.asarray(values).astype(self.dtype)
         if self.unaligned == "record":
             rec = np.zeros(base.shape, [("x", base.dtype), ("pad", "u1")])
@@ -359,9 +364,17 @@ def einsum_problems(
     return EinsumProblem(subscripts, recipes, operands, seed)
 
 
+def _wide(operands: list) -> np.dtype:
+    """float64, or complex128 when an operand is complex."""
+    complex_ = any(np.asarray(o).dtype.kind == "c" for o in operands)
+    return np.dtype(np.complex128 if complex_ else np.float64)
+
+
 def einsum_reference(subscripts: str, operands: list) -> np.ndarray:
-    """numpy.einsum in float64 (operands cast to float64)."""
-    return np.einsum(subscripts, *[np.asarray(o, dtype=np.float64) for o in operands])
+    """numpy.einsum in float64, or complex128 when an operand is complex (operands cast
+    to it)."""
+    wide = _wide(operands)
+    return np.einsum(subscripts, *[np.asarray(o, dtype=wide) for o in operands])
 
 
 def einsum_tolerance(subscripts: str, operands: list, dtype: object) -> np.ndarray:
@@ -371,15 +384,19 @@ def einsum_tolerance(subscripts: str, operands: list, dtype: object) -> np.ndarr
     ``gamma_(K+n) * sum|products|``; we allow 8x that
     (``8 * eps * (K + n + 2) * einsum(|operands|)``) plus the smallest normal number
     times K, for underflow.  K (terms per output element) is einsum over ones, so
-    diagonals and broadcasting are counted as numpy counts them.
+    diagonals and broadcasting are counted as numpy counts them.  Complex operands: the
+    same bound on the modulus, |operand| for each operand and eps of the parts' type
+    (complex64's is float32's), with n one more (a complex product rounds twice).
     """
-    arrs = [np.asarray(o, dtype=np.float64) for o in operands]
+    wide = _wide(operands)
+    arrs = [np.asarray(o, dtype=wide) for o in operands]
     eps = float(np.finfo(dtype).eps)
     tiny = float(np.finfo(dtype).tiny)
     absref = np.einsum(subscripts, *[np.abs(a) for a in arrs])
-    terms = np.einsum(subscripts, *[np.ones_like(a) for a in arrs])
+    terms = np.einsum(subscripts, *[np.ones_like(a, dtype=np.float64) for a in arrs])
     k = float(np.max(terms, initial=1.0))
-    return 8 * eps * (k + len(arrs) + 2) * absref + tiny * (k + 1)
+    n = len(arrs) + (1 if wide.kind == "c" else 0)
+    return 8 * eps * (k + n + 2) * absref + tiny * (k + 1)
 
 
 def assert_einsum_close(result: np.ndarray, subscripts: str, operands: list,
@@ -389,13 +406,15 @@ def assert_einsum_close(result: np.ndarray, subscripts: str, operands: list,
         ref = np.maximum(ref, 0.0)
     assert result.shape == ref.shape, (result.shape, ref.shape)
     tol = einsum_tolerance(subscripts, operands, dtype)
-    err = np.abs(np.asarray(result, dtype=np.float64) - ref)
+    res = np.asarray(result)
+    wide = np.complex128 if "c" in (ref.dtype.kind, res.dtype.kind) else np.float64
+    err = np.abs(res.astype(wide) - ref)
     bad = ~(err <= tol)
     if bad.any():
         i = tuple(int(v[0]) for v in np.nonzero(np.atleast_1d(bad)))[: bad.ndim]
         raise AssertionError(
             f"{subscripts}: {int(bad.sum())} element(s) off; first at {i}: got "
-            f"{result[i]!r}, numpy (float64) {ref[i]!r}, allowed error {tol[i]!r}"
+            f"{result[i]!r}, numpy ({ref.dtype}) {ref[i]!r}, allowed error {tol[i]!r}"
         )
 
 

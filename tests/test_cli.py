@@ -95,6 +95,27 @@ def test_execute_spec_programs(tmp_path, build, flavour):
     assert r.returncode == 0 and "(ok)" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_execute_complex_programs(tmp_path, dtype):
+    for build in (ex.gemm_contraction, ex.tiled_permutation):
+        prog, *_ = build(dtype)
+        f = tmp_path / "program.json"
+        f.write_text(prog.to_json())
+        r = _cli("execute", str(f))
+        assert r.returncode == 0 and "(ok)" in r.stdout, r.stdout + r.stderr
+        assert f"data_type={dtype}" in r.stdout
+
+
+def test_the_reference_keeps_imaginary_parts():
+    for build in ex.ALL:
+        prog, expr, shapes, out_shape = build("complex128")
+        rng = np.random.default_rng(0)
+        ins = [rng.standard_normal(s) + 1j * rng.standard_normal(s) for s in shapes]
+        out = np.zeros(out_shape, np.complex128)
+        reference_execute(prog, [*ins, out])
+        np.testing.assert_allclose(out, np.einsum(expr, *ins), atol=1e-12)
+
+
 def test_reference_is_independent_of_the_executor():
     """The CLI's reference (numpy.einsum over strided views) agrees with numpy.einsum on
     the arrays of every spec example, without running the executor."""

@@ -6,7 +6,8 @@
 * Planner invariants: every candidate in ``plan.alternatives`` validates and computes
   the same answer; a plan reused on new arrays of the same layouts gives their answer;
   a plan called with another layout (or dtype) raises tp.PlanError before writing.
-* dtypes TEIR does not cover (integers, bool, complex, float16) give numpy's answer.
+* dtypes TEIR does not cover (integers, bool, float16) give numpy's answer, and so do
+  complex ones, which TEIR covers (their own properties: tests/test_complex.py).
 
 ``make test`` runs a fixed, derandomized set of examples per property;
 ``TEIR_PLAN_FUZZ=1`` (``make fuzz``) runs many more (see tests/strategies.py).

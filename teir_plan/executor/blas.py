@@ -26,6 +26,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import get_cython_function_address, intrinsic
 
+from teir_plan.tiles import GEMM_NAMES
+
 
 def _fortran_call(context, builder, signature, args):  # type: ignore[no-untyped-def]
     """Call the Fortran routine at address args[0], every other argument an address (the
@@ -55,7 +57,8 @@ def _numpy_openblas() -> ctypes.CDLL | None:
     for path in sorted(libs.glob("libscipy_openblas64_*.so*")):
         try:
             lib = ctypes.CDLL(str(path))
-            lib.scipy_sgemm_64_, lib.scipy_dgemm_64_  # noqa: B018 - both must exist
+            lib.scipy_sgemm_64_, lib.scipy_dgemm_64_  # noqa: B018 - all must exist
+            lib.scipy_cgemm_64_, lib.scipy_zgemm_64_  # noqa: B018
         except (OSError, AttributeError):
             continue
         return lib
@@ -64,9 +67,10 @@ def _numpy_openblas() -> ctypes.CDLL | None:
 
 @cache
 def gemm_address(dtype: np.dtype) -> tuple[int, int]:
-    """(address, integer width in bytes) of the ``sgemm`` (float32) or ``dgemm``
-    (float64) the kernels call."""
-    name = {"float32": "sgemm", "float64": "dgemm"}[np.dtype(dtype).name]
+    """(address, integer width in bytes) of the ``sgemm`` (float32), ``dgemm`` (float64),
+    ``cgemm`` (complex64) or ``zgemm`` (complex128) the kernels call: the complex ones
+    take the same arguments, alpha and beta complex."""
+    name = GEMM_NAMES[np.dtype(dtype).name]
     lib = _numpy_openblas() if os.environ.get("TEIR_PLAN_BLAS") != "scipy" else None
     if lib is not None:
         fn = getattr(lib, f"scipy_{name}_64_")

@@ -12,6 +12,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from teir_plan.executor.elements import relu_value
 from teir_plan.executor.intrinsics import (
     array_data,
     element_address,
@@ -45,10 +46,9 @@ _TRANSPOSE_BLOCK = 16
 
 @njit(cache=True, nogil=True)
 def _relu(v):  # type: ignore[no-untyped-def]
-    # numpy.maximum(v, 0): NaN propagates, -0.0 and 0.0 give +0.0.
-    if v > 0 or v != v:
-        return v
-    return 0.0
+    # numpy.maximum(v, 0): NaN propagates, -0.0 and 0.0 give +0.0 (elements.py: complex
+    # elements, whose programs have no ReLU, still type).
+    return relu_value(v)
 
 
 @njit(cache=True, nogil=True, inline="always")

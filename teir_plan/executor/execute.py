@@ -47,8 +47,8 @@ from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 BLAS_SERIAL_MNK = 65536 * 4
 
 
-_CONSTS = {np.dtype(np.float32): np.array([1, 0], np.float32),
-           np.dtype(np.float64): np.array([1, 0], np.float64)}
+_CONSTS = {np.dtype(t): np.array([1, 0], t)
+           for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
 
 def execute(teir: TEIR, *arrays: np.ndarray) -> None:
@@ -79,6 +79,16 @@ def execute(teir: TEIR, *arrays: np.ndarray) -> None:
     run_lowered(lower(teir), arrays)
 
 
+def _as_type(view: tuple[np.ndarray, int], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A flat view and offset in the program's element type: a complex64 Copy program runs
+    on float64 words (lower: copy_alias), a real program on a complex array addresses its
+    parts (schedule/parts.py), whose offsets are twice its elements'."""
+    arr, offset = view
+    if arr.dtype == dtype:
+        return view
+    return arr.view(dtype), offset * arr.itemsize // dtype.itemsize
+
+
 def _runner(run):  # type: ignore[no-untyped-def]
     """``run``, announced before its first compile (see cache.first_call)."""
     if id(run) not in _seen:
@@ -90,12 +100,12 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     """Run an already lowered program on arrays that have passed :func:`check_arrays`."""
     if low.partials is not None and _run_partials(low.partials, arrays):
         return
-    x0, o0 = flat_view(arrays[0])
+    x0, o0 = _as_type(flat_view(arrays[0]), low.dtype)
     if low.num_tensors == 3:
-        x1, o1 = flat_view(arrays[1])
+        x1, o1 = _as_type(flat_view(arrays[1]), low.dtype)
     else:
         x1, o1 = x0, 0
-    y, o2 = flat_view(arrays[-1])
+    y, o2 = _as_type(flat_view(arrays[-1]), low.dtype)
     tile = low.tile  # shared by every call of the program: the kernels only read it
     if o0 or o1 or o2:
         tile = tile.copy()
@@ -158,9 +168,9 @@ def _run_partials(p: Partials, arrays: tuple[np.ndarray, ...] | list[np.ndarray]
     workers = workers_for(p.layout, low.parallel_iterations, threads, dtype.itemsize)
     if workers < 2 or low.npar == 0:
         return False
-    x0, o0 = flat_view(arrays[0])
-    x1, o1 = flat_view(arrays[1])
-    y, o2 = flat_view(arrays[-1])
+    x0, o0 = _as_type(flat_view(arrays[0]), dtype)
+    x1, o1 = _as_type(flat_view(arrays[1]), dtype)
+    y, o2 = _as_type(flat_view(arrays[-1]), dtype)
     tile = low.tile.copy()
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, 0
     pitch = block_pitch(p.layout.elements, dtype.itemsize)

@@ -15,6 +15,7 @@ from teir_plan.executor.copy_kernels import (
     _copy_transposed,
     _relu,
 )
+from teir_plan.executor.elements import accumulator_zero, widen
 from teir_plan.executor.entries import (
     call_entry,
 )
@@ -48,18 +49,19 @@ _ORD_N = 78
 
 @njit(cache=True, nogil=True)
 def _gemm_loops(x0, ao, x1, bo, y, co, tile, zero_first):  # type: ignore[no-untyped-def]
-    """C (+)= sum_br A_br B_br with plain strided loops, accumulating in float64."""
+    """C (+)= sum_br A_br B_br with plain strided loops, accumulating in float64 (or
+    complex128 for complex elements)."""
     m, n, k, br = tile[T_M], tile[T_N], tile[T_K], tile[T_BR]
     a_m, a_k, b_k, b_n = tile[T_A_M], tile[T_A_K], tile[T_B_K], tile[T_B_N]
     c_m, c_n, a_br, b_br = tile[T_C_M], tile[T_C_N], tile[T_A_BR], tile[T_B_BR]
     for j in range(n):
         for i in range(m):
-            acc = 0.0
+            acc = accumulator_zero(y)
             for r in range(br):
                 pa = ao + r * a_br + i * a_m
                 pb = bo + r * b_br + j * b_n
                 for p in range(k):
-                    acc += float(x0[pa + p * a_k]) * float(x1[pb + p * b_k])
+                    acc += widen(x0[pa + p * a_k]) * widen(x1[pb + p * b_k])
             pc = co + i * c_m + j * c_n
             if zero_first:
                 y[pc] = acc

@@ -24,6 +24,7 @@ ENTRY_POINTS: dict[str, Callable[[np.dtype], int]] = {
     "vec_p": _tile_entry("vec_p"),
     "blas": _tile_entry("blas"),
     "copy": _tile_entry("copy"),
+    "copy_elements": _tile_entry("copy_elements"),
 }
 
 

@@ -16,6 +16,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from teir_plan.executor.checks import prove_partials
+from teir_plan.executor.complex_tiles import copy_alias
 from teir_plan.executor.kind_entries import Entries
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.parallel_k import PartialLayout
@@ -32,7 +33,7 @@ from teir_plan.tilekinds.kind import Lowering
 from teir_plan.tilekinds.row import fold
 from teir_plan.tilekinds.vec import KIND as VEC
 from teir_plan.tilekinds.vec import vec_line_bytes
-from teir_plan.tiles import COPY_RUN_MIN_LINES, streams_out
+from teir_plan.tiles import COPY_RUN_MIN_LINES, streams_out, vector_kernel_dtype
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     s = teir.schedule
     t = teir.num_tensors
     dtype = teir.primitives.data_type.numpy
+    if teir.is_unary:
+        dtype = copy_alias(dtype) or dtype  # run_lowered views the arrays as this type
 
     def stride(j: int, i: int) -> int:
         # Unary programs have no in1: its column stays 0 in the loop table.
@@ -139,14 +142,16 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
                             s.strides[0][a1] if a1 is not None else 0),
                            (s.strides[1][a0] if a0 is not None else 0,
                             s.strides[1][a1] if a1 is not None else 0), dtype.itemsize)
+        # (complex128 elements are copied one by one: no line transposes, no streaming)
         kind.encode(tile, unary, 1, Lowering(
-            dtype, streams_out(_out_bytes(teir, dtype), False, True), Entries(dtype)))
+            dtype, vector_kernel_dtype(dtype) and streams_out(_out_bytes(teir, dtype), False,
+                                                              True), Entries(dtype)))
         if tile[K.T_STREAM]:
             runs = copy_runs(teir, [i for i in range(len(s.dim_sizes)) if i not in par])
             if runs is not None:
                 return Lowered(loops, len(par), par_iters, tile, t, dtype, runs)
     else:
-        _lower_gemm(teir, tile, dtype, vector_kernel)
+        _lower_gemm(teir, tile, dtype, vector_kernel and vector_kernel_dtype(dtype))
         loops = fold(loops, len(par), tile)
         return Lowered(loops, len(par), par_iters, tile, t, dtype,
                        plain_blas=plain_blas(tile, loops))

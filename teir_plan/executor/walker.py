@@ -32,6 +32,7 @@ import numpy as np
 from numba import carray, njit, prange
 
 from teir_plan.executor.blas import call_gemm
+from teir_plan.executor.complex_tiles import copy_elements_entry
 from teir_plan.executor.copy_kernels import (
     _copy_tile,
     _relu,
@@ -497,7 +498,8 @@ def _packed_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, s
                      carray(ip, (i_n,)))
 
 
-_TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "vec_p": _packed_entry}
+_TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "vec_p": _packed_entry,
+                 "copy_elements": copy_elements_entry}
 
 
 def _chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
@@ -513,6 +515,7 @@ def chunk_address(dtype: np.dtype) -> int:
 
 
 def tile_entry_address(kind: str, dtype: np.dtype) -> int:
-    """The address of tile kind ``kind``'s ("copy", "blas", "vec_p") entry point for arrays of
+    """The address of tile kind ``kind``'s ("copy", "blas", "vec_p", "copy_elements")
+    entry point for arrays of
     ``dtype``, for :func:`teir_plan.executor.entries.call_tile`."""
     return compiled_address(_TILE_ENTRIES[kind], dtype, abi="tile")

@@ -46,7 +46,9 @@ from teir_plan.tiles import (
     DOT_SPLIT_MIN_K,
     NEXT_TILE_PREFETCH_BYTES,
     VEC_STREAM_K,
+    flop_factor,
     streams_out,
+    vector_kernel_dtype,
 )
 
 
@@ -128,6 +130,8 @@ def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
         # search considers.
         if kind is not LOOPS and not kind.may_take(*views, c.dtype.itemsize):
             continue
+        if kind.vector and not vector_kernel_dtype(c.dtype):
+            continue  # the vector kernels' lanes are real floats
         axis = kind.takes(tile)
         if axis:
             return kind, axis, tile
@@ -167,7 +171,9 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     flops = 2 * tile.m * tile.n * tile.k * tile.br
     streams = kind.vector and streamed(c, k_ax, br_ax)
     assert kind.price is not None
-    price = kind.price(tile, axis, PriceArgs(params, c.dtype, flops, streams, blas))
+    # (the kinds' rates are in real flops: a complex multiply-add is flop_factor of them)
+    price = kind.price(tile, axis, PriceArgs(params, c.dtype, flops * flop_factor(c.dtype),
+                                             streams, blas))
     return TileCost(price.seconds + params.tile_seconds, flops, price.packed_bytes, kind.name,
                     axis - 1 if kind.vector else -1, price.streams, price.repack_seconds)
 
@@ -235,7 +241,8 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     tile = tile or tile_seconds(c, m, n, k, br, blas, params)
     # Tiles needed to cover every iteration (all extents' product, the flops / 2).
     calls = c.flops // tile.flops
-    per_call = 2 / ROW_FLOPS if tile.flops == 2 else tile.seconds  # see estimate's fold
+    per_call = (2 * flop_factor(c.dtype) / ROW_FLOPS if tile.flops == 2
+                else tile.seconds)  # see estimate's fold
     compute = calls * per_call / max(1, threads)
     e = c._elements
     # The output is read and written, or only written when its stores stream (as in
@@ -270,11 +277,12 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
         flops = 2 * m * n * k * br
         calls = c.flops // flops
         if flops == 2:  # folded into a row (compute_bound: no bookkeeping per element)
-            compute = calls * 2 / ROW_FLOPS
+            compute = calls * 2 * flop_factor(dt) / ROW_FLOPS
         else:
             # The fastest rate any kind reaches on the shape.
-            rate = max(kind.floor_rate(m, n, k, isz, params, dt) for kind in GEMM_KINDS)
-            compute = calls * (flops / rate + params.tile_seconds)
+            rate = max(kind.floor_rate(m, n, k, isz, params, dt) for kind in GEMM_KINDS
+                       if not kind.vector or vector_kernel_dtype(dt))
+            compute = calls * (flops * flop_factor(dt) / rate + params.tile_seconds)
         seen[tile] = total_seconds(compute / threads, memory, params.call_seconds)
         out.append(seen[tile])
     return out
@@ -296,7 +304,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         # A scalar tile: the executor folds the innermost loop into it (a row tile).
         inner = ax[ch.loops[-1]].extent
         calls //= inner
-        per_call = inner * 2 / ROW_FLOPS + params.tile_seconds
+        per_call = inner * 2 * flop_factor(c.dtype) / ROW_FLOPS + params.tile_seconds
     compute = calls * per_call
     if tile.repack_seconds:
         # A packed vector tile whose predecessor on its worker read the same block keeps
@@ -358,11 +366,11 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute_seconds=compute,
         memory_seconds=mem_seconds,
         overhead_seconds=overhead,
-        flops=c.flops,
+        flops=c.flops * flop_factor(c.dtype),
         dram_bytes=dram,
         llc_bytes=llc,
         tile_calls=calls,
-        tile_flops=tile_flops,
+        tile_flops=tile_flops * flop_factor(c.dtype),
         parallel_iterations=par_iters,
         parallel_efficiency=efficiency,
         threads=used,

@@ -41,6 +41,7 @@ import numpy as np
 
 from teir_plan.errors import PlanError
 from teir_plan.forks import renew_after_fork
+from teir_plan.tiles import real_dtype
 
 if TYPE_CHECKING:
     from teir_plan.isa import VectorTarget
@@ -306,10 +307,12 @@ class MachineParams:
             self.dram_bytes_per_second)
 
     def gemm_flops(self, dtype: np.dtype) -> float:
-        return self.gemm_flops_f32 if np.dtype(dtype).itemsize == 4 else self.gemm_flops_f64
+        """BLAS' rate in real flops: complex64's cgemm runs at about sgemm's, complex128's
+        zgemm at dgemm's (tiles.flop_factor prices the complex multiply-add)."""
+        return self.gemm_flops_f32 if real_dtype(dtype).itemsize == 4 else self.gemm_flops_f64
 
     def vec_flops(self, dtype: np.dtype) -> float:
-        return self.vec_flops_f32 if np.dtype(dtype).itemsize == 4 else self.vec_flops_f64
+        return self.vec_flops_f32 if real_dtype(dtype).itemsize == 4 else self.vec_flops_f64
 
 
 # ---- defaults derived from the vector ISA -------------------------------------------

@@ -34,7 +34,10 @@ def executor_note(teir: Any) -> str:
         return ("executor: the block of each parallel iteration gathered a run of out at "
                 "a time in cache (out's rows are too short to stream alone), each run "
                 "written to memory whole with non-temporal stores")
-    return "executor: " + low.kind.describe(low.tile, low.dtype)
+    note = "executor: " + low.kind.describe(low.tile, low.dtype)
+    if low.dtype != teir.primitives.data_type.numpy:  # a complex64 copy on float64 words
+        note += f" (each {teir.primitives.data_type} element moved as one {low.dtype})"
+    return note
 
 
 # ---- what an alternative changes -------------------------------------------------------

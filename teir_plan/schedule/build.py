@@ -24,12 +24,15 @@ from teir_plan.frontend.expression import Expression, parse
 from teir_plan.planner.machine import MachineParams
 from teir_plan.schedule.alternatives import FreeLayout, LayoutOption, free_layout
 from teir_plan.schedule.contract import (
+    FLOAT_TYPES,
     TOP_CANDIDATES,
     Proof,
     _Builder,
     _contract,
+    _contract_parts,
     _outer_first,
     c_strides,
+    cast_seconds,
     strides_in_order,
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
@@ -45,8 +48,10 @@ from teir_plan.schedule.steps import (
 )
 from teir_plan.schedule.tree_plan import plan_tree, result_orders
 from teir_plan.schedule.view import view_for
+from teir_plan.tiles import vector_kernel_dtype
 
-FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# The result types TEIR programs compute (teir.enums.DataType); others go to numpy.
+TEIR_TYPES = (*FLOAT_TYPES, np.dtype(np.complex64), np.dtype(np.complex128))
 ORDERS = ("K", "C", "F", "A")
 # How much faster (predicted) a permuted result layout or a staged result must be than
 # the plain one to be chosen: above the model's error on close calls (a layout predicted
@@ -123,7 +128,8 @@ def build_plan(
             for _, strides in result_layouts(expr, specs, "K"):
                 if strides != final.strides:
                     options.append((final, strides, False))
-                    if len(expr.inputs) == 2:
+                    # (The block copy transposes lines of real elements only.)
+                    if len(expr.inputs) == 2 and vector_kernel_dtype(result):
                         options.append((final, strides, True))
     proofs: dict[int, list[Proof]] = {}
     # With several options, each is first planned for its best candidate alone (the
@@ -360,7 +366,7 @@ def _build(
     target = out_id
     if final_spec.dtype != result:
         target = b.temp("result", shape, result)
-    computed = result in FLOAT_TYPES and math.prod(shape) > 0 and all(extents.values())
+    computed = result in TEIR_TYPES and math.prod(shape) > 0 and all(extents.values())
     staged_order = None  # memory order of the staging buffer, when there is one
     block_order = None  # memory order of a blocked contraction's stage
     if stage is not None and blocked:
@@ -369,25 +375,27 @@ def _build(
         staged_order = "".join(expr.output[a] for a in _outer_first(stage))
         target = b.temp(f"result staged in order {staged_order}", shape, result, strides=stage)
 
-    if result not in FLOAT_TYPES:
-        if epilogue is not None:
-            raise DTypeError(
-                f"epilogue: relu is supported for float32 and float64 results, not {result}"
-            )
+    if epilogue is not None and result not in FLOAT_TYPES:
+        raise DTypeError(
+            f"epilogue: relu is supported for float32 and float64 results, not {result}"
+            + (" (complex numbers have no order)" if result.kind == "c" else "")
+        )
+    if result not in TEIR_TYPES:
         b.steps.append(
             NumpyStep(expr.subscripts, tuple(range(len(specs))), target,
-                      f"{result} is not float32/float64: computed by numpy")
+                      f"{result} is not a TEIR data type: computed by numpy")
         )
     elif math.prod(shape) == 0:
         pass  # an empty result: nothing to compute
     elif any(n == 0 for n in extents.values()):
         b.steps.append(FillStep(target, 0.0, "a summed index has extent 0"))
-    else:
+    elif not _contract_parts(b, expr, target, result, opt, threads, params):
         ids = []
         for i, s in enumerate(specs):
             if s.dtype != result:
                 t = b.temp(f"operand {i} as {result}", s.shape, result)
-                b.steps.append(CastStep(i, t, f"operand {i} ({s.dtype})", result))
+                b.steps.append(CastStep(i, t, f"operand {i} ({s.dtype})", result,
+                                        cast_seconds(s, result, params)))
                 ids.append(t)
             else:
                 ids.append(i)

@@ -19,12 +19,15 @@ import numpy as np
 from teir_plan.errors import PlanError
 from teir_plan.executor.checks import _check_reach
 from teir_plan.frontend.contraction import Contraction, Layout, describe, layout_in, with_dtype
+from teir_plan.frontend.convention import Optimize
+from teir_plan.frontend.expression import Expression
 from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.cost import read_factors
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.reduce import Reduction, plan_reduction
 from teir_plan.planner.search import plain, rank
+from teir_plan.schedule.parts import complex_operand, parts_dtype, parts_letter, parts_spec
 from teir_plan.schedule.plan import OperandSpec
 from teir_plan.schedule.steps import (
     BlockedStep,
@@ -37,6 +40,7 @@ from teir_plan.schedule.steps import (
 from teir_plan.teir.records import TEIR
 
 TOP_CANDIDATES = 8
+FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -251,7 +255,10 @@ def _reduction_for(lays: list[Layout], out: Layout, dtype: np.dtype, params: Mac
                    threads: int) -> tuple[Reduction, tuple[int, ...]] | None:
     """The reduction computing ``out`` (the operand summed first in the order), if the
     expression is one: one operand, or two of which one is a vector along summed
-    indices of the other."""
+    indices of the other.  The reduction kernels take real elements only (BLAS' ?gemv
+    for float32 and float64); complex sums run as TEIR programs."""
+    if dtype not in FLOAT_TYPES:
+        return None
     if len(lays) == 1:
         red = plan_reduction(lays[0], out, None, dtype, params, threads)
         return None if red is None else (red, (0,))
@@ -292,8 +299,63 @@ def _offset_range(extents: Sequence[int], strides: Sequence[int]) -> tuple[int, 
             sum(max(0, (n - 1) * st) for n, st in axes))
 
 
+def cast_seconds(spec: OperandSpec, dtype: np.dtype, params: MachineParams) -> float:
+    """A cast's predicted seconds: one pass of numpy's conversion loop (one thread) reading
+    the operand and writing it in ``dtype``, priced at the memory bandwidth (measured on
+    the reference machine: 35-100 GB/s in cache, 7-35 from memory)."""
+    n = math.prod(spec.shape)
+    return n * (spec.dtype.itemsize + np.dtype(dtype).itemsize) / params.dram_bytes_per_second
+
+
+def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype,
+                    opt: Optimize, threads: int, params: MachineParams) -> bool:
+    """Add a real operand times a complex one as a real contraction over the complex
+    tensors' parts (:mod:`teir_plan.schedule.parts`), when that is predicted cheaper than
+    casting the real operand and contracting in complex; False when it does not apply
+    (then the caller casts)."""
+    specs = [b.specs[i] for i in range(len(expr.inputs))]
+    z = complex_operand(specs, result)
+    terms, out_term = list(expr.inputs), expr.output
+    q = parts_letter(terms, out_term)
+    if z is None or q is None or any(  # (an index summed in one operand: see _contract)
+            c not in out_term and sum(c in t for t in terms) == 1 for t in terms for c in t):
+        return False
+    ext = expr.extent_map
+    real, kept = parts_dtype(result), 1 - z
+
+    def best(c: Contraction, top: int) -> list:
+        return rank(c, params, threads, top=top, expansions=b.expansions) if opt.search \
+            else [plain(c, params)]
+
+    # The promoted product: the real operand cast into a row-major complex buffer.
+    cast = OperandSpec(specs[kept].shape, c_strides(specs[kept].shape), result)
+    promoted = [specs[z], cast] if z == 0 else [cast, specs[z]]
+    lays = [layout_from(t, s, ext) for t, s in zip(terms, promoted)]
+    c = with_dtype(describe(lays[0], lays[1], layout_from(out_term, b.specs[target], ext)),
+                   result)
+    ranked = best(c, 1)
+    promoted_seconds = (cast_seconds(specs[kept], result, params) + ranked[0].cost.seconds
+                        if ranked else math.inf)
+    views = list(specs) + [parts_spec(b.specs[target])]
+    views[z] = parts_spec(specs[z])
+    pterms = [t + q if j == z else t for j, t in enumerate(terms)]
+    ext = {**ext, q: 2}
+    lays = [layout_from(t, s, ext) for t, s in zip([*pterms, out_term + q], views)]
+    ranked = best(with_dtype(describe(lays[0], lays[1], lays[2]), real), b.top)
+    if not ranked or ranked[0].cost.seconds > promoted_seconds:
+        return False
+    cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
+             for r in ranked]
+    sub = f"{','.join(pterms)}->{out_term + q} ({q}: the parts of complex operand {z})"
+    _add_teir_step(b, sub, (0, 1), target, cands, "contract", views)
+    return True
+
+
 def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
-                   cands: list[Candidate], role: str) -> None:
+                   cands: list[Candidate], role: str,
+                   views: list[OperandSpec] | None = None) -> None:
+    """``views``: the layouts the programs address the buffers as, when not the buffers'
+    own (a complex buffer's parts: :mod:`teir_plan.schedule.parts`)."""
     # Prove, once, that every candidate stays inside the buffers it will be given.
     def prove(teir: TEIR, arrays: list[_ArraySpec]) -> None:
         if b.pending is None:
@@ -302,7 +364,8 @@ def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
             b.pending.append(lambda: _prove(teir, arrays))
 
     for cand in cands:
-        specs = [_ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]
+        specs = [_ArraySpec.of(v) for v in views] if views else [
+            _ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]
         for pack in cand.packs:
             packed = _ArraySpec.of(OperandSpec(pack.shape, c_strides(pack.shape), specs[-1].dtype))
             prove(pack.copy.teir, [specs[pack.tensor], packed])

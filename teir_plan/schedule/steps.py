@@ -96,12 +96,14 @@ class CastStep(Step):
     dst: int
     label: str
     dtype: np.dtype
+    seconds: float = 0.0  # predicted (schedule.build.cast_seconds)
 
     def run(self, buffers: list[np.ndarray]) -> None:
         np.copyto(buffers[self.dst], buffers[self.src], casting="unsafe")
 
     def describe(self) -> str:
-        return f"cast {self.label} to {self.dtype}"
+        predicted = f" (predicted {self.seconds * 1e6:.1f} us)" if self.seconds else ""
+        return f"cast {self.label} to {self.dtype}{predicted}"
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,8 @@ class TEIRStep(Step):
         packed: list[np.ndarray] = []
         try:
             for pack, low in zip(self.chosen.packs, self.chosen.lowered_packs):
-                packed.append(workspace.borrow(pack.shape, arrays[-1].dtype))
+                packed.append(workspace.borrow(pack.shape,
+                                               self.teir.primitives.data_type.numpy))
                 run_lowered(low, [arrays[pack.tensor], packed[-1]])
                 arrays[pack.tensor] = packed[-1]
             run_lowered(self.chosen.lowered, arrays)
@@ -247,6 +250,8 @@ def step_seconds(step: Step) -> float:
         return step.chosen.cost.seconds
     if isinstance(step, ReduceStep):
         return step.cost.seconds
+    if isinstance(step, CastStep):
+        return step.seconds
     return 0.0
 
 

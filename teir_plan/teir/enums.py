@@ -91,14 +91,23 @@ class DataType(_NamedEnum):
 
     FLOAT32 = "float32"
     FLOAT64 = "float64"
+    # Interleaved complex (numpy's layout): one element is a (real, imaginary) pair, and
+    # strides count elements, not their parts.
+    COMPLEX64 = "complex64"
+    COMPLEX128 = "complex128"
 
     @property
     def numpy(self) -> np.dtype:
         return np.dtype(self.value)
+
+    @property
+    def is_complex(self) -> bool:
+        return self in (DataType.COMPLEX64, DataType.COMPLEX128)
 
     @classmethod
     def from_numpy(cls, dtype: np.dtype) -> DataType:
         return cls.coerce(np.dtype(dtype).name, "data_type")  # type: ignore[return-value]
 
 
-DataType._aliases = {"F32": "FLOAT32", "F64": "FLOAT64"}  # type: ignore[attr-defined]
+DataType._aliases = {"F32": "FLOAT32", "F64": "FLOAT64",  # type: ignore[attr-defined]
+                     "C64": "COMPLEX64", "C128": "COMPLEX128"}

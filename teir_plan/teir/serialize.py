@@ -70,6 +70,11 @@ def to_etops_json(teir: TEIR, indent: int | None = 2) -> str:
                 f"private partial sums, which etops' shared axes do not); make axis {i} "
                 f"seq or prim to export"
             )
+    if p.data_type.is_complex:
+        raise TEIRError(
+            f"data_type: etops has no interleaved complex type, so a {p.data_type} program "
+            f"cannot be exported to it (teir_plan's own JSON, to_json, keeps it)"
+        )
     data = {
         "data_type": str(p.data_type),
         "prim_first": str(p.prim_first),

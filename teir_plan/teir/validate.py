@@ -20,6 +20,7 @@ _MAX_ENUMERATED_ADDRESSES = 1 << 21
 
 def validate(teir: TEIR) -> None:
     _check_operation_type(teir)
+    _check_data_type(teir)
     _check_lengths(teir)
     _check_sizes(teir)
     _check_roles(teir)
@@ -61,6 +62,20 @@ def _check_operation_type(teir: TEIR) -> None:
             f"prim_main: must be copy or relu (unary) or gemm or brgemm (binary), "
             f"got {p.prim_main}"
         )
+
+
+def _check_data_type(teir: TEIR) -> None:
+    """ReLU is max(x, 0): complex numbers have no order, so a complex program has none
+    (numpy.maximum's lexicographic order on complex values is no activation)."""
+    p = teir.primitives
+    if not p.data_type.is_complex:
+        return
+    for field in ("prim_main", "prim_last"):
+        if getattr(p, field) is Prim.RELU:
+            raise TEIRError(
+                f"{field}: relu is not defined for data_type={p.data_type} (complex numbers "
+                f"have no order); use none"
+            )
 
 
 def _check_lengths(teir: TEIR) -> None:

@@ -27,7 +27,7 @@ from teir_plan.tilekinds.table import (
     T_N,
     set_fields,
 )
-from teir_plan.tiles import gather_bytes
+from teir_plan.tiles import GEMM_NAMES, gather_bytes
 
 if TYPE_CHECKING:
     from teir_plan.planner.machine import MachineParams
@@ -190,7 +190,7 @@ def _describe(table: np.ndarray, dtype: np.dtype) -> str:
     c_st = (int(table[T_C_M]), int(table[T_C_N]))
     bp = blas_plan(m, n, k, a_st, b_st, c_st)
     assert bp is not None  # lowered as a BLAS tile
-    name = ("s" if dtype.itemsize == 4 else "d") + "gemm"
+    name = GEMM_NAMES[np.dtype(dtype).name]
     mm, nn = (n, m) if bp.swap else (m, n)
     ta, tb = chr(bp.transa) if bp.transa else "packed", chr(bp.transb) if bp.transb else "packed"
     call = (f"{name}(transA={ta}, transB={tb}, m={mm}, n={nn}, k={k}, lda={bp.lda}, "

@@ -17,6 +17,7 @@ from teir_plan.tilekinds.table import (
     T_STREAM,
     set_fields,
 )
+from teir_plan.tiles import vector_kernel_dtype
 
 # The largest Copy tile (elements) that gets a buffer to assemble its run of out in
 # (copy_kernels._copy_transposed_run): it must stay in L1 beside the lines it is read from.
@@ -31,7 +32,9 @@ def unary_tile(m: int, n: int, x: tuple[int, int], y: tuple[int, int], itemsize:
 
 
 def _encode(table: np.ndarray, t: GemmTile, kind: int, low: Lowering) -> None:
-    set_fields(table, kind=kind, tile_fn=low.entries.address("copy"), m=t.m, n=t.n,
+    # Line transposes take real elements; complex128 elements are copied one by one.
+    entry = "copy" if vector_kernel_dtype(low.dtype) else "copy_elements"
+    set_fields(table, kind=kind, tile_fn=low.entries.address(entry), m=t.m, n=t.n,
                a_m=t.a[0], a_k=t.a[1], c_m=t.c[0], c_n=t.c[1])
     # A copy writes every element once: large outputs stream (ReLU programs do not:
     # their elementwise loop has no line stores).
@@ -53,6 +56,8 @@ def _encode_relu(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> No
 
 
 def _describe_copy(table: np.ndarray, dtype: np.dtype) -> str:
+    if not vector_kernel_dtype(dtype):
+        return f"each tile copied by jitted loops, one {np.dtype(dtype)} at a time"
     how = ("each tile copied by jitted loops, transposed a 64-byte line by a line in "
            "registers where the input's unit stride is not out's")
     if table[T_STREAM]:
