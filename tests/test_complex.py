@@ -19,7 +19,6 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import teir_plan as tp
-from teir_plan.executor import table as K
 from teir_plan.executor.lower import lower
 from tests import spec_examples
 from tests.gemm_programs import gemm_program
@@ -115,14 +114,14 @@ def test_spec_examples_run_in_complex(build, dtype):
 # round), operands BLAS cannot address (packed), an output it cannot (scratch), the
 # strided loops, dot products and rows.
 _TILES = [
-    ((24, 20, 36), (1, 24), (1, 36), (1, 24), K.MODE_BLAS),     # NN, column-major C
-    ((24, 20, 36), (36, 1), (20, 1), (20, 1), K.MODE_BLAS),     # row-major: swapped
-    ((24, 20, 36), (36, 1), (1, 36), (1, 24), K.MODE_BLAS),     # A transposed
-    ((24, 20, 36), (1, 24), (20, 1), (1, 24), K.MODE_BLAS),     # B transposed
-    ((24, 20, 36), (2, 48), (2, 72), (1, 24), K.MODE_BLAS),     # both operands packed
-    ((24, 20, 36), (1, 24), (1, 36), (2, 48), K.MODE_BLAS),     # out through scratch
-    ((3, 4, 5), (1, 3), (1, 5), (1, 3), K.MODE_LOOPS),          # too small for BLAS
-    ((40, 1, 64), (64, 1), (1, 0), (1, 0), K.MODE_DOT),         # one column: dots
+    ((24, 20, 36), (1, 24), (1, 36), (1, 24), "blas"),     # NN, column-major C
+    ((24, 20, 36), (36, 1), (20, 1), (20, 1), "blas"),     # row-major: swapped
+    ((24, 20, 36), (36, 1), (1, 36), (1, 24), "blas"),     # A transposed
+    ((24, 20, 36), (1, 24), (20, 1), (1, 24), "blas"),     # B transposed
+    ((24, 20, 36), (2, 48), (2, 72), (1, 24), "blas"),     # both operands packed
+    ((24, 20, 36), (1, 24), (1, 36), (2, 48), "blas"),     # out through scratch
+    ((3, 4, 5), (1, 3), (1, 5), (1, 3), "loops"),          # too small for BLAS
+    ((40, 1, 64), (64, 1), (1, 0), (1, 0), "dot"),         # one column: dots
 ]
 
 
@@ -136,8 +135,8 @@ def test_gemm_tiles_on_complex_elements(dtype, case, schedule):
         pytest.skip("the split must divide the axis")
     prog = gemm_program(dtype, m, n, k, ksplit, a_mk, b_kn, c_mn, first, "none", par)
     low = lower(prog)
-    assert low.tile[K.T_MODE] == mode
-    if mode == K.MODE_BLAS:
+    assert low.kind.name == mode
+    if mode == "blas":
         assert low.calls_blas
     rng = np.random.default_rng(2)
     span = lambda st, ext: 1 + sum(s * (e - 1) for s, e in zip(st, ext))  # noqa: E731

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, njit
 
-from teir_plan.executor.table import T_A_K, T_A_M, T_C_M, T_C_N, T_M, T_N
+from teir_plan.tilekinds.table import T_A_K, T_A_M, T_C_M, T_C_N, T_M, T_N
 
 
 @njit(cache=True, nogil=True)
