@@ -47,7 +47,7 @@ from teir_plan.planner.cost import (
     tile_runs,
     tile_seconds,
 )
-from teir_plan.planner.gemm_rate import clear_caches as forget_gemm_rates
+from teir_plan.planner.gemm_rate import forget_tile_rates
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
@@ -245,7 +245,7 @@ def forget_memos() -> None:
     time planning.  The memos are keyed by the machine parameters, so they never need
     clearing for correctness."""
     _ranked_copies.cache_clear()
-    forget_gemm_rates()
+    forget_tile_rates()
     blas_plan.cache_clear()
     variants.cache_clear()
     prim_option.cache_clear()
