@@ -28,16 +28,16 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from teir_plan.frontend.contraction import Contraction
+from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.planner.candidates import NO_AXIS, Choice
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.parallel_k import partial_sums_seconds
 from teir_plan.teir.enums import DimType
-from teir_plan.tilekinds import GEMM_KINDS, AxisView, GemmTile, TileKind
+from teir_plan.tilekinds import GEMM_KINDS, GemmTile, TileKind
 from teir_plan.tilekinds.blas import KIND as BLAS
 from teir_plan.tilekinds.blas import BlasPlan
 from teir_plan.tilekinds.dot import KIND as DOT
-from teir_plan.tilekinds.kind import PriceArgs
+from teir_plan.tilekinds.kind import PriceArgs, no_floor
 from teir_plan.tilekinds.loops import KIND as LOOPS
 from teir_plan.tilekinds.row import ROW_FLOPS
 from teir_plan.tilekinds.vec import vec_line_bytes
@@ -106,11 +106,8 @@ def gemm_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> Ge
                     (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
 
 
-def _view(c: Contraction, a: int) -> AxisView | None:
-    if a == NO_AXIS:
-        return None
-    ax = c.axes[a]
-    return AxisView(ax.extent, ax.strides)
+def _axis(c: Contraction, a: int) -> Axis | None:
+    return c.axes[a] if a != NO_AXIS else None
 
 
 def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
@@ -119,7 +116,7 @@ def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     same rules, :func:`teir_plan.tilekinds.choose`), its axis, and the tile.  ``blas``:
     the prim choice's BLAS call (candidates.blas_call: the BLAS kind's own rule, mapped
     once per prim choice)."""
-    views = (_view(c, m_ax), _view(c, n_ax), _view(c, k_ax))
+    views = (_axis(c, m_ax), _axis(c, n_ax), _axis(c, k_ax))
     tile = gemm_tile(c, m_ax, n_ax, k_ax, br_ax)
     for kind in GEMM_KINDS:
         if kind is BLAS:
@@ -128,10 +125,10 @@ def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
             continue
         # A quick necessary condition first: this runs for every prim choice the
         # search considers.
-        if kind is not LOOPS and not kind.may_take(*views, c.dtype.itemsize):
-            continue
         if kind.vector and not vector_kernel_dtype(c.dtype):
             continue  # the vector kernels' lanes are real floats
+        if kind is not LOOPS and not kind.may_take(*views, c.dtype.itemsize):
+            continue
         axis = kind.takes(tile)
         if axis:
             return kind, axis, tile
@@ -254,6 +251,13 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     return total_seconds(compute, memory, params.call_seconds)
 
 
+# The kinds' floors (search.rank asks floor_bounds of every distinct tile shape).
+_FLOORS = tuple(k.floor_rate for k in GEMM_KINDS if k.floor_rate is not no_floor)
+# ... and those of the kinds that take complex elements (no vector kernel).
+_SCALAR_FLOORS = tuple(k.floor_rate for k in GEMM_KINDS
+                       if k.floor_rate is not no_floor and not k.vector)
+
+
 def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
                  params: MachineParams, threads: int) -> list[float]:
     """Lower bounds on :func:`compute_bound` for prim choices whose tiles have these
@@ -280,8 +284,12 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
             compute = calls * 2 * flop_factor(dt) / ROW_FLOPS
         else:
             # The fastest rate any kind reaches on the shape.
-            rate = max(kind.floor_rate(m, n, k, isz, params, dt) for kind in GEMM_KINDS
-                       if not kind.vector or vector_kernel_dtype(dt))
+            floors = _FLOORS if vector_kernel_dtype(dt) else _SCALAR_FLOORS
+            rate = 0.0
+            for floor in floors:
+                r = floor(m, n, k, isz, params, dt)
+                if r > rate:
+                    rate = r
             compute = calls * (flops * flop_factor(dt) / rate + params.tile_seconds)
         seen[tile] = total_seconds(compute / threads, memory, params.call_seconds)
         out.append(seen[tile])

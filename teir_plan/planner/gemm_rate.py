@@ -80,8 +80,7 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int, form: int = 0
     return _interpolate(params, m, n, k, form)
 
 
-def clear_caches() -> None:
-    """Forget the memoized rates (search.clear_caches)."""
+def forget_tile_rates() -> None:
+    """Forget the memoized rates of tile shapes (search.forget_memos); the best-of-forms
+    table and the floors' memo are per machine parameters and stay."""
     _interpolate.cache_clear()
-    _best_table.cache_clear()
-    best_gemm_efficiency.cache_clear()

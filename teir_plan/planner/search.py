@@ -48,7 +48,7 @@ from teir_plan.planner.cost import (
     tile_runs,
     tile_seconds,
 )
-from teir_plan.planner.gemm_rate import clear_caches as forget_gemm_rates
+from teir_plan.planner.gemm_rate import forget_tile_rates
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
@@ -249,7 +249,7 @@ def forget_memos() -> None:
     time planning.  The memos are keyed by the machine parameters, so they never need
     clearing for correctness."""
     _ranked_copies.cache_clear()
-    forget_gemm_rates()
+    forget_tile_rates()
     blas_plan.cache_clear()
     variants.cache_clear()
     prim_option.cache_clear()

@@ -38,8 +38,19 @@ class GemmTile(NamedTuple):
     itemsize: int
 
 
+class AxisLike(Protocol):
+    """A prim axis as the cost model's quick checks see it (``None`` for no axis): the
+    contraction's own axes (frontend.contraction.Axis) are read as they are."""
+
+    @property
+    def extent(self) -> int: ...
+
+    @property
+    def strides(self) -> Strides: ...
+
+
 class AxisView(NamedTuple):
-    """A prim axis as the cost model's quick checks see it (``None`` for no axis)."""
+    """An :class:`AxisLike` of given extent and strides."""
 
     extent: int
     strides: Strides
@@ -81,7 +92,7 @@ class Price(NamedTuple):
     streams: bool = False  # out's lines stored non-temporally
 
 
-def _no_floor(m: int, n: int, k: int, itemsize: int, params: MachineParams,
+def no_floor(m: int, n: int, k: int, itemsize: int, params: MachineParams,
               dtype: np.dtype) -> float:
     return 0.0
 
@@ -90,7 +101,7 @@ def _never(tile: GemmTile) -> int:
     return 0
 
 
-def _maybe(m: AxisView | None, n: AxisView | None, k: AxisView | None, itemsize: int) -> bool:
+def _maybe(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None, itemsize: int) -> bool:
     return True
 
 
@@ -111,12 +122,12 @@ class TileKind:
     takes: Callable[[GemmTile], int] = _never
     # A quick necessary condition of ``takes`` from the prim axes alone, for the cost
     # model, which asks it of every prim choice the search considers.
-    may_take: Callable[[AxisView | None, AxisView | None, AxisView | None, int], bool] = _maybe
+    may_take: Callable[[AxisLike | None, AxisLike | None, AxisLike | None, int], bool] = _maybe
     # Writes the tile's fields for this kind (``takes``' axis).
     encode: Callable[[np.ndarray, GemmTile, int, Lowering], None] | None = None
     # One call's cost on one core.
     price: Callable[[GemmTile, int, PriceArgs], Price] | None = None
     # An upper bound on the rate (flop/s) the kind reaches on any m x n x k tile
     # (0: none), for the search's floors (cost.floor_bounds).
-    floor_rate: Callable[[int, int, int, int, MachineParams, np.dtype], float] = _no_floor
+    floor_rate: Callable[[int, int, int, int, MachineParams, np.dtype], float] = no_floor
     vector: bool = False  # a vector kernel: lower(vector_kernel=False) skips it

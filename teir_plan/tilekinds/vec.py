@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from teir_plan.isa import LINE_BYTES, target
-from teir_plan.tilekinds.kind import AxisView, GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.kind import AxisLike, GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import (
     T_K,
     T_M,
@@ -126,7 +126,7 @@ def _takes(t: GemmTile) -> int:
     return vec_axis(*t)
 
 
-def _may_take(m: AxisView | None, n: AxisView | None, k: AxisView | None,
+def _may_take(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None,
               itemsize: int) -> bool:
     # vec_axis needs the vector operand and out at unit stride along a vector axis of at
     # least one micro-tile, and rows (so both axes).

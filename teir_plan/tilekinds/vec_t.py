@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from teir_plan.isa import LINE_BYTES
-from teir_plan.tilekinds.kind import AxisView, GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.kind import AxisLike, GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, T_VEC_T, set_fields
 from teir_plan.tilekinds.vec import MODE, along, streamed_note
 from teir_plan.tiles import (
@@ -120,7 +120,7 @@ def _takes(t: GemmTile) -> int:
     return vec_t_axis(*t)
 
 
-def _may_take(m: AxisView | None, n: AxisView | None, k: AxisView | None,
+def _may_take(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None,
               itemsize: int) -> bool:
     # The long operand at unit stride along the vector axis, out along the rows.
     if m is None or n is None:
