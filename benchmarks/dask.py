@@ -180,7 +180,7 @@ def run_cases(client: object, cases: list[Case], repeats: int, rounds: int) -> l
             "tp GFLOP/s": flops / results["tp"][0] / 1e9,
             "tp peak MiB": results["tp"][1] / 2**20,
             "dask peak MiB": results["dask"][1] / 2**20,
-            "tp tasks": tasks["tp"], "dask tasks": tasks["dask"], "max rel err": err,
+            "tp tasks": tasks["tp"], "dask tasks": tasks["dask"], "max rel err": f"{err:.1e}",
         })
         print(f"{case.name:12s} tp {results['tp'][0]:8.3f} s  dask {results['dask'][0]:8.3f} s"
               f"  x{rows[-1]['speedup']:.2f}  peak MiB tp {rows[-1]['tp peak MiB']:.0f} "
@@ -212,7 +212,7 @@ def memory_test(client: object) -> dict:
     err = float(np.abs(got - ref).max() / np.abs(ref).max())
     return {"operand GiB": (a.nbytes + b.nbytes) / 2**30, "worker limit GiB": 1.5,
             "seconds": seconds, "worker peak MiB": mem.worker_peak / 2**20,
-            "max rel err": err, "tasks": report["tasks"],
+            "max rel err": f"{err:.1e}", "tasks": report["tasks"],
             "peak task MiB (planned)": report["peak_task_bytes"] / 2**20,
             "chunks": report["steps"][0]["chunks"]}
 
