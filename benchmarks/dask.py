@@ -6,7 +6,7 @@ workers); tp plans its own chunking from them (teir_plan/distributed/chunks.py),
 contracts the chunks it is given (one blockwise over all indices, numpy.einsum per
 block, partial sums by a tree reduction).  Each system is timed best of ``--repeats``
 runs of ``compute()`` (graph, scheduling and transfers included) in ``--rounds`` rounds
-that take turns, each on freshly restarted workers holding freshly generated operands;
+that take turns, each on a cluster started for it holding freshly generated operands;
 the peak memory of a worker process (resident set, sampled every 50 ms while it runs,
 less the worker's resident size before) is the most any run of that system reached.
 The task counts are the graph's keys (the operands' chunks included).
@@ -132,20 +132,13 @@ def _time(fn: Callable[[], object], repeats: int, client: object) -> tuple[float
     return best, peak
 
 
-def _fresh(client: object, case: Case) -> list:
-    """Restart the workers (a process keeps memory it has freed, which would hide the next
-    run's peak) and generate the operands on them again (the same values: same seed)."""
-    client.restart()  # type: ignore[attr-defined]
-    client.wait_for_workers(len(client.scheduler_info()["workers"]), timeout=120)  # type: ignore[attr-defined]
-    ops = _operands(case)
-    import distributed
-
-    distributed.wait(ops)
-    return ops
-
-
-def run_cases(client: object, cases: list[Case], repeats: int, rounds: int) -> list[dict]:
+def run_cases(cluster_options: dict, cases: list[Case], repeats: int, rounds: int
+              ) -> list[dict]:
+    """Each system's runs of each case on a cluster of its own, started for them (a
+    worker process keeps memory it has freed, which would hide the next run's peak),
+    with the operands generated on its workers (the same values: same seed)."""
     import dask.array as da
+    import distributed
 
     import teir_plan as tp
 
@@ -160,15 +153,19 @@ def run_cases(client: object, cases: list[Case], repeats: int, rounds: int) -> l
         tasks: dict[str, int] = {}
         for _ in range(rounds):
             for name, build in systems.items():
-                ops = _fresh(client, case)
-                graph = build(case.subscripts, ops)
-                tasks[name] = len(graph.__dask_graph__())  # type: ignore[attr-defined]
-                if name not in values:
-                    values[name] = graph.compute()  # type: ignore[attr-defined]
-                t, peak = _time(graph.compute, repeats, client)  # type: ignore[attr-defined]
-                old = results.get(name, (float("inf"), 0))
-                results[name] = (min(old[0], t), max(old[1], peak))
-                del ops, graph
+                with distributed.LocalCluster(**cluster_options) as cluster, \
+                        distributed.Client(cluster) as client:
+                    tp.distributed.prepare_workers(client)
+                    ops = _operands(case)
+                    distributed.wait(ops)
+                    graph = build(case.subscripts, ops)
+                    tasks[name] = len(graph.__dask_graph__())  # type: ignore[attr-defined]
+                    if name not in values:
+                        values[name] = graph.compute()  # type: ignore[attr-defined]
+                    t, peak = _time(graph.compute, repeats, client)  # type: ignore[attr-defined]
+                    old = results.get(name, (float("inf"), 0))
+                    results[name] = (min(old[0], t), max(old[1], peak))
+                    del ops, graph
         ref = values["dask"]
         err = float(np.abs(values["tp"] - ref).max() / max(1e-30, np.abs(ref).max()))
         flops = _flops(case)
@@ -231,34 +228,34 @@ def main() -> None:
     import teir_plan as tp
 
     limit = "1.5GiB" if args.memory_test else "4GiB"
-    with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                                  processes=True, memory_limit=limit,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        tp.distributed.prepare_workers(client)
-        info = machine()
-        info.update({"dask workers": args.workers, "threads per worker": 1,
-                     "worker memory limit": limit})
-        data: dict = {"machine": info}
-        md = ["# tp.einsum on dask arrays against dask.array.einsum", "", machine_md(info), ""]
-        if args.memory_test:
+    options = {"n_workers": args.workers, "threads_per_worker": 1, "processes": True,
+               "memory_limit": limit, "dashboard_address": None}
+    info = machine()
+    info.update({"dask workers": args.workers, "threads per worker": 1,
+                 "worker memory limit": limit})
+    data: dict = {"machine": info}
+    md = ["# tp.einsum on dask arrays against dask.array.einsum", "", machine_md(info), ""]
+    if args.memory_test:
+        with distributed.LocalCluster(**options) as cluster, \
+                distributed.Client(cluster) as client:
+            tp.distributed.prepare_workers(client)
             result = memory_test(client)
-            print(result)
-            data["memory test"] = result
-            md += ["## Operands larger than a worker's memory", "",
-                   md_table(list(result), [list(result.values())])]
-            write_results("dask-memory", data, "\n".join(md) + "\n")
-            return
-        names = set(filter(None, args.cases.split(",")))
-        cases = [c for c in CASES if not names or c.name in names]
-        rows = run_cases(client, cases, args.repeats, args.rounds)
-        speedups = [r["speedup"] for r in rows]
-        geo = float(np.exp(np.mean(np.log(speedups))))
-        data.update({"rows": rows, "geomean speedup": geo})
-        md += [md_table(list(rows[0]), [list(r.values()) for r in rows]), "",
-               f"Geometric mean of dask.array.einsum's time over tp's: {geo:.2f}x", ""]
-        print(f"geomean x{geo:.2f}")
-        write_results("dask", data, "\n".join(md) + "\n")
+        print(result)
+        data["memory test"] = result
+        md += ["## Operands larger than a worker's memory", "",
+               md_table(list(result), [list(result.values())])]
+        write_results("dask-memory", data, "\n".join(md) + "\n")
+        return
+    names = set(filter(None, args.cases.split(",")))
+    cases = [c for c in CASES if not names or c.name in names]
+    rows = run_cases(options, cases, args.repeats, args.rounds)
+    speedups = [r["speedup"] for r in rows]
+    geo = float(np.exp(np.mean(np.log(speedups))))
+    data.update({"rows": rows, "geomean speedup": geo})
+    md += [md_table(list(rows[0]), [list(r.values()) for r in rows]), "",
+           f"Geometric mean of dask.array.einsum's time over tp's: {geo:.2f}x", ""]
+    print(f"geomean x{geo:.2f}")
+    write_results("dask", data, "\n".join(md) + "\n")
 
 
 if __name__ == "__main__":

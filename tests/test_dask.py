@@ -217,3 +217,13 @@ def test_the_chosen_chunking_predicts_no_more_time_than_the_given_one(subscripts
     if as_given.task_bytes <= budget:
         assert (predicted_seconds(chosen, RATES, given)
                 <= predicted_seconds(as_given, RATES, given) * (1 + 1e-9))
+
+
+def test_opt_einsum_with_the_teir_plan_backend_takes_the_dask_path() -> None:
+    oe = pytest.importorskip("opt_einsum")
+    a, b, c = _random((30, 20)), _random((20, 25)), _random((25, 10))
+    x, y, z = (da.from_array(v, chunks=7) for v in (a, b, c))
+    result = oe.contract("ij,jk,kl->il", x, y, z, backend="teir_plan")
+    assert isinstance(result, da.Array)
+    np.testing.assert_allclose(result.compute(), _reference("ij,jk,kl->il", a, b, c),
+                               rtol=1e-10, atol=1e-10)

@@ -85,6 +85,24 @@ BENCHMARKS = [
      ".venv/bin/python -m benchmarks.trees --overhead",
      "A cached tree plan's time per pairwise step on chains of 8 x 8 matrices, and the "
      "tiny binary call, against numpy.einsum and opt_einsum."),
+    ("tccg-complex64", "TCCG contractions in complex64",
+     ".venv/bin/python -m benchmarks.tccg --quick --dtype complex64",
+     "The TCCG contractions in complex64 (8 real flops per complex multiply-add) against "
+     "numpy.einsum(optimize=True), opt_einsum and PyTorch (etops has no complex type), "
+     "with numpy.matmul's complex rate on the same GEMMs."),
+    ("tccg-complex128", "TCCG contractions in complex128",
+     ".venv/bin/python -m benchmarks.tccg --quick --dtype complex128",
+     "The same in complex128."),
+    ("dask", "Dask arrays: tp.einsum against dask.array.einsum",
+     ".venv/bin/python -m benchmarks.dask",
+     "TCCG-shaped and tree expressions on dask arrays chunked 2-8 ways, on a LocalCluster "
+     "of worker processes (one thread each): tp.einsum (its own chunk choice, every block "
+     "through teir_plan) against dask.array.einsum(optimize=True) on the same arrays, "
+     "each on a cluster started for it, with each worker's peak memory."),
+    ("dask-memory", "Dask arrays: operands larger than a worker's memory",
+     ".venv/bin/python -m benchmarks.dask --memory-test",
+     "ik,kj->ij over 4 GiB of operands generated on workers limited to 1.5 GiB each, "
+     "checked against a blocked numpy reference."),
     ("cost-accuracy", "Cost model accuracy", ".venv/bin/python -m benchmarks.cost_accuracy "
      "--calibrate", "Predicted against measured seconds for the 24 TCCG contractions; see "
      "[Cost model](cost-model.md)."),
