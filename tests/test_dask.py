@@ -227,3 +227,15 @@ def test_opt_einsum_with_the_teir_plan_backend_takes_the_dask_path() -> None:
     assert isinstance(result, da.Array)
     np.testing.assert_allclose(result.compute(), _reference("ij,jk,kl->il", a, b, c),
                                rtol=1e-10, atol=1e-10)
+
+
+def test_a_summed_index_taken_whole_is_joined_in_the_task_not_rechunked() -> None:
+    a, b = _random((40, 64)), _random((64, 30))
+    x, y = da.from_array(a, chunks=(40, 16)), da.from_array(b, chunks=(16, 30))
+    dplan = tp.distributed.plan_dask("ik,kj->ij", x, y, memory_budget=1 << 30)
+    assert dplan.steps[0].choice.grid["k"] == 1  # k whole: one task per output block
+    result = dplan(x, y)
+    layers = result.__dask_graph__().layers
+    assert not any(name.startswith("rechunk") for name in layers), list(layers)
+    np.testing.assert_allclose(result.compute(), _reference("ik,kj->ij", a, b),
+                               rtol=1e-10, atol=1e-10)

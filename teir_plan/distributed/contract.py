@@ -157,21 +157,33 @@ def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
     ch = step.choice.chunks
     grid = step.choice.grid
     ext = step.choice.contraction.extents
+    summed = step.choice.contraction.summed
+    # A summed index taken whole is not rechunked: each task joins the blocks along it
+    # that dask hands it (a copy that lives as long as the task), where a rechunk would
+    # keep a second copy of the operand on the workers.  Only where no operand repeats
+    # it (a diagonal).
+    joined = {c for c in summed if grid[c] == 1
+              and all(ix.count(c) <= 1 for ix in step.inputs)}
     # A broadcast axis (extent 1 where the index is longer) keeps its one chunk.
-    ops = [op.rechunk(tuple(ch[c] if op.shape[ax] == ext[c] else 1
+    ops = [op.rechunk(tuple(op.chunks[ax] if c in joined else
+                            ch[c] if op.shape[ax] == ext[c] else 1
                             for ax, c in enumerate(ix)))
            for op, ix in zip(ops, step.inputs)]
-    split = tuple(c for c in step.choice.contraction.summed if grid[c] > 1)
+    split = tuple(c for c in summed if grid[c] > 1)
     out_ind = tuple(step.output) + split
     pairs: list[Any] = []
     for op, ix in zip(ops, step.inputs):
         pairs += [op, tuple(ix)]
+    # Per operand, the axes of its summed indices not in out_ind, in the order dask nests
+    # their blocks (the operand's own order).
+    join_axes = tuple(tuple(ax for ax, c in enumerate(ix) if c in summed and c not in split)
+                      for ix in step.inputs)
     result = da.blockwise(
         contract_blocks, out_ind, *pairs,
         adjust_chunks={c: 1 for c in split}, dtype=dtype,
         meta=np.empty((0,) * len(out_ind), dtype),
         subscripts=step.subscripts, partial_axes=len(split), result_dtype=dtype,
-        casting=dplan.casting, threads=dplan.task_threads)
+        casting=dplan.casting, threads=dplan.task_threads, join_axes=join_axes)
     if split:
         n = len(step.output)
         result = result.sum(axis=tuple(range(n, n + len(split))),

@@ -8,6 +8,7 @@ dictionary lookup) and runs it on its own compiled kernels.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,26 +16,32 @@ import numpy as np
 from teir_plan.errors import PlanError
 
 
-def _single(block: Any) -> np.ndarray:
-    """The one block dask passes in nested lists for the summed indices that are not
-    split (one chunk each): taken as it is, where concatenating would copy it."""
-    while isinstance(block, list):
-        if len(block) != 1:
-            raise PlanError(f"a summed index that is not split has one chunk, got {len(block)}")
-        block = block[0]
-    return block
+def _joined(block: Any, axes: Sequence[int]) -> np.ndarray:
+    """The blocks dask passes as nested lists for the summed indices taken whole (one
+    level per index, along ``axes`` of the operand, in order), joined into one array: a
+    copy only where there are several."""
+    if not isinstance(block, list):
+        return block
+    if not axes:
+        raise PlanError("a task was given nested blocks along no summed index")
+    parts = [_joined(b, axes[1:]) for b in block]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axes[0])
 
 
 def contract_blocks(*blocks: Any, subscripts: str, partial_axes: int,
                     result_dtype: object = None, casting: str = "safe",
-                    threads: int | None = None) -> np.ndarray:
+                    threads: int | None = None,
+                    join_axes: tuple[tuple[int, ...], ...] = ()) -> np.ndarray:
     """``tp.einsum(subscripts, *blocks)`` on ``threads`` threads (None: the process's
     count), with ``partial_axes`` trailing axes of extent 1 added: one per summed index
-    split into several chunks, along which dask adds the partial results up."""
+    split into several chunks, along which dask adds the partial results up.
+    ``join_axes``: per block, the axes along which dask passes it in pieces (summed
+    indices taken whole, see :func:`_joined`)."""
     from teir_plan.api import einsum
     from teir_plan.executor.threads import thread_count
 
-    inputs = [_single(b) for b in blocks]
+    axes = join_axes or ((),) * len(blocks)
+    inputs = [_joined(b, ax) for b, ax in zip(blocks, axes)]
     if threads is None:
         out = einsum(subscripts, *inputs, dtype=result_dtype, casting=casting)
     else:
