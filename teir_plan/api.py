@@ -150,18 +150,11 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
     if normalize_optimize(opt).autotune and plan.main_step is not None:
         if arrays is None:
             rng = np.random.default_rng(0)
-            arrays = [_random_like(s, rng) for s in specs]
+            arrays = [s.random(rng) for s in specs]
         plan = autotune(plan, arrays)
     if key is not None:
         plan = plan_cache.put(key, plan, params)
     return plan
-
-
-def _random_like(spec: OperandSpec, rng: np.random.Generator) -> np.ndarray:
-    """A random array with exactly ``spec``'s shape and element strides."""
-    arr = spec.allocate()
-    arr[...] = rng.random(spec.shape) if spec.dtype.kind == "f" else 0
-    return arr
 
 
 def plan(subscripts: object, *operands: object, dtype: object = None,

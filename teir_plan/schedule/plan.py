@@ -57,9 +57,13 @@ class OperandSpec:
 
     def random(self, rng: np.random.Generator) -> np.ndarray:
         """A new array of exactly this layout (:meth:`allocate`), uniform in [0, 1) for
-        floating dtypes, zeros otherwise: operands to time a plan on."""
+        floating dtypes (both parts for complex), zeros otherwise: operands to time a
+        plan on."""
         arr = self.allocate()
-        arr[...] = rng.random(self.shape) if self.dtype.kind == "f" else 0
+        if self.dtype.kind == "c":
+            arr[...] = rng.random(self.shape) + 1j * rng.random(self.shape)
+        else:
+            arr[...] = rng.random(self.shape) if self.dtype.kind == "f" else 0
         return arr
 
 
