@@ -10,7 +10,6 @@ import json
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -98,13 +97,10 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+    """The best of ``repeats`` calls after one that compiles and plans."""
+    from teir_plan.planner.calibrate import best_seconds
+
+    return best_seconds(fn, repeats, warmup=1)  # type: ignore[no-any-return]
 
 
 # The random operands the run and execute commands allocate, at most (each).

@@ -36,7 +36,10 @@ from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.vec import vec_efficiency
 
 
-def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
+def best_seconds(fn, repeats: int = 5, warmup: int = 0) -> float:  # type: ignore[no-untyped-def]
+    """The best of ``repeats`` timed calls of ``fn`` after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
     best = float("inf")
     for _ in range(repeats):
         t = time.perf_counter()
@@ -76,7 +79,7 @@ def _peak_flops(dtype: str, rng: np.random.Generator, repeats: int = 5) -> float
     arrs = [rng.random(s * s).astype(dtype), rng.random(s * s).astype(dtype),
             np.zeros(s * s, dtype)]
     execute(prog, *arrs)
-    return 2 * s**3 / _best(lambda: execute(prog, *arrs), repeats)
+    return 2 * s**3 / best_seconds(lambda: execute(prog, *arrs), repeats)
 
 
 def _call_seconds() -> float:
@@ -94,7 +97,7 @@ def _call_seconds() -> float:
             run_lowered(lowered, [x, y])
 
     run200()
-    return _best(run200, 3) / 200
+    return best_seconds(run200, 3) / 200
 
 
 def _copy_rate(rng: np.random.Generator) -> float:
@@ -113,7 +116,7 @@ def _copy_rate(rng: np.random.Generator) -> float:
     dst = np.zeros((side + 16) * side, np.float32)
     copy_low = lower(copy_prog)
     run_lowered(copy_low, [src, dst])
-    return src.nbytes / _best(lambda: run_lowered(copy_low, [src, dst]), 5)
+    return src.nbytes / best_seconds(lambda: run_lowered(copy_low, [src, dst]), 5)
 
 
 def _dram_rate(mib: int, repeats: int) -> float:
@@ -121,7 +124,7 @@ def _dram_rate(mib: int, repeats: int) -> float:
     faults the destination's pages in; the best of the runs is kept)."""
     a = np.ones(mib * 1024 * 1024 // 8)
     b = np.empty_like(a)
-    return 2 * a.nbytes / _best(lambda: np.copyto(b, a), repeats)
+    return 2 * a.nbytes / best_seconds(lambda: np.copyto(b, a), repeats)
 
 
 def _call_seconds_gemm() -> float:
@@ -140,7 +143,7 @@ def _call_seconds_gemm() -> float:
                 run_lowered(lowered, arrs)  # noqa: B023
 
         run200()
-        return _best(run200, 3) / 200
+        return best_seconds(run200, 3) / 200
 
     one, many = per_call(1), per_call(33)
     return max(one - (many - one) / 32, 1e-7)
@@ -155,7 +158,7 @@ def _numpy_copy_rate(rng: np.random.Generator) -> float:
     src = rng.random((side, side)).astype(np.float32)
     dst = np.zeros((side, side + 16), np.float32)[:, :side]
     np.copyto(dst, src)
-    return src.nbytes / _best(lambda: np.copyto(dst, src), 5)
+    return src.nbytes / best_seconds(lambda: np.copyto(dst, src), 5)
 
 
 # OpenBLAS' kernel families (its core name, lower case) by the width of the vectors their
@@ -328,7 +331,7 @@ def calibrate(save: bool = True) -> MachineParams:
         # The grid is BLAS' table: tiles the vector kernel would take run on BLAS here.
         lowered = lower(prog, vector_kernel)
         run_lowered(lowered, arrs)
-        return _best(lambda: run_lowered(lowered, arrs), repeats) / reps  # noqa: B023
+        return best_seconds(lambda: run_lowered(lowered, arrs), repeats) / reps  # noqa: B023
 
     saved_threads = get_num_threads()
     try:

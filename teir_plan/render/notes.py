@@ -110,6 +110,12 @@ def changes(chosen: Candidate, alt: Candidate) -> list[str]:
 
 # ---- building the report -----------------------------------------------------------------
 
+def _pre_reduction(st: ReduceStep | TEIRStep, plan: Plan) -> str:
+    """The words for a sum that writes a temporary (not the result): a pre-reduction."""
+    return ("a pre-reduction: indices summed in one operand only are summed before the "
+            "contraction; " if st.dst != len(plan.operands) else "")
+
+
 def frontend_notes(plan: Plan) -> list[str]:
     """What the frontend does before (and around) the TEIR programs: casts, diagonal
     views, broadcasts, pre-reductions, extent-1 indices, packing, numpy fallbacks."""
@@ -163,9 +169,7 @@ def frontend_notes(plan: Plan) -> list[str]:
                 f"stores moves the block into out: {copy}")
         elif isinstance(st, ReduceStep):
             ins, out = st.subscripts.split("->")
-            pre = ("a pre-reduction: indices summed in one operand only are summed "
-                   "before the contraction; " if st.dst != len(plan.operands) else "")
-            notes.append(f"step {k}: {pre}the sum over "
+            notes.append(f"step {k}: {_pre_reduction(st, plan)}the sum over "
                          f"{_join(sorted(set(ins) - set(out) - {','}))} runs on the "
                          f"reduction kernels (one pass over the operand, no TEIR "
                          f"program): {st.reduction.describe()}")
@@ -177,9 +181,7 @@ def frontend_notes(plan: Plan) -> list[str]:
                              f"an operand, so the result is staged in memory order {ins} "
                              f"and permuted into out's order {out} (one copy of the result)")
             elif st.role == "reduce":
-                pre = ("a pre-reduction: indices summed in one operand only are summed "
-                       "before the contraction; " if st.dst != len(plan.operands) else "")
-                notes.append(f"step {k}: {pre}the sum over "
+                notes.append(f"step {k}: {_pre_reduction(st, plan)}the sum over "
                              f"{_join(set(terms[0]) - set(out))} runs as a contraction "
                              f"with an added constant in1 of ones (stride 0 on every "
                              f"axis)")
