@@ -117,6 +117,12 @@ BLAS_THREADED_TILE_FLOPS = 4_000_000
 # A dot product at least this long is split over the threads: below, the parallel
 # region's start costs more than half the product (docs/decisions.md).
 DOT_SPLIT_MIN_K = 1 << 16
+# OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
+# (its interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 unless
+# built otherwise), so a serial program of such tiles leaves BLAS' thread count alone
+# (setting it and back costs about 3 us, a third of a 16 x 16 product's call).  A build
+# with another threshold would only run such a call on its own threads: the same result.
+BLAS_SERIAL_MNK = 65536 * 4
 
 
 # --- Reductions (executor/reduce.py, planner/reduce.py) --------------------------------
@@ -125,6 +131,15 @@ KIND_ROWS = 1  # the unit stride along a kept axis: whole rows added into the ou
 SPLIT_NONE = 0
 SPLIT_OUTPUTS = 1  # the threads take shares of the outputs
 SPLIT_SUMMED = 2  # ... of the summed axis, into private partial sums
+# Parallel reductions take this many chunks per thread, handed out as workers come free:
+# on a machine shared with other processes, a static split waits for the slowest worker.
+CHUNKS_PER_THREAD = 4
+
+
+def output_chunks(units: int, threads: int) -> int:
+    """Chunks of a SPLIT_OUTPUTS reduction over ``threads``: at least four units each
+    (the inner kernel sums four outputs per pass)."""
+    return min(CHUNKS_PER_THREAD * threads, max(threads, units // 4))
 # Weighted rows shorter than this (one summed axis, unit stride along them) run on BLAS'
 # ?gemv: LLVM's vectorized loop needs more iterations before it runs at all, and left
 # ki,k->i's rows of 24 float32 one element at a time (11 ns a row against 1-2 on ?gemv).

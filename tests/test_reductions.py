@@ -187,6 +187,24 @@ def test_short_rows_back_to_back_in_windows(shape, split) -> None:  # type: igno
     assert_einsum_close(res, "ij->j", [x], np.float32)
 
 
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("sub", ["ik,k->i", "ik->i"])
+@pytest.mark.parametrize("shape", [(4, 256), (7, 9000), (24, 4097), (9, 300)])
+def test_long_runs_four_outputs_a_pass(sub, shape, split) -> None:  # type: ignore[no-untyped-def]
+    """Runs long enough for the inner kernel's four-outputs-a-pass path (FOUR_MIN and
+    more), the outputs not a multiple of four, and split along the runs: every output
+    summed over exactly its share of each run, once."""
+    rng = np.random.default_rng(shape[0])
+    ops = [rng.standard_normal(shape).astype(np.float32)]
+    if "," in sub:
+        ops.append(rng.standard_normal(shape[1]).astype(np.float32))
+    for nthreads in range(1, MAX_THREADS + 1):
+        res = np.full(shape[0], np.nan, np.float32)
+        red = reduce_directly(sub, ops, res, split, nthreads)
+        assert red is not None and red.kind == tiles.KIND_INNER
+        assert_einsum_close(res, sub, ops, np.float32)
+
+
 @pytest.mark.parametrize(("sub", "shapes", "kernel"), [
     ("ij->j", [(100_000, 300)], "rows kernel"),
     ("ij->i", [(100_000, 300)], "inner kernel"),

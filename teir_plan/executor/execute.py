@@ -36,16 +36,7 @@ from teir_plan.executor.walker import (
 from teir_plan.schedule.workspace import workspace
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds import table as K
-from teir_plan.tilekinds.dot import KIND as DOT
-from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
-
-# OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
-# (its interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 unless
-# built otherwise), so a serial program of such tiles leaves BLAS' thread count alone
-# (setting it and back costs about 3 us, a third of a 16 x 16 product's call).  A build
-# with another threshold would only run such a call on its own threads: the same result.
-BLAS_SERIAL_MNK = 65536 * 4
-
+from teir_plan.tiles import BLAS_SERIAL_MNK, BLAS_THREADED_TILE_FLOPS
 
 _CONSTS = {np.dtype(t): np.array([1, 0], t)
            for t in (np.float32, np.float64, np.complex64, np.complex128)}
@@ -98,6 +89,9 @@ def _runner(run):  # type: ignore[no-untyped-def]
 
 def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
     """Run an already lowered program on arrays that have passed :func:`check_arrays`."""
+    if low.serial:
+        _run_serial(low, arrays)
+        return
     if low.partials is not None and _run_partials(low.partials, arrays):
         return
     x0, o0 = _as_type(flat_view(arrays[0]), low.dtype)
@@ -230,10 +224,40 @@ def _blas_limit(low: Lowered, serial: bool = False) -> AbstractContextManager[No
 
 def dot_split(low: Lowered) -> bool:
     """Whether a program is one dot product long enough to split over the threads
-    (run_dot_split): a one-row dot tile, no loops, K at least DOT_SPLIT_MIN_K."""
-    t = low.tile
-    return (low.kind is DOT and t[K.T_M] == 1 and t[K.T_N] == 1
-            and len(low.loops) == 0 and t[K.T_K] >= DOT_SPLIT_MIN_K)
+    (run_dot_split)."""
+    return low.splits_dot
+
+
+def _run_serial(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> None:
+    """run_lowered's path for a program that runs on the calling thread with nothing set
+    around it (Lowered.serial): the branches above decided once, at lowering, and the
+    views taken without a call per array where the types agree (a tiny product's
+    whole call is a few microseconds: each call here counts)."""
+    dtype = low.dtype
+    x0, o0 = flat_view(arrays[0])
+    if x0.dtype != dtype:
+        x0, o0 = _as_type((x0, o0), dtype)
+    if low.num_tensors == 3:
+        x1, o1 = flat_view(arrays[1])
+        if x1.dtype != dtype:
+            x1, o1 = _as_type((x1, o1), dtype)
+    else:
+        x1, o1 = x0, 0
+    y, o2 = flat_view(arrays[-1])
+    if y.dtype != dtype:
+        y, o2 = _as_type((y, o2), dtype)
+    tile = low.tile
+    if o0 or o1 or o2:
+        tile = tile.copy()
+        tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
+    if low.plain_blas:
+        _runner(blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, _CONSTS[dtype], 0, 1)
+    elif low.tile[K.T_ROW_PAR]:
+        _runner(run_chunk_at)(chunk_address(dtype), x0, x1, y, low.loops, low.npar, tile,
+                              _CONSTS[dtype], 0, low.parallel_iterations)
+    else:
+        _runner(run_chunk_at)(chunk_address(dtype), x0, x1, y, low.loops, 0, tile,
+                              _CONSTS[dtype], 0, 1)
 
 
 def _threads() -> int:

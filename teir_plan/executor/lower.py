@@ -29,11 +29,19 @@ from teir_plan.tilekinds import GemmTile, TileKind, choose, lowered_kind
 from teir_plan.tilekinds import table as K
 from teir_plan.tilekinds.blas import KIND as BLAS
 from teir_plan.tilekinds.copy import COPY, RELU, unary_tile
+from teir_plan.tilekinds.dot import KIND as DOT
 from teir_plan.tilekinds.kind import Lowering
 from teir_plan.tilekinds.row import fold
 from teir_plan.tilekinds.vec import KIND as VEC
 from teir_plan.tilekinds.vec import vec_line_bytes
-from teir_plan.tiles import COPY_RUN_MIN_LINES, streams_out, vector_kernel_dtype
+from teir_plan.tiles import (
+    BLAS_SERIAL_MNK,
+    BLAS_THREADED_TILE_FLOPS,
+    COPY_RUN_MIN_LINES,
+    DOT_SPLIT_MIN_K,
+    streams_out,
+    vector_kernel_dtype,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,30 @@ class Lowered:
         """Whether the program's tiles call BLAS (else the executor leaves BLAS' thread
         count alone: setting and restoring it costs about 3 us a call)."""
         return self.kind is BLAS
+
+    @cached_property
+    def splits_dot(self) -> bool:
+        """Whether the program is one dot product long enough to split over the threads
+        (walker.run_dot_split): a one-row dot tile, no loops, K at least
+        DOT_SPLIT_MIN_K."""
+        t = self.tile
+        return bool(self.kind is DOT and t[K.T_M] == 1 and t[K.T_N] == 1
+                    and len(self.loops) == 0 and t[K.T_K] >= DOT_SPLIT_MIN_K)
+
+    @cached_property
+    def serial(self) -> bool:
+        """Whether every call runs on the calling thread with nothing set around it,
+        whatever the thread count: no parallel loop, parallel K or block copy, no dot
+        product to split, and BLAS tiles that are never split over workers and that
+        OpenBLAS keeps on the calling thread.  The executor then skips its per-call
+        decisions (a cached 8 x 8 product's call: 3.6 -> 1.5 us)."""
+        if self.partials is not None or self.copy_runs is not None or self.has_parallel:
+            return False
+        if self.calls_blas:
+            t = self.tile
+            mnk = int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
+            return mnk <= BLAS_SERIAL_MNK and 2 * mnk * int(t[K.T_BR]) < BLAS_THREADED_TILE_FLOPS
+        return not self.splits_dot
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from teir_plan.executor.threads import (
     parallel_usable,
 )
 from teir_plan.tiles import (
+    CHUNKS_PER_THREAD,
     FLAT_MAX_NB,
     FLAT_WINDOW,
     KIND_INNER,
@@ -64,15 +65,13 @@ from teir_plan.tiles import (
     ROW_BLOCK_BYTES,
     SPLIT_OUTPUTS,
     SPLIT_SUMMED,
+    output_chunks,
     uses_gemv,
 )
 
 RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
 FOUR_MIN = 256  # runs at least this long are summed four outputs at a time
 ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
-# Parallel runs take this many chunks per thread, handed out as workers come free: on a
-# machine shared with other processes, a static split waits for the slowest worker.
-CHUNKS_PER_THREAD = 4
 GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
 
 # Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
@@ -129,60 +128,90 @@ def _whole_run(x, xb, w, wb, n, sx, sw, weighted, zero):  # type: ignore[no-unty
     return total
 
 
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _four_block(x, p, sx, m, w, wq, weighted, zero):  # type: ignore[no-untyped-def]
+    """The sums of m elements of four runs from x[p], x[p + sx], ... (times w[wq:])."""
+    r0 = x[p:p + m]
+    r1 = x[p + sx:p + sx + m]
+    r2 = x[p + 2 * sx:p + 2 * sx + m]
+    r3 = x[p + 3 * sx:p + 3 * sx + m]
+    b0 = zero
+    b1 = zero
+    b2 = zero
+    b3 = zero
+    if weighted:
+        v = w[wq:wq + m]
+        for e in range(m):
+            b0 += r0[e] * v[e]
+            b1 += r1[e] * v[e]
+            b2 += r2[e] * v[e]
+            b3 += r3[e] * v[e]
+    else:
+        for e in range(m):
+            b0 += r0[e]
+            b1 += r1[e]
+            b2 += r2[e]
+            b3 += r3[e]
+    return b0, b1, b2, b3
+
+
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _whole_runs(x, xb, sx, cnt, w, wb, n, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
-    """dst[db + t*sd] = the run of n elements from x[xb + t*sx], for t < cnt.  A
-    function of its own: inside reduce_chunk's loop LLVM left the sums 4-6x slower."""
+def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """dst[db + t*sd] = the sum of elements q0 <= q < q1 of the run from x[xb + t*sx],
+    for t < cnt.  A function of its own: inside reduce_chunk's loop LLVM left the sums
+    4-6x slower."""
     # Unit strides: four outputs per pass, their sums independent chains (one output's
-    # horizontal sum waited on its last loads: ij->i 26 -> 40 GB/s on one core), and a
-    # weighted block of the weights loaded once for the four (ik,k->i with 24 outputs
-    # of 3M: 12 MB of weights read again per output took 15 ms, as long as its x).
-    # (Runs shorter than FOUR_MIN would leave the four sums' loop scalar: LLVM vectorizes
-    # it only from more iterations than a single sum's.)
+    # horizontal sum waited on its last loads: ij->i 26 -> 40 GB/s on one core).
+    # Weighted, the block of weights is the outer loop and every four runs read it from
+    # L1: a weight vector longer than the caches is then read from memory once a call,
+    # not once per four outputs (ik,k->i with 24 outputs of 3M: 72 MB of weights
+    # against 288 MB of x).  (Runs shorter than FOUR_MIN would leave the four sums'
+    # loop scalar: LLVM vectorizes it only from more iterations than a single sum's.)
+    n = q1 - q0
     t = 0
     if run_sx == 1 and (run_sw == 1 or not weighted) and n >= FOUR_MIN:
-        while t + 4 <= cnt:
-            a0 = zero
-            a1 = zero
-            a2 = zero
-            a3 = zero
-            q = 0
-            while q < n:
-                m = min(n - q, RUN_BLOCK)
-                p = xb + t * sx + q
-                r0 = x[p:p + m]
-                r1 = x[p + sx:p + sx + m]
-                r2 = x[p + 2 * sx:p + 2 * sx + m]
-                r3 = x[p + 3 * sx:p + 3 * sx + m]
-                b0 = zero
-                b1 = zero
-                b2 = zero
-                b3 = zero
-                if weighted:
-                    v = w[wb + q:wb + q + m]
-                    for e in range(m):
-                        b0 += r0[e] * v[e]
-                        b1 += r1[e] * v[e]
-                        b2 += r2[e] * v[e]
-                        b3 += r3[e] * v[e]
-                else:
-                    for e in range(m):
-                        b0 += r0[e]
-                        b1 += r1[e]
-                        b2 += r2[e]
-                        b3 += r3[e]
-                a0 += b0
-                a1 += b1
-                a2 += b2
-                a3 += b3
+        four = cnt - cnt % 4
+        if weighted:
+            for u in range(four):
+                dst[db + u * sd] = zero
+            q = q0
+            while q < q1:
+                m = min(q1 - q, RUN_BLOCK)
+                t = 0
+                while t < four:
+                    b0, b1, b2, b3 = _four_block(x, xb + t * sx + q, sx, m, w, wb + q,
+                                                 weighted, zero)
+                    dst[db + t * sd] += b0
+                    dst[db + (t + 1) * sd] += b1
+                    dst[db + (t + 2) * sd] += b2
+                    dst[db + (t + 3) * sd] += b3
+                    t += 4
                 q += m
-            dst[db + t * sd] = a0
-            dst[db + (t + 1) * sd] = a1
-            dst[db + (t + 2) * sd] = a2
-            dst[db + (t + 3) * sd] = a3
-            t += 4
+        else:
+            while t < four:
+                a0 = zero
+                a1 = zero
+                a2 = zero
+                a3 = zero
+                q = q0
+                while q < q1:
+                    m = min(q1 - q, RUN_BLOCK)
+                    b0, b1, b2, b3 = _four_block(x, xb + t * sx + q, sx, m, w, wb + q,
+                                                 weighted, zero)
+                    a0 += b0
+                    a1 += b1
+                    a2 += b2
+                    a3 += b3
+                    q += m
+                dst[db + t * sd] = a0
+                dst[db + (t + 1) * sd] = a1
+                dst[db + (t + 2) * sd] = a2
+                dst[db + (t + 3) * sd] = a3
+                t += 4
+        t = four
     for u in range(t, cnt):
-        dst[db + u * sd] = _whole_run(x, xb + u * sx, w, wb, n, run_sx, run_sw, weighted, zero)
+        dst[db + u * sd] = _whole_run(x, xb + u * sx + q0 * run_sx, w, wb + q0 * run_sw, n,
+                                      run_sx, run_sw, weighted, zero)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -371,8 +400,8 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
     sidx = np.zeros(max(summed.shape[0], 1), np.int64)
     if kind == KIND_INNER:
         ns = summed.shape[0]
-        run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
-        whole = ns == 1 and s0 == 0 and s1 == run_n
+        run_sx, run_sw = summed[ns - 1, 1], summed[ns - 1, 2]
+        whole = ns == 1  # one run per output: its [s0, s1) summed directly
         # Outputs along the last kept axis by its strides: an odometer stored in memory
         # inside this loop kept LLVM from vectorizing the sums (65 against 10 ns a run
         # of 300 float32).
@@ -385,7 +414,7 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             xb = xo + _place(kept, 1, u, kidx)
             cnt = min(n_last - (kidx[nk - 1] if nk else 0), u1 - u)
             if whole:
-                _whole_runs(x, xb, sx_last, cnt, w, wo, run_n, run_sx, run_sw, weighted,
+                _whole_runs(x, xb, sx_last, cnt, w, wo, s0, s1, run_sx, run_sw, weighted,
                             dst, db, sd_last, zero)
             else:
                 for t in range(cnt):
@@ -544,9 +573,7 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     gemv = _gemv_for(kind, vec, summed, weighted, xf.dtype)
     threads = get_num_threads() if parallel_usable() else 1
     if split == SPLIT_OUTPUTS and threads > 1:
-        # (at least four units a chunk: _whole_runs sums four outputs per pass)
-        nchunks = min(CHUNKS_PER_THREAD * threads,
-                      max(threads, int(units(kind, kept, vec, xf.itemsize)) // 4))
+        nchunks = output_chunks(int(units(kind, kept, vec, xf.itemsize)), threads)
     elif split == SPLIT_SUMMED and threads > 1:
         nchunks = min(CHUNKS_PER_THREAD * threads, total_s)
     else:

@@ -192,18 +192,41 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
             per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
             starts = units * nsum * per_row
     if threads <= 1 or read < PARALLEL_MIN_BYTES:
-        split, workers = R.SPLIT_NONE, 1
+        splits = [R.SPLIT_NONE]
     elif units >= 4 * threads or (units >= threads and nsum < 2 * threads):
-        split, workers = R.SPLIT_OUTPUTS, min(threads, units)
+        splits = [R.SPLIT_OUTPUTS]
+        # One weight vector for a few long runs: split by outputs, each chunk reads all
+        # of it; split along it, each chunk reads its share once (executor/reduce.py:
+        # _whole_runs).
+        if kind == R.KIND_INNER and weighted and len(summed) == 1 and nsum >= 2 * threads:
+            splits.append(R.SPLIT_SUMMED)
     elif nsum >= 2 * threads:
-        split, workers = R.SPLIT_SUMMED, threads
+        splits = [R.SPLIT_SUMMED]
     else:
-        split, workers = R.SPLIT_NONE, 1
+        splits = [R.SPLIT_NONE]
+    flops = nout * nsum * (2 if weighted else 1)
+    costs = [(_split_cost(split, kind, units, starts, read, w_bytes, nout, flops, isz, params,
+                          threads), split) for split in splits]
+    return min(costs, key=lambda c: c[0].seconds)
+
+
+def _split_cost(split: int, kind: int, units: int, starts: float, read: int, w_bytes: int,
+                nout: int, flops: int, isz: int, params: MachineParams, threads: int) -> Cost:
+    """The predicted cost of one split of a reduction over the threads."""
+    if split == R.SPLIT_NONE:
+        workers = 1
+    elif split == R.SPLIT_OUTPUTS:
+        workers = min(threads, units)
+    else:
+        workers = threads
     balance = units / (workers * -(-units // workers)) if split == R.SPLIT_OUTPUTS else 1.0
     compute = (read / SUM_BYTES_PER_SECOND + starts) / (workers * balance)
     if split == R.SPLIT_SUMMED:
         compute += nout * workers * isz / SUM_BYTES_PER_SECOND  # the partials, added
-    # Each weight is read once per output unit; from cache after the first.
+    # The weights are read once per chunk of outputs of the inner kernel (from cache
+    # after the first when they fit), once per call otherwise.
+    if split == R.SPLIT_OUTPUTS and kind == R.KIND_INNER:
+        w_bytes *= R.output_chunks(units, threads)
     moved = read + w_bytes + 2 * nout * isz  # out's lines read for ownership, written
     dram = moved if moved > params.llc_bytes else 0.0
     llc = moved - dram
@@ -211,9 +234,8 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
     # a stream that only reads moves READ_OVER_COPY times as many bytes a second.
     memory = memory_seconds(dram / READ_OVER_COPY, llc, params, workers)
     overhead = params.call_seconds + (params.parallel_seconds if workers > 1 else 0.0)
-    seconds = max(compute, memory) + overhead
-    flops = nout * nsum * (2 if weighted else 1)
-    return Cost(seconds=seconds, compute_seconds=compute, memory_seconds=memory,
-                overhead_seconds=overhead, flops=flops, dram_bytes=dram, llc_bytes=llc,
-                tile_calls=units, tile_flops=0, parallel_iterations=units,
-                parallel_efficiency=balance, threads=workers, packed_bytes_per_call=0), split
+    return Cost(seconds=max(compute, memory) + overhead, compute_seconds=compute,
+                memory_seconds=memory, overhead_seconds=overhead, flops=flops,
+                dram_bytes=dram, llc_bytes=llc, tile_calls=units, tile_flops=0,
+                parallel_iterations=units, parallel_efficiency=balance, threads=workers,
+                packed_bytes_per_call=0)

@@ -190,6 +190,15 @@ class TEIRStep(Step):
         return self.chosen.teir
 
     def run(self, buffers: list[np.ndarray]) -> None:
+        if not self.chosen.packs:  # (most steps: no list of borrowed buffers to keep)
+            if len(self.inputs) == 2:
+                run_lowered(self.chosen.lowered,
+                            (buffers[self.inputs[0]], buffers[self.inputs[1]],
+                             buffers[self.dst]))
+            else:
+                run_lowered(self.chosen.lowered,
+                            [*(buffers[i] for i in self.inputs), buffers[self.dst]])
+            return
         arrays = [buffers[i] for i in (*self.inputs, self.dst)]
         packed: list[np.ndarray] = []
         try:
