@@ -223,9 +223,9 @@ def _split_cost(split: int, kind: int, units: int, starts: float, read: int, w_b
     compute = (read / SUM_BYTES_PER_SECOND + starts) / (workers * balance)
     if split == R.SPLIT_SUMMED:
         compute += nout * workers * isz / SUM_BYTES_PER_SECOND  # the partials, added
-    # The weights are read once per chunk of outputs of the inner kernel (from cache
-    # after the first when they fit), once per call otherwise.
-    if split == R.SPLIT_OUTPUTS and kind == R.KIND_INNER:
+    # The inner kernel's chunks of outputs each read all the weights: from memory again
+    # when they do not stay in L2 beside the stream; once a call otherwise.
+    if split == R.SPLIT_OUTPUTS and kind == R.KIND_INNER and 2 * w_bytes > params.l2_bytes:
         w_bytes *= R.output_chunks(units, threads)
     moved = read + w_bytes + 2 * nout * isz  # out's lines read for ownership, written
     dram = moved if moved > params.llc_bytes else 0.0
