@@ -96,7 +96,7 @@ def compiled_address(entry: Callable[..., None], dtype: np.dtype, abi: str = "ve
     return address
 
 
-def _call_codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+def call_codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
     """Call the function at address args[0] with each array as its data pointer and
     size, every other argument as an int64."""
     tys = signature.args
@@ -121,7 +121,7 @@ def _call_codegen(context, builder, signature, args):  # type: ignore[no-untyped
 @intrinsic
 def _call(typingctx, fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra):  # type: ignore[no-untyped-def]
     sig = types.void(fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra)
-    return sig, _call_codegen
+    return sig, call_codegen
 
 
 @intrinsic
@@ -129,7 +129,7 @@ def _call_tile(typingctx, fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch,
                consts, n0, n1, p2):
     sig = types.void(fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts,
                      n0, n1, p2)
-    return sig, _call_codegen
+    return sig, call_codegen
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -158,7 +158,7 @@ def call_entry(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream,
 @intrinsic
 def _call_chunk(typingctx, fn, x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
     sig = types.void(fn, x0, x1, y, loops, npar, tile, consts, start, stop)
-    return sig, _call_codegen
+    return sig, call_codegen
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -173,7 +173,7 @@ def _call_blocked(typingctx, fn, x0, x1, y, outer, inner, tile, block, stage_ele
                   consts, start, stop):
     sig = types.void(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts, start,
                      stop)
-    return sig, _call_codegen
+    return sig, call_codegen
 
 
 @njit(cache=True, nogil=True, inline="always")

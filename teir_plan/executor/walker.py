@@ -508,6 +508,19 @@ def _chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start
               carray(lp, (ln, 5)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start, stop)
 
 
+def _blas_chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
+    """blas_tiles_chunk on arrays given as (pointer, size or rows)."""
+    blas_tiles_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
+                     carray(lp, (ln, 5)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start,
+                     stop)
+
+
+def blas_chunk_address(dtype: np.dtype) -> int:
+    """The address of :func:`blas_tiles_chunk` compiled for arrays of ``dtype``, with
+    run_chunk's C arguments (for steps_runner)."""
+    return compiled_address(_blas_chunk_entry, dtype, abi="chunk")
+
+
 def chunk_address(dtype: np.dtype) -> int:
     """The address of :func:`run_chunk` compiled for arrays of ``dtype`` (the loop
     walker with its inline tile kinds), for run_parallel, run_split and run_chunk_at."""

@@ -51,9 +51,7 @@ def pack_bytes(step: Step) -> int:
     """Bytes a step borrows for its packed operands while it runs."""
     if not isinstance(step, TEIRStep) or not step.chosen.packs:
         return 0
-    # (a pack has the step's dtype: see TEIRStep.run)
-    itemsize = np.dtype(step.teir.primitives.data_type.numpy).itemsize
-    return sum(math.prod(p.shape) for p in step.chosen.packs) * itemsize
+    return step.pack_bytes
 
 
 @dataclass(frozen=True)

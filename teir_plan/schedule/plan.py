@@ -14,6 +14,7 @@ from teir_plan.executor.checks import _overlap
 from teir_plan.executor.execute import run_lowered
 from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
+from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
 from teir_plan.schedule.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
@@ -254,6 +255,10 @@ class Plan:
         if self._single is not None:
             run_lowered(self._single.chosen.lowered, [*arrays, out])
             return
+        one = self._one_call
+        if one is not None:
+            run_one_call(one, self.steps, self.memory, self._consts, arrays, out)
+            return
         buffers: list[np.ndarray] = [*arrays, out]
         # The temporaries are views into slots shared by lifetime (schedule/memory.py).
         raws, views = self.memory.borrow()
@@ -282,6 +287,12 @@ class Plan:
         # A large result borrows pooled memory that returns to the pool when the caller
         # drops it: repeated calls write into mapped pages (see schedule/workspace.py).
         return workspace.lend(spec.shape, spec.dtype, self._out_order)
+
+    @cached_property
+    def _one_call(self) -> OneCall | None:
+        """Runs of steps in one compiled call each (schedule/one_call.py), or None."""
+        specs = [(s.shape, s.strides, s.dtype) for s in (*self.operands, self.out_spec)]
+        return one_call_program(self.steps, specs, self.buffers, self._consts, self.memory)
 
     @cached_property
     def _small_out(self) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:

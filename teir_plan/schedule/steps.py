@@ -7,6 +7,7 @@ plan made once runs again on new arrays of the same layouts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,7 +23,7 @@ from teir_plan.planner.cost import Cost
 from teir_plan.planner.pack import Pack
 from teir_plan.planner.reduce import Reduction
 from teir_plan.schedule.view import View
-from teir_plan.schedule.workspace import workspace
+from teir_plan.schedule.workspace import carve, carved_bytes, workspace
 from teir_plan.teir.records import TEIR
 
 
@@ -200,17 +201,24 @@ class TEIRStep(Step):
                             [*(buffers[i] for i in self.inputs), buffers[self.dst]])
             return
         arrays = [buffers[i] for i in (*self.inputs, self.dst)]
-        packed: list[np.ndarray] = []
+        # One borrowed buffer for all of them: a call's peak memory is then its slots
+        # and the largest step's packs, whether steps run one by one or in one call.
+        dtype = np.dtype(self.teir.primitives.data_type.numpy)
+        raw = workspace.borrow((self.pack_bytes,), np.uint8)
         try:
-            for pack, low in zip(self.chosen.packs, self.chosen.lowered_packs):
-                packed.append(workspace.borrow(pack.shape,
-                                               self.teir.primitives.data_type.numpy))
-                run_lowered(low, [arrays[pack.tensor], packed[-1]])
-                arrays[pack.tensor] = packed[-1]
+            packed = carve(raw, [p.shape for p in self.chosen.packs], dtype)
+            for pack, low, buf in zip(self.chosen.packs, self.chosen.lowered_packs, packed):
+                run_lowered(low, [arrays[pack.tensor], buf])
+                arrays[pack.tensor] = buf
             run_lowered(self.chosen.lowered, arrays)
         finally:
-            for buf in packed:
-                workspace.give_back(buf)
+            workspace.give_back(raw)
+
+    @property
+    def pack_bytes(self) -> int:
+        """Bytes the step borrows for its packed operands while it runs."""
+        isz = np.dtype(self.teir.primitives.data_type.numpy).itemsize
+        return carved_bytes([math.prod(p.shape) * isz for p in self.chosen.packs])
 
     def describe(self, packs: bool = True) -> str:
         c = self.chosen.cost

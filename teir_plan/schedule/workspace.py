@@ -42,6 +42,24 @@ POOL_MIN_BYTES = 1 << 20
 # Idle bytes the pool keeps at most.
 WORKSPACE_LIMIT_BYTES = 1 << 30
 _ALIGN = 64  # bytes: a cache line, more than any dtype needs
+LINE = _ALIGN
+
+
+def carved_bytes(sizes: Sequence[int]) -> int:
+    """Bytes of a raw buffer that :func:`carve` cuts arrays of ``sizes`` bytes from."""
+    return sum(n + _ALIGN for n in sizes)
+
+
+def carve(raw: np.ndarray, shapes: Sequence[tuple[int, ...]], dtype: np.dtype) -> list[np.ndarray]:
+    """C-order arrays of ``shapes`` cut one after another from the raw uint8 buffer
+    ``raw`` (:func:`carved_bytes` long), each on a cache line of its own."""
+    at = -raw.__array_interface__["data"][0] % _ALIGN
+    out = []
+    for shape in shapes:
+        out.append(np.ndarray(shape, dtype, raw, at))
+        n = math.prod(shape) * dtype.itemsize
+        at += n + (-n % _ALIGN)
+    return out
 
 
 class Workspace:
