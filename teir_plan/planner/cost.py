@@ -28,10 +28,11 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from teir_plan.frontend.contraction import Axis, Contraction
-from teir_plan.planner.candidates import NO_AXIS, Choice
+from teir_plan.frontend.contraction import Contraction
+from teir_plan.planner.candidates import Choice
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.parallel_k import partial_sums_seconds
+from teir_plan.teir.axes import NO_AXIS, extent_at
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds import GEMM_KINDS, GemmTile, TileKind
 from teir_plan.tilekinds.blas import KIND as BLAS
@@ -89,25 +90,14 @@ class Cost:
         return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
-def _ext(c: Contraction, a: int) -> int:
-    """Axis ``a``'s extent, 1 for no axis."""
-    return c.axes[a].extent if a != NO_AXIS else 1
-
-
-def _st(c: Contraction, a: int, j: int) -> int:
-    """Axis ``a``'s stride in tensor ``j``, 0 for no axis."""
-    return c.axes[a].strides[j] if a != NO_AXIS else 0
-
-
 def gemm_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> GemmTile:
     """The tile of these prim axes, as the tile kinds see it."""
-    return GemmTile(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
-                    (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
-                    (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
+    return GemmTile.of_axes(c.extents, c.tensor_strides, m_ax, n_ax, k_ax, br_ax,
+                            c.dtype.itemsize)
 
 
-def _axis(c: Contraction, a: int) -> Axis | None:
-    return c.axes[a] if a != NO_AXIS else None
+# The GEMM kinds that take complex elements: the vector kernels' lanes are real floats.
+_SCALAR_KINDS = tuple(k for k in GEMM_KINDS if not k.vector)
 
 
 def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
@@ -116,18 +106,15 @@ def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     same rules, :func:`teir_plan.tilekinds.choose`), its axis, and the tile.  ``blas``:
     the prim choice's BLAS call (candidates.blas_call: the BLAS kind's own rule, mapped
     once per prim choice)."""
-    views = (_axis(c, m_ax), _axis(c, n_ax), _axis(c, k_ax))
     tile = gemm_tile(c, m_ax, n_ax, k_ax, br_ax)
-    for kind in GEMM_KINDS:
+    for kind in GEMM_KINDS if vector_kernel_dtype(c.dtype) else _SCALAR_KINDS:
         if kind is BLAS:
             if blas is not None:
                 return kind, 1, tile
             continue
         # A quick necessary condition first: this runs for every prim choice the
         # search considers.
-        if kind.vector and not vector_kernel_dtype(c.dtype):
-            continue  # the vector kernels' lanes are real floats
-        if kind is not LOOPS and not kind.may_take(*views, c.dtype.itemsize):
+        if kind is not LOOPS and not kind.may_take(tile):
             continue
         axis = kind.takes(tile)
         if axis:
@@ -339,7 +326,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute = compute / (threads * efficiency)
         overhead += params.parallel_seconds
     elif (threads > 1 and not ch.loops and tile.kind == DOT.name
-          and tile_flops == 2 * ax[ch.k].extent >= 2 * DOT_SPLIT_MIN_K):
+          and tile_flops == 2 * extent_at(c.extents, ch.k) >= 2 * DOT_SPLIT_MIN_K):
         # One long dot product: its K range is split over the threads (run_dot_split).
         used = threads
         compute = compute / threads
@@ -394,9 +381,7 @@ def split_tile_rereads(c: Contraction, ch: Choice, threads: int) -> float:
     once per part beyond the first.  Measured on ki,kj->ij, k = 2,000,000, i = j = 32,
     float32, 2 threads: the split BRGEMM read in1 twice and ran at 13-18 GFLOP/s where
     the model, without these bytes, put it 8 % ahead of a parallel K split (35)."""
-    ax = c.axes
-    m = ax[ch.m].extent if ch.m != NO_AXIS else 1
-    n = ax[ch.n].extent if ch.n != NO_AXIS else 1
+    m, n = extent_at(c.extents, ch.m), extent_at(c.extents, ch.n)
     parts = min(threads, max(m, n))
     whole = 0 if n >= m else 1  # along N the parts share in0; along M, in1
     return float((parts - 1) * c.tensor_elements(whole) * c.dtype.itemsize)
@@ -413,8 +398,7 @@ def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
     """How often one tile's BLAS calls read and write its C tile when the tile does not
     stay in L2: once to apply beta (zeroing it when beta = 0), then once per block of K
     in each call (a BRGEMM tile is one call per batch-reduce member)."""
-    k = c.axes[ch.k].extent if ch.k != NO_AXIS else 1
-    br = c.axes[ch.br].extent if ch.br != NO_AXIS else 1
+    k, br = extent_at(c.extents, ch.k), extent_at(c.extents, ch.br)
     return 1.0 + br * math.ceil(k / BLAS_K_BLOCK)
 
 

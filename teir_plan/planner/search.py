@@ -26,7 +26,6 @@ from typing import NamedTuple
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
     MAX_PRIM_CHOICES,
-    NO_AXIS,
     Choice,
     axis_names,
     choices_for,
@@ -52,6 +51,7 @@ from teir_plan.planner.gemm_rate import forget_tile_rates
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
+from teir_plan.teir.axes import NO_AXIS, extent_at
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.blas import BlasPlan, blas_plan
@@ -133,8 +133,9 @@ def prim_floors(v: Contraction, params: MachineParams, threads: int
     """Every prim choice of ``v`` as (floor_bound, its position, prim axes), cheapest
     floor first: a sorted list, so already a heap for :func:`_best_first`."""
     prims = list(prim_choices(v))
-    ext = [ax.extent for ax in v.axes] + [1]  # NO_AXIS (-1): extent 1
-    tiles = [(ext[m], ext[n], ext[k], ext[br]) for m, n, k, br in prims]
+    ext = v.extents
+    tiles = [(extent_at(ext, m), extent_at(ext, n), extent_at(ext, k), extent_at(ext, br))
+             for m, n, k, br in prims]
     out = list(zip(floor_bounds(v, tiles, params, threads), range(len(prims)), prims))
     out.sort(key=lambda f: (f[0], f[1]))
     return tuple(out)
