@@ -86,9 +86,7 @@ class Partials:
 def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
     """Whether a blocked program's vector-kernel tiles should prefetch the next tile:
     only when this tile's and the next one's lines fit in ``l2_room``, the L2 beside the
-    stage.  Otherwise the prefetched lines evict the stage (measured: dbea,ec->abcd's
-    blocks, 72 KiB of lines beside a 1728 KiB stage, 118 -> 150 GFLOP/s; efbad,cf's,
-    121 KiB beside 1944 KiB, 102 -> 80)."""
+    stage.  Otherwise the prefetched lines evict the stage (docs/decisions.md)."""
     t = low.tile
     if low.kind is not VEC:
         return False

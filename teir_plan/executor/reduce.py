@@ -134,7 +134,7 @@ def _whole_runs(x, xb, sx, cnt, w, wb, n, run_sx, run_sw, weighted, dst, db, sd,
     """dst[db + t*sd] = the run of n elements from x[xb + t*sx], for t < cnt.  A
     function of its own: inside reduce_chunk's loop LLVM left the sums 4-6x slower."""
     # Unit strides: four outputs per pass, their sums independent chains (one output's
-    # horizontal sum waited on its last loads: ij->i 26 -> 40 GB/s on one core), and a
+    # horizontal sum waits on its last loads: docs/decisions.md), and a
     # weighted block of the weights loaded once for the four (ik,k->i with 24 outputs
     # of 3M: 12 MB of weights read again per output took 15 ms, as long as its x).
     # (Runs shorter than FOUR_MIN would leave the four sums' loop scalar: LLVM vectorizes

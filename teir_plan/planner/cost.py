@@ -164,21 +164,14 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
 
 # The fraction of the smaller of compute and memory time that does not overlap with
 # the larger: a core waiting on a miss is not computing, and BLAS packs before it
-# computes.  With 0 (perfect overlap) memory-bound candidates all tied at their memory
-# time and the tie fell to whichever came first; 0.5 chose a candidate that was also the
-# fastest of the top five measured on 10 of 20 TCCG cases (0: 6), and took
-# dega,gfbc->abcdef from 141 to 233 GFLOP/s (1.0 did about as well, but lost 30% on
-# bda,dc->abc).
+# computes.  Perfect overlap (0) ties memory-bound candidates at their memory time
+# (docs/decisions.md).
 OVERLAP_LOSS = 0.5
 # BLAS tiles overlap less with the reads of operands that stream from memory: BLAS
 # packs its operands before it computes on them, and each call's packing waits on the
 # memory (the output's write-back overlaps as for every kernel).  So the smaller of a
-# BLAS program's compute time and its operands' memory time adds this much more.
-# Measured on bda,dc->abc (both cores, 226 MB of in0 from memory): BRGEMM tiles of
-# 384 x 24 x 48 x 8 took 21.2-22.9 ms, predicted 18.4 without it and 24.1 with it,
-# while the vector kernel's tiles (their next tile's lines prefetched) took 14.1-15.8,
-# predicted 17.1; without it a calibration that read the vector kernel slower ranked
-# the BLAS tiles first (15.5 against 15.7 ms predicted, 1.45x slower measured).
+# BLAS program's compute time and its operands' memory time adds this much more
+# (docs/decisions.md: without it the model ranked BLAS tiles above faster vector ones).
 BLAS_READ_OVERLAP_LOSS = 0.5
 
 
@@ -486,7 +479,7 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int, runs: Runs) -> float:
         return 1.0
     if ch.loops and abs(ax[ch.loops[-1]].strides[j]) == run:
         # The innermost loop steps exactly one run on: the next tile continues every
-        # row, so the rows are long streams (ebad,ce->abcd: 92 -> 130 GFLOP/s).
+        # row, so the rows are long streams (docs/decisions.md).
         return 1.0
     run_bytes = run * c.dtype.itemsize
     return (run_bytes + ROW_OVERHEAD_BYTES) / run_bytes
