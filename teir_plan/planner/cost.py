@@ -26,7 +26,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
+
+import numpy as np
 
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import Choice
@@ -238,6 +241,19 @@ _SCALAR_FLOORS = tuple(k.floor_rate for k in GEMM_KINDS
                        if k.floor_rate is not no_floor and not k.vector)
 
 
+@lru_cache(maxsize=4096)
+def fastest_rate(m: int, n: int, k: int, dtype: np.dtype, params: MachineParams) -> float:
+    """The fastest rate (flop/s) any kind reaches on an m x n x k tile of ``dtype`` (the
+    kinds' ``floor_rate``).  Memoized: the contractions a plan searches (fused, split,
+    staged) share most of their tile shapes, a fifth to a third of them distinct."""
+    rate = 0.0
+    for floor in _FLOORS if vector_kernel_dtype(dtype) else _SCALAR_FLOORS:
+        r = floor(m, n, k, dtype.itemsize, params, dtype)
+        if r > rate:
+            rate = r
+    return rate
+
+
 def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
                  params: MachineParams, threads: int) -> list[float]:
     """Lower bounds on :func:`compute_bound` for prim choices whose tiles have these
@@ -251,6 +267,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
     e = c._elements
     memory = isz * (e[0] + e[1] + e[2]) / first_read_rate(c, params)
     threads = max(1, threads)
+    factor = flop_factor(dt)
     out = []
     seen: dict[tuple[int, int, int, int], float] = {}  # many prim choices share extents
     for tile in tiles:
@@ -261,16 +278,10 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
         flops = 2 * m * n * k * br
         calls = c.flops // flops
         if flops == 2:  # folded into a row (compute_bound: no bookkeeping per element)
-            compute = calls * 2 * flop_factor(dt) / ROW_FLOPS
+            compute = calls * 2 * factor / ROW_FLOPS
         else:
-            # The fastest rate any kind reaches on the shape.
-            floors = _FLOORS if vector_kernel_dtype(dt) else _SCALAR_FLOORS
-            rate = 0.0
-            for floor in floors:
-                r = floor(m, n, k, isz, params, dt)
-                if r > rate:
-                    rate = r
-            compute = calls * (flops * flop_factor(dt) / rate + params.tile_seconds)
+            compute = calls * (flops * factor / fastest_rate(m, n, k, dt, params)
+                               + params.tile_seconds)
         seen[tile] = total_seconds(compute / threads, memory, params.call_seconds)
         out.append(seen[tile])
     return out
@@ -283,6 +294,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     prim choice's :func:`tile_seconds` and :func:`tile_runs`, when the caller has them;
     ``pack_seconds``: whole-operand packs run before it, added to its total)."""
     ax = c.axes
+    factor = flop_factor(c.dtype)
     tile = tile or tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
     per_call, tile_flops, packed = tile.seconds, tile.flops, tile.packed_bytes
     calls = 1
@@ -292,7 +304,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         # A scalar tile: the executor folds the innermost loop into it (a row tile).
         inner = ax[ch.loops[-1]].extent
         calls //= inner
-        per_call = inner * 2 * flop_factor(c.dtype) / ROW_FLOPS + params.tile_seconds
+        per_call = inner * 2 * factor / ROW_FLOPS + params.tile_seconds
     compute = calls * per_call
     if tile.repack_seconds:
         # A packed vector tile whose predecessor on its worker read the same block keeps
@@ -354,11 +366,11 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute_seconds=compute,
         memory_seconds=mem_seconds,
         overhead_seconds=overhead,
-        flops=c.flops * flop_factor(c.dtype),
+        flops=c.flops * factor,
         dram_bytes=dram,
         llc_bytes=llc,
         tile_calls=calls,
-        tile_flops=tile_flops * flop_factor(c.dtype),
+        tile_flops=tile_flops * factor,
         parallel_iterations=par_iters,
         parallel_efficiency=efficiency,
         threads=used,

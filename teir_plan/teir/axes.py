@@ -38,6 +38,14 @@ def extent_at(extents: Sequence[int], axis: int) -> int:
     return extents[axis] if axis != NO_AXIS else 1
 
 
+def extent_table(extents: Sequence[int]) -> dict[int, int]:
+    """:func:`extent_at` as a table, ``table[axis]``, for loops that read many axes (a
+    lookup costs a fraction of a call)."""
+    table = dict(enumerate(extents))
+    table[NO_AXIS] = 1
+    return table
+
+
 def stride_at(strides: Sequence[int], axis: int) -> int:
     """``strides[axis]`` (one tensor's strides), 0 for NO_AXIS."""
     return strides[axis] if axis != NO_AXIS else 0
