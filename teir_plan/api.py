@@ -276,7 +276,7 @@ def _direct_key(subscripts: str, operands: Sequence[object], out: object,
     """A key made of the arrays' own shapes, byte strides and dtypes (and out's), or None
     unless every operand (and out, if given) is a numpy array.  It determines the plan
     as the full key does, so equal direct keys share a plan; it is cheaper to build
-    than the OperandSpecs (a cached 4 x 4 call: 17 -> 10 us)."""
+    than the OperandSpecs, a large part of a small cached call (docs/decisions.md)."""
     if out is None:
         out_key: object = None
     elif type(out) is np.ndarray and _whole_elements(out):

@@ -178,13 +178,13 @@ def test_a_blocking_writes_every_element_of_out_once(expr: str, ext: dict[str, i
     out_size = math.prod(ext[ch] for ch in expr.split("->")[1])
     hits = np.zeros(out_size, np.int64)
     stage_hits = np.zeros(b.stage_elements, np.int64)
-    for pos in itertools.product(*[range(r[1]) for r in b.block]):
-        stage_hits[sum(i * r[2] for i, r in zip(pos, b.block))] += 1
+    for pos in itertools.product(*[range(r.extent) for r in b.block]):
+        stage_hits[sum(i * r.stage_stride for i, r in zip(pos, b.block))] += 1
     assert (stage_hits == 1).all()
-    block_offsets = [sum(i * r[3] for i, r in zip(pos, b.block))
-                     for pos in itertools.product(*[range(r[1]) for r in b.block])]
-    for it in itertools.product(*[range(r[1]) for r in b.outer]):
-        base = sum(i * r[4] for i, r in zip(it, b.outer))
+    block_offsets = [sum(i * r.out_stride for i, r in zip(pos, b.block))
+                     for pos in itertools.product(*[range(r.extent) for r in b.block])]
+    for it in itertools.product(*[range(r.extent) for r in b.outer]):
+        base = sum(i * r.out_stride for i, r in zip(it, b.outer))
         for off in block_offsets:
             hits[base + off] += 1
     assert (hits == 1).all()

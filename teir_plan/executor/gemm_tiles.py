@@ -267,7 +267,7 @@ def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scra
     # gives this mode only K with unit stride, and both extents a line or more).  The
     # calls pass typed values where others pass variables (no literal False, -1 or 0, no
     # default None): a call with other argument types compiles another copy of the callee
-    # and its whole subtree on a cold cache (a first vector-kernel tp.einsum: 16 -> 12 s).
+    # and its whole subtree on a cold cache (docs/decisions.md).
     plain = tile[T_K] < 0  # False
     none = np.int64(-1)
     # iparams[0]: 1 + the block's offset the buffer holds (0: none yet; BLAS tiles use

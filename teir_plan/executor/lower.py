@@ -18,6 +18,7 @@ import numpy as np
 from teir_plan.executor.checks import prove_partials
 from teir_plan.executor.complex_tiles import copy_alias
 from teir_plan.executor.kind_entries import Entries
+from teir_plan.teir.axes import extent_at, prim_axes_by_role, stride_at
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.parallel_k import PartialLayout
 from teir_plan.teir.parallel_k import split as split_partials
@@ -117,9 +118,7 @@ class Partials:
 def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
     """Whether a blocked program's vector-kernel tiles should prefetch the next tile:
     only when this tile's and the next one's lines fit in ``l2_room``, the L2 beside the
-    stage.  Otherwise the prefetched lines evict the stage (measured: dbea,ec->abcd's
-    blocks, 72 KiB of lines beside a 1728 KiB stage, 118 -> 150 GFLOP/s; efbad,cf's,
-    121 KiB beside 1944 KiB, 102 -> 80)."""
+    stage.  Otherwise the prefetched lines evict the stage (docs/decisions.md)."""
     t = low.tile
     if low.kind is not VEC:
         return False
@@ -162,18 +161,14 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     p = teir.primitives
     tile[K.T_FIRST_ZERO] = int(p.prim_first is Prim.ZERO)
     tile[K.T_LAST_RELU] = int(p.prim_last is Prim.RELU)
-    prim = s.prim_axes()
     if teir.is_unary:
-        a0 = prim[0] if len(prim) > 0 else None
-        a1 = prim[1] if len(prim) > 1 else None
+        ax = prim_axes_by_role(teir)
         kind = RELU if p.prim_main is Prim.RELU else COPY
         assert kind.encode is not None
-        unary = unary_tile(s.dim_sizes[a0] if a0 is not None else 1,
-                           s.dim_sizes[a1] if a1 is not None else 1,
-                           (s.strides[0][a0] if a0 is not None else 0,
-                            s.strides[0][a1] if a1 is not None else 0),
-                           (s.strides[1][a0] if a0 is not None else 0,
-                            s.strides[1][a1] if a1 is not None else 0), dtype.itemsize)
+        s_in, s_out = s.strides
+        unary = unary_tile(extent_at(s.dim_sizes, ax.m), extent_at(s.dim_sizes, ax.n),
+                           (stride_at(s_in, ax.m), stride_at(s_in, ax.n)),
+                           (stride_at(s_out, ax.m), stride_at(s_out, ax.n)), dtype.itemsize)
         # (complex128 elements are copied one by one: no line transposes, no streaming)
         kind.encode(tile, unary, 1, Lowering(
             dtype, vector_kernel_dtype(dtype) and streams_out(_out_bytes(teir, dtype), False,
@@ -263,27 +258,12 @@ def _out_bytes(teir: TEIR, dtype: np.dtype) -> int:
 def _lower_gemm(teir: TEIR, tile: np.ndarray, dtype: np.dtype, vector_kernel: bool) -> None:
     s = teir.schedule
     p = teir.primitives
-    prim = s.prim_axes()
-    m_ax = next((i for i in prim if s.dim_types[i] is DimType.M), None)
-    n_ax = next((i for i in prim if s.dim_types[i] is DimType.N), None)
-    k_axes = [i for i in prim if s.dim_types[i] is DimType.K]
-    br_ax = None
-    if p.prim_main is Prim.BRGEMM:
-        br_ax = k_axes.pop(0)  # the first K prim axis is the batch-reduce axis
-    k_ax = k_axes[0] if k_axes else None
-
-    def size(ax: int | None) -> int:
-        return s.dim_sizes[ax] if ax is not None else 1
-
-    def st(j: int, ax: int | None) -> int:
-        return s.strides[j][ax] if ax is not None else 0
-
-    t = GemmTile(size(m_ax), size(n_ax), size(k_ax), size(br_ax),
-                 (st(0, m_ax), st(0, k_ax)), (st(1, k_ax), st(1, n_ax)),
-                 (st(2, m_ax), st(2, n_ax)), dtype.itemsize)
+    ax = prim_axes_by_role(teir)
+    t = GemmTile.of_axes(s.dim_sizes, s.strides, ax.m, ax.n, ax.k, ax.br, dtype.itemsize)
     K.set_fields(tile, kind=K.KIND_BRGEMM if p.prim_main is Prim.BRGEMM else K.KIND_GEMM,
                  m=t.m, n=t.n, k=t.k, br=t.br, a_m=t.a[0], a_k=t.a[1], b_k=t.b[0],
-                 b_n=t.b[1], c_m=t.c[0], c_n=t.c[1], a_br=st(0, br_ax), b_br=st(1, br_ax))
+                 b_n=t.b[1], c_m=t.c[0], c_n=t.c[1], a_br=stride_at(s.strides[0], ax.br),
+                 b_br=stride_at(s.strides[1], ax.br))
     k_loop = any(s.dim_types[i] is DimType.K for i in s.loop_axes())
     streamed = streams_out(_out_bytes(teir, dtype), k_loop, p.prim_first is Prim.ZERO)
     kind, axis = choose(t, vector_kernel)

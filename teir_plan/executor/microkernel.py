@@ -168,8 +168,7 @@ def _micro(  # type: ignore[no-untyped-def]
                 builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
                                         ir.Constant(i32, 3), ir.Constant(i32, 1)])
             # The next tile's lines go to L2 only (locality 1): into L1 they would
-            # evict this tile's lines (measured: 153 -> 203 GFLOP/s on dbea,ec's
-            # tiles with locality 1, 173 with locality 3).
+            # evict this tile's lines (docs/decisions.md).
             for j in range(NEXT_TILE_LINES if next_tile else 0):
                 # Lines past ``nfl`` prefetch the row's own first line instead
                 # (loaded in this step anyway): a select, not a branch, keeps one
@@ -198,9 +197,7 @@ def _micro(  # type: ignore[no-untyped-def]
 
         # Two loop bodies, chosen once per micro-tile: the next tile's prefetches
         # cost a K step three instructions, which tiles with nothing to prefetch
-        # (``nfl`` = 0: most tiles) would pay for nothing (measured on one core, the
-        # 8 x 3 tiles of a 96 x 96 x 1024 GEMM in L2: 122 -> 144 GFLOP/s; streaming
-        # from memory, 96 x 96 x 296352: 103 -> 110).
+        # (``nfl`` = 0: most tiles) would pay for nothing (docs/decisions.md).
         plain, plain_tail, plain_new = k_loop(False)
         ahead, ahead_tail, ahead_new = k_loop(True)
         builder.position_at_end(pick)
@@ -448,8 +445,8 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
     # Each micro-tile's first row block prefetches the lines of a later micro-tile
     # along the vector axis (the K rows are far apart: too many streams for the hardware
     # prefetchers).  With two full row blocks or more, two on: one on arrives too late
-    # when the operand streams from memory (ea,ebcd->abcd's tiles: 188 -> 206 GFLOP/s);
-    # the first column's second row block then fetches the second column.
+    # when the operand streams from memory (docs/decisions.md); the first column's
+    # second row block then fetches the second column.
     ahead = 2 if n >= 2 * ROWS else 1
     start = v
     # The next tile's lines (``nxt``: its V offset from this one's; 0 = none or the same
@@ -506,8 +503,7 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         lines = min(LINES, left_lines)
         if left_lines == 4 and LINES == 3:
             # 2 + 2 vectors, not 3 + 1: a 1-vector strip's K steps wait on nine loads for
-            # eight products (measured on one core, AVX-512, 64 x 112 x 128 tiles,
-            # 3 + 2 + 2 against 3 + 3 + 1: 174-180 -> 195-200 GFLOP/s; 256 wide, +1-5%).
+            # eight products (docs/decisions.md).
             lines = 2
         tail = min(lanes, left - (lines - 1) * lanes)
         far = ahead * w if v + (ahead + 1) * w <= mv else 0

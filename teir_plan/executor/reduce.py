@@ -161,12 +161,11 @@ def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db
     for t < cnt.  A function of its own: inside reduce_chunk's loop LLVM left the sums
     4-6x slower."""
     # Unit strides: four outputs per pass, their sums independent chains (one output's
-    # horizontal sum waited on its last loads: ij->i 26 -> 40 GB/s on one core).
-    # Weighted, the block of weights is the outer loop and every four runs read it from
-    # L1: a weight vector longer than the caches is then read from memory once a call,
-    # not once per four outputs (ik,k->i with 24 outputs of 3M: 72 MB of weights
-    # against 288 MB of x).  (Runs shorter than FOUR_MIN would leave the four sums'
-    # loop scalar: LLVM vectorizes it only from more iterations than a single sum's.)
+    # horizontal sum waits on its last loads: docs/decisions.md).  Weighted, the block
+    # of weights is the outer loop and every four runs read it from L1: a weight vector
+    # longer than the caches is then read from memory once a call, not once per four
+    # outputs.  (Runs shorter than FOUR_MIN would leave the four sums' loop scalar: LLVM
+    # vectorizes it only from more iterations than a single sum's.)
     n = q1 - q0
     t = 0
     if run_sx == 1 and (run_sw == 1 or not weighted) and n >= FOUR_MIN:

@@ -307,9 +307,8 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
 
 
 # --- Compiled on demand (executor/entries.py) ------------------------------------------
-# Linked into the walker, the kernel's micro-tiles were compiled into every runner on
-# every cold first call, whether its program used them or not (10.3 -> 13.5 s for a
-# first 64 x 64 product).
+# Linked into the walker, the kernel's micro-tiles would be compiled into every runner on
+# every cold first call, whether its program uses them or not (docs/decisions.md).
 
 
 def _entry(vp, vn, vo, vk, sp, sn_, so, sk, sn, cp, cn_, co, cv, mv, n, k, flags, bp, bn,  # type: ignore[no-untyped-def]

@@ -99,9 +99,8 @@ from teir_plan.tilekinds.vec import MODE as MODE_VEC
 
 # _run_tile and _walk_seq are inlined into the runners that call them: numba compiles
 # each function apart and then optimizes it again with all of its callees linked in, so
-# every layer of calls costs its whole subtree once more on a cold cache (a first 8 x 8
-# tp.einsum, serial: 11.8 -> 9.2 s; a parallel one first: 18.2 -> 16.9 s).  TCCG speeds
-# were unchanged (geomean 1.04 against the run before, with the GEMM rate 1.03 higher).
+# every layer of calls costs its whole subtree once more on a cold cache; inlined, a
+# first call compiles faster and runs as fast (docs/decisions.md).
 @njit(cache=True, nogil=True, inline="always")
 def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1,  # type: ignore[no-untyped-def]
               p2):
@@ -169,7 +168,7 @@ def _walk_seq(  # type: ignore[no-untyped-def]
     nseq = nloops - npar
     # One call of _run_tile, with typed arguments: each call site with other argument
     # types (a literal True or -1) compiles another copy of it and all it calls on a
-    # cold cache (9.6 -> 15.4 s for a first call).  Without sequential loops the
+    # cold cache (docs/decisions.md).  Without sequential loops the
     # odometer below runs the one tile and stops.
     none = np.int64(-1)
     ahead = tile[T_AHEAD] != 0

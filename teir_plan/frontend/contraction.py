@@ -113,6 +113,17 @@ class Contraction:
             total *= ax.extent
         return total
 
+    @cached_property
+    def extents(self) -> tuple[int, ...]:
+        """Each axis' extent, in axis order."""
+        return tuple(ax.extent for ax in self.axes)
+
+    @cached_property
+    def tensor_strides(self) -> tuple[tuple[int, ...], ...]:
+        """Each tensor's strides (in0, in1, out) along the axes, in axis order: as a TEIR
+        schedule's ``strides``."""
+        return tuple(tuple(ax.strides[j] for ax in self.axes) for j in range(3))
+
     def by_role(self, role: DimType) -> list[int]:
         return [i for i, ax in enumerate(self.axes) if ax.role is role]
 

@@ -66,36 +66,62 @@ STAGE_COPY_BYTES_PER_SECOND = 12e9
 # efbad,cf->abcde's runs of 1.7 KiB 35 ms against 24.
 SHORT_RUN_BYTES = 1024.0
 
-OuterRow = tuple[str, int, int, int, int]  # name, extent, stride in0, in1, out
-BlockRow = tuple[str, int, int, int]  # name, extent, stage stride, out stride
+@dataclass(frozen=True)
+class OuterLoop:
+    """A loop around the blocks: ``extent`` blocks along index ``name`` (marked ``^``
+    when a block takes part of the index), each block step moving each tensor by its
+    stride."""
+
+    name: str
+    extent: int
+    in0_stride: int
+    in1_stride: int
+    out_stride: int
+
+
+@dataclass(frozen=True)
+class BlockAxis:
+    """An output index within one block: its extent there, its stride in the stage and
+    in ``out`` (the copy of a block into ``out`` walks these)."""
+
+    name: str
+    extent: int
+    stage_stride: int
+    out_stride: int
 
 
 @dataclass(frozen=True)
 class Blocking:
     """Loops around the blocks, the block's contraction and its copy into ``out``."""
 
-    outer: tuple[OuterRow, ...]  # outermost first; the executor runs them in parallel
-    block: tuple[BlockRow, ...]  # the output axes of one block
+    outer: tuple[OuterLoop, ...]  # outermost first; the executor runs them in parallel
+    block: tuple[BlockAxis, ...]  # the output axes of one block, outermost in out first
     inner: Contraction  # the block's contraction: its output strides are stage strides
     stage_elements: int
     l2_room: int  # bytes of L2 beside the stage (see lower.prefetch_ahead)
 
     @property
     def blocks(self) -> int:
-        return math.prod(r[1] for r in self.outer)
+        return math.prod(r.extent for r in self.outer)
 
     @cached_property
     def outer_table(self) -> np.ndarray:
-        t = np.array([r[1:] for r in self.outer], dtype=np.int64)
+        """The outer loops as the executor's run_blocked reads them: (extent, stride
+        in0, in1, out) a row."""
+        t = np.array([(r.extent, r.in0_stride, r.in1_stride, r.out_stride)
+                      for r in self.outer], dtype=np.int64)
         return t.reshape(len(self.outer), 4)
 
     @cached_property
     def block_table(self) -> np.ndarray:
-        t = np.array([r[1:] for r in self.block], dtype=np.int64)
+        """The block's axes as run_blocked reads them: (extent, stage stride, out
+        stride) a row."""
+        t = np.array([(r.extent, r.stage_stride, r.out_stride) for r in self.block],
+                     dtype=np.int64)
         return t.reshape(len(self.block), 3)
 
     def describe(self) -> str:
-        dims = " x ".join(f"{name} {n}" for name, n, _, _ in self.block)
+        dims = " x ".join(f"{r.name} {r.extent}" for r in self.block)
         kib = self.stage_elements * self.inner.dtype.itemsize / 1024
         return f"blocks of {dims} ({kib:.0f} KiB stage), {self.blocks} blocks"
 
@@ -179,12 +205,12 @@ def blocking_for(c: Contraction, stage_order: str, l2_bytes: int) -> Blocking | 
         elif chunk[i] > 1:
             inner_axes.append(Axis(a.name, a.role, chunk[i],
                                    (a.strides[0], a.strides[1], stage_stride[i])))
-    outer = [(a.name + ("^" if chunk[i] > 1 else ""), a.extent // chunk[i],
-              a.strides[0] * chunk[i], a.strides[1] * chunk[i], a.strides[2] * chunk[i])
+    outer = [OuterLoop(a.name + ("^" if chunk[i] > 1 else ""), a.extent // chunk[i],
+                       a.strides[0] * chunk[i], a.strides[1] * chunk[i], a.strides[2] * chunk[i])
              for i, a in enumerate(ax) if i in chunk and chunk[i] < a.extent]
-    outer.sort(key=lambda r: -abs(r[4]))
+    outer.sort(key=lambda r: -abs(r.out_stride))
     # The copy's rows, outermost in out first (the order the copy loops run in).
-    block = tuple((ax[i].name, chunk[i], stage_stride[i], ax[i].strides[2])
+    block = tuple(BlockAxis(ax[i].name, chunk[i], stage_stride[i], ax[i].strides[2])
                   for i in sorted(order, key=lambda i: -abs(ax[i].strides[2])))
     return Blocking(tuple(outer), block, Contraction(tuple(inner_axes), c.dtype), step,
                     max(l2_bytes - step * c.dtype.itemsize, 0))
@@ -219,13 +245,13 @@ def blocked_cost(c: Contraction, b: Blocking, inner: Cost, params: MachineParams
     llc = 0.0
     for j in (0, 1):
         traffic = working = float(b.inner.tensor_elements(j) * isz)
-        for _name, n, s0, s1, _so in reversed(b.outer):
-            if (s0, s1)[j] == 0:
+        for loop in reversed(b.outer):
+            if (loop.in0_stride, loop.in1_stride)[j] == 0:
                 if working > room:
-                    traffic *= n
+                    traffic *= loop.extent
             else:
-                traffic *= n
-                working *= n
+                traffic *= loop.extent
+                working *= loop.extent
         distinct = float(c.tensor_elements(j) * isz)
         traffic = max(traffic, distinct)
         # A block reads an operand in runs no longer than the block's share of its

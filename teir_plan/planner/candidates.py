@@ -15,13 +15,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from teir_plan.frontend.contraction import Axis, Contraction
+from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
 from teir_plan.tilekinds.blas import BlasPlan, blas_call
+from teir_plan.tilekinds.kind import GemmTile
 from teir_plan.tilekinds.vec_p import VEC_P_MAX_BYTES, VEC_P_MIN_LINES
 from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_ROWS, VEC_STREAM_K
 
-NO_AXIS = -1
 MAX_PRIM_CHOICES = 6
 MAX_EXHAUSTIVE_LOOPS = 3
 MAX_PARALLEL_SETS = 3
@@ -284,22 +285,11 @@ def _divisor_near(n: int, target: int) -> int | None:
     return None
 
 
-def _tile_extents(c: Contraction, m: int, n: int, k: int, br: int) -> tuple[int, int, int, int]:
-    def e(a: int) -> int:
-        return c.axes[a].extent if a != NO_AXIS else 1
-
-    return e(m), e(n), e(k), e(br)
-
-
 def tile_blas(c: Contraction, m: int, n: int, k: int) -> BlasPlan | None:
-    em, en, ek, _ = _tile_extents(c, m, n, k, NO_AXIS)
-
-    def st(j: int, a: int) -> int:
-        return c.axes[a].strides[j] if a != NO_AXIS else 0
-
-    return blas_call(
-        em, en, ek, (st(0, m), st(0, k)), (st(1, k), st(1, n)), (st(2, m), st(2, n))
-    )
+    """The BLAS call of one GEMM tile over these prim axes (NO_AXIS where absent), if
+    BLAS can address it (tilekinds.blas.blas_call)."""
+    t = GemmTile.of_axes(c.extents, c.tensor_strides, m, n, k, NO_AXIS, c.dtype.itemsize)
+    return blas_call(t.m, t.n, t.k, t.a, t.b, t.c)
 
 
 def prim_choices(c: Contraction, allow_brgemm: bool = True) -> Iterator[tuple[int, int, int, int]]:

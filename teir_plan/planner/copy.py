@@ -32,15 +32,8 @@ PARALLEL_COPY_BYTES = 1 << 16
 L1_BYTES = 32 * 1024
 # A transposing copy whose output has its unit stride along an axis shorter than
 # COPY_RUN_MIN_LINES lines takes this many times the time of a copy of long runs: each
-# run of out is gathered from as many far-apart places in the input as it has elements.
-# Measured on both cores, float32, against the model without it (2026-11-25):
-# dfbeac->abcdef (out runs of 20 elements, 369 MB) 2.4-2.6x, dcba->abcd with d = 20 and
-# 36 (71 and 127 MB) 1.9 and 2.5x, acb->abc (2048, 20, 2048) 1.6x, dbeac->abcde
-# (20, 20, 24, 96, 96) 2.1x, cba->abc (20, 2048, 2048) 4.4x (with the factor 1.0-1.3x
-# but 0.7x and 2.3x for the last two); numpy and torch took 2-10x
-# as long as the executor on each.  Unpriced, it ranked a contraction followed by such
-# a permute (dfgb,geac->abcdef into C order: 48 ms predicted, 80 measured) above a plan
-# that packs an operand (55 predicted, 37 measured).
+# run of out is gathered from as many far-apart places in the input as it has elements
+# (docs/decisions.md: 1.6-4.4x the unfactored model on five permutations).
 SHORT_RUN_COPY_FACTOR = 2.2
 
 

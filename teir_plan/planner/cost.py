@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
-from teir_plan.frontend.contraction import Axis, Contraction
-from teir_plan.planner.candidates import NO_AXIS, Choice
+import numpy as np
+
+from teir_plan.frontend.contraction import Contraction
+from teir_plan.planner.candidates import Choice
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.parallel_k import partial_sums_seconds
+from teir_plan.teir.axes import NO_AXIS, extent_at
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds import GEMM_KINDS, GemmTile, TileKind
 from teir_plan.tilekinds.blas import KIND as BLAS
@@ -89,25 +93,14 @@ class Cost:
         return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
-def _ext(c: Contraction, a: int) -> int:
-    """Axis ``a``'s extent, 1 for no axis."""
-    return c.axes[a].extent if a != NO_AXIS else 1
-
-
-def _st(c: Contraction, a: int, j: int) -> int:
-    """Axis ``a``'s stride in tensor ``j``, 0 for no axis."""
-    return c.axes[a].strides[j] if a != NO_AXIS else 0
-
-
 def gemm_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> GemmTile:
     """The tile of these prim axes, as the tile kinds see it."""
-    return GemmTile(_ext(c, m_ax), _ext(c, n_ax), _ext(c, k_ax), _ext(c, br_ax),
-                    (_st(c, m_ax, 0), _st(c, k_ax, 0)), (_st(c, k_ax, 1), _st(c, n_ax, 1)),
-                    (_st(c, m_ax, 2), _st(c, n_ax, 2)), c.dtype.itemsize)
+    return GemmTile.of_axes(c.extents, c.tensor_strides, m_ax, n_ax, k_ax, br_ax,
+                            c.dtype.itemsize)
 
 
-def _axis(c: Contraction, a: int) -> Axis | None:
-    return c.axes[a] if a != NO_AXIS else None
+# The GEMM kinds that take complex elements: the vector kernels' lanes are real floats.
+_SCALAR_KINDS = tuple(k for k in GEMM_KINDS if not k.vector)
 
 
 def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
@@ -116,18 +109,15 @@ def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     same rules, :func:`teir_plan.tilekinds.choose`), its axis, and the tile.  ``blas``:
     the prim choice's BLAS call (candidates.blas_call: the BLAS kind's own rule, mapped
     once per prim choice)."""
-    views = (_axis(c, m_ax), _axis(c, n_ax), _axis(c, k_ax))
     tile = gemm_tile(c, m_ax, n_ax, k_ax, br_ax)
-    for kind in GEMM_KINDS:
+    for kind in GEMM_KINDS if vector_kernel_dtype(c.dtype) else _SCALAR_KINDS:
         if kind is BLAS:
             if blas is not None:
                 return kind, 1, tile
             continue
         # A quick necessary condition first: this runs for every prim choice the
         # search considers.
-        if kind.vector and not vector_kernel_dtype(c.dtype):
-            continue  # the vector kernels' lanes are real floats
-        if kind is not LOOPS and not kind.may_take(*views, c.dtype.itemsize):
+        if kind is not LOOPS and not kind.may_take(tile):
             continue
         axis = kind.takes(tile)
         if axis:
@@ -177,21 +167,14 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
 
 # The fraction of the smaller of compute and memory time that does not overlap with
 # the larger: a core waiting on a miss is not computing, and BLAS packs before it
-# computes.  With 0 (perfect overlap) memory-bound candidates all tied at their memory
-# time and the tie fell to whichever came first; 0.5 chose a candidate that was also the
-# fastest of the top five measured on 10 of 20 TCCG cases (0: 6), and took
-# dega,gfbc->abcdef from 141 to 233 GFLOP/s (1.0 did about as well, but lost 30% on
-# bda,dc->abc).
+# computes.  Perfect overlap (0) ties memory-bound candidates at their memory time
+# (docs/decisions.md).
 OVERLAP_LOSS = 0.5
 # BLAS tiles overlap less with the reads of operands that stream from memory: BLAS
 # packs its operands before it computes on them, and each call's packing waits on the
 # memory (the output's write-back overlaps as for every kernel).  So the smaller of a
-# BLAS program's compute time and its operands' memory time adds this much more.
-# Measured on bda,dc->abc (both cores, 226 MB of in0 from memory): BRGEMM tiles of
-# 384 x 24 x 48 x 8 took 21.2-22.9 ms, predicted 18.4 without it and 24.1 with it,
-# while the vector kernel's tiles (their next tile's lines prefetched) took 14.1-15.8,
-# predicted 17.1; without it a calibration that read the vector kernel slower ranked
-# the BLAS tiles first (15.5 against 15.7 ms predicted, 1.45x slower measured).
+# BLAS program's compute time and its operands' memory time adds this much more
+# (docs/decisions.md: without it the model ranked BLAS tiles above faster vector ones).
 BLAS_READ_OVERLAP_LOSS = 0.5
 
 
@@ -258,6 +241,19 @@ _SCALAR_FLOORS = tuple(k.floor_rate for k in GEMM_KINDS
                        if k.floor_rate is not no_floor and not k.vector)
 
 
+@lru_cache(maxsize=4096)
+def fastest_rate(m: int, n: int, k: int, dtype: np.dtype, params: MachineParams) -> float:
+    """The fastest rate (flop/s) any kind reaches on an m x n x k tile of ``dtype`` (the
+    kinds' ``floor_rate``).  Memoized: the contractions a plan searches (fused, split,
+    staged) share most of their tile shapes, a fifth to a third of them distinct."""
+    rate = 0.0
+    for floor in _FLOORS if vector_kernel_dtype(dtype) else _SCALAR_FLOORS:
+        r = floor(m, n, k, dtype.itemsize, params, dtype)
+        if r > rate:
+            rate = r
+    return rate
+
+
 def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
                  params: MachineParams, threads: int) -> list[float]:
     """Lower bounds on :func:`compute_bound` for prim choices whose tiles have these
@@ -271,6 +267,7 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
     e = c._elements
     memory = isz * (e[0] + e[1] + e[2]) / first_read_rate(c, params)
     threads = max(1, threads)
+    factor = flop_factor(dt)
     out = []
     seen: dict[tuple[int, int, int, int], float] = {}  # many prim choices share extents
     for tile in tiles:
@@ -281,16 +278,10 @@ def floor_bounds(c: Contraction, tiles: list[tuple[int, int, int, int]],
         flops = 2 * m * n * k * br
         calls = c.flops // flops
         if flops == 2:  # folded into a row (compute_bound: no bookkeeping per element)
-            compute = calls * 2 * flop_factor(dt) / ROW_FLOPS
+            compute = calls * 2 * factor / ROW_FLOPS
         else:
-            # The fastest rate any kind reaches on the shape.
-            floors = _FLOORS if vector_kernel_dtype(dt) else _SCALAR_FLOORS
-            rate = 0.0
-            for floor in floors:
-                r = floor(m, n, k, isz, params, dt)
-                if r > rate:
-                    rate = r
-            compute = calls * (flops * flop_factor(dt) / rate + params.tile_seconds)
+            compute = calls * (flops * factor / fastest_rate(m, n, k, dt, params)
+                               + params.tile_seconds)
         seen[tile] = total_seconds(compute / threads, memory, params.call_seconds)
         out.append(seen[tile])
     return out
@@ -303,6 +294,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     prim choice's :func:`tile_seconds` and :func:`tile_runs`, when the caller has them;
     ``pack_seconds``: whole-operand packs run before it, added to its total)."""
     ax = c.axes
+    factor = flop_factor(c.dtype)
     tile = tile or tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
     per_call, tile_flops, packed = tile.seconds, tile.flops, tile.packed_bytes
     calls = 1
@@ -312,7 +304,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         # A scalar tile: the executor folds the innermost loop into it (a row tile).
         inner = ax[ch.loops[-1]].extent
         calls //= inner
-        per_call = inner * 2 * flop_factor(c.dtype) / ROW_FLOPS + params.tile_seconds
+        per_call = inner * 2 * factor / ROW_FLOPS + params.tile_seconds
     compute = calls * per_call
     if tile.repack_seconds:
         # A packed vector tile whose predecessor on its worker read the same block keeps
@@ -339,7 +331,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute = compute / (threads * efficiency)
         overhead += params.parallel_seconds
     elif (threads > 1 and not ch.loops and tile.kind == DOT.name
-          and tile_flops == 2 * ax[ch.k].extent >= 2 * DOT_SPLIT_MIN_K):
+          and tile_flops == 2 * extent_at(c.extents, ch.k) >= 2 * DOT_SPLIT_MIN_K):
         # One long dot product: its K range is split over the threads (run_dot_split).
         used = threads
         compute = compute / threads
@@ -374,11 +366,11 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         compute_seconds=compute,
         memory_seconds=mem_seconds,
         overhead_seconds=overhead,
-        flops=c.flops * flop_factor(c.dtype),
+        flops=c.flops * factor,
         dram_bytes=dram,
         llc_bytes=llc,
         tile_calls=calls,
-        tile_flops=tile_flops * flop_factor(c.dtype),
+        tile_flops=tile_flops * factor,
         parallel_iterations=par_iters,
         parallel_efficiency=efficiency,
         threads=used,
@@ -394,9 +386,7 @@ def split_tile_rereads(c: Contraction, ch: Choice, threads: int) -> float:
     once per part beyond the first.  Measured on ki,kj->ij, k = 2,000,000, i = j = 32,
     float32, 2 threads: the split BRGEMM read in1 twice and ran at 13-18 GFLOP/s where
     the model, without these bytes, put it 8 % ahead of a parallel K split (35)."""
-    ax = c.axes
-    m = ax[ch.m].extent if ch.m != NO_AXIS else 1
-    n = ax[ch.n].extent if ch.n != NO_AXIS else 1
+    m, n = extent_at(c.extents, ch.m), extent_at(c.extents, ch.n)
     parts = min(threads, max(m, n))
     whole = 0 if n >= m else 1  # along N the parts share in0; along M, in1
     return float((parts - 1) * c.tensor_elements(whole) * c.dtype.itemsize)
@@ -413,8 +403,7 @@ def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
     """How often one tile's BLAS calls read and write its C tile when the tile does not
     stay in L2: once to apply beta (zeroing it when beta = 0), then once per block of K
     in each call (a BRGEMM tile is one call per batch-reduce member)."""
-    k = c.axes[ch.k].extent if ch.k != NO_AXIS else 1
-    br = c.axes[ch.br].extent if ch.br != NO_AXIS else 1
+    k, br = extent_at(c.extents, ch.k), extent_at(c.extents, ch.br)
     return 1.0 + br * math.ceil(k / BLAS_K_BLOCK)
 
 
@@ -502,7 +491,7 @@ def _short_run_factor(c: Contraction, ch: Choice, j: int, runs: Runs) -> float:
         return 1.0
     if ch.loops and abs(ax[ch.loops[-1]].strides[j]) == run:
         # The innermost loop steps exactly one run on: the next tile continues every
-        # row, so the rows are long streams (ebad,ce->abcd: 92 -> 130 GFLOP/s).
+        # row, so the rows are long streams (docs/decisions.md).
         return 1.0
     run_bytes = run * c.dtype.itemsize
     return (run_bytes + ROW_OVERHEAD_BYTES) / run_bytes

@@ -323,8 +323,8 @@ class MachineParams:
 FMA_PIPES = 2
 # Cycles per second times BLAS' share of the theoretical peak on large tiles, as one
 # number: the reference Xeon's 188 GFLOP/s over its 2 pipes x 16 float32 lanes x 2 flops.
-# The same assumption gives 94 GFLOP/s a core for AVX2, what an earlier calibration
-# measured on the project's 2-core AMD EPYC (docs/cost-model.md).
+# The same assumption gives 94 GFLOP/s a core for AVX2, as calibrated on a 2-core AMD
+# EPYC (docs/cost-model.md).
 EFFECTIVE_CLOCK_HZ = 188e9 / (FMA_PIPES * 16 * 2)
 # Aggregate memory rates grow with the cores that share them, up to what one socket's
 # channels give: the reference's 10 GB/s of DRAM and 30 GB/s of LLC per core, up to 16.

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from teir_plan.frontend.contraction import Contraction
-from teir_plan.planner.candidates import NO_AXIS, Choice, loop_orders, split_axis
+from teir_plan.planner.candidates import Choice, loop_orders, split_axis
 from teir_plan.planner.machine import MachineParams
+from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds.blas import BlasPlan
 

@@ -26,7 +26,6 @@ from typing import NamedTuple
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
     MAX_PRIM_CHOICES,
-    NO_AXIS,
     Choice,
     axis_names,
     choices_for,
@@ -44,6 +43,7 @@ from teir_plan.planner.cost import (
     TileCost,
     compute_bound,
     estimate,
+    fastest_rate,
     floor_bounds,
     tile_runs,
     tile_seconds,
@@ -52,6 +52,7 @@ from teir_plan.planner.gemm_rate import forget_tile_rates
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
+from teir_plan.teir.axes import NO_AXIS, extent_table
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.blas import BlasPlan, blas_plan
@@ -133,7 +134,7 @@ def prim_floors(v: Contraction, params: MachineParams, threads: int
     """Every prim choice of ``v`` as (floor_bound, its position, prim axes), cheapest
     floor first: a sorted list, so already a heap for :func:`_best_first`."""
     prims = list(prim_choices(v))
-    ext = [ax.extent for ax in v.axes] + [1]  # NO_AXIS (-1): extent 1
+    ext = extent_table(v.extents)
     tiles = [(ext[m], ext[n], ext[k], ext[br]) for m, n, k, br in prims]
     out = list(zip(floor_bounds(v, tiles, params, threads), range(len(prims)), prims))
     out.sort(key=lambda f: (f[0], f[1]))
@@ -245,11 +246,12 @@ def _expand(v: Contraction, opt: PrimOption, params: MachineParams, threads: int
 
 def forget_memos() -> None:
     """Drop what the planner remembers across plans (copy schedules, BLAS efficiencies
-    of tile shapes), so that the next plan is made as for a problem never seen; used to
-    time planning.  The memos are keyed by the machine parameters, so they never need
-    clearing for correctness."""
+    and fastest rates of tile shapes), so that the next plan is made as for a problem
+    never seen; used to time planning.  The memos are keyed by the machine parameters,
+    so they never need clearing for correctness."""
     _ranked_copies.cache_clear()
     forget_tile_rates()
+    fastest_rate.cache_clear()
     blas_plan.cache_clear()
     variants.cache_clear()
     prim_option.cache_clear()

@@ -16,7 +16,8 @@ import math
 from collections.abc import Sequence
 
 from teir_plan.errors import PlanError
-from teir_plan.teir.enums import DimType, ExecType, Prim
+from teir_plan.teir.axes import NO_AXIS, prim_axes_by_role
+from teir_plan.teir.enums import DimType, ExecType
 from teir_plan.teir.records import TEIR
 
 _CAP = 12  # at most this many tiles drawn along a side
@@ -65,8 +66,7 @@ def tile_figure(teir: TEIR, names: Sequence[str] | None = None, title: str = "")
     loop = {r: group(r, False) for r in (DimType.M, DimType.N, DimType.K)}
     prim = {r: group(r, True) for r in (DimType.M, DimType.N, DimType.K)}
     c_loop = group(DimType.C, False)
-    br_ax = prim[DimType.K][0] if teir.primitives.prim_main is Prim.BRGEMM and prim[DimType.K] \
-        else None
+    br_ax = prim_axes_by_role(teir).br
     tiles = {r: count(loop[r]) for r in loop}
     shown = {r: min(tiles[r], _CAP) for r in loop}
 
@@ -112,7 +112,7 @@ def tile_figure(teir: TEIR, names: Sequence[str] | None = None, title: str = "")
                 ax.add_patch(Rectangle((x, y), w, h, facecolor=_COLORS[name],
                                        edgecolor="black", linewidth=0.9))
                 # the batch-reduce axis of a BRGEMM: dashed slices inside the K extent
-                if br_ax is not None and DimType.K in (col_role, row_role) and name != "out":
+                if br_ax != NO_AXIS and DimType.K in (col_role, row_role) and name != "out":
                     nb = s.dim_sizes[br_ax]
                     for b in range(1, min(nb, 16)):
                         if col_role is DimType.K:
@@ -164,7 +164,7 @@ def tile_figure(teir: TEIR, names: Sequence[str] | None = None, title: str = "")
         extra.append(f"batch (C) loops around everything: {label(c_loop)}")
     if par:
         extra.append(f"* parallel: {' '.join(par)}")
-    if br_ax is not None:
+    if br_ax != NO_AXIS:
         extra.append(f"dashed: the batch-reduce axis {names[br_ax]} (brSize "
                      f"{s.dim_sizes[br_ax]})")
     if extra:

@@ -157,9 +157,9 @@ def frontend_notes(plan: Plan) -> list[str]:
             notes.append(f"step {k}: {st.describe()}")
         elif isinstance(st, BlockedStep) and st.blocking is not None:
             bl = st.blocking
-            loops = ", ".join(f"{name} {n}" for name, n, *_ in bl.outer)
-            copy = ", ".join(f"{name} {n} (stride {so} in out, {ss} in the stage)"
-                             for name, n, ss, so in bl.block)
+            loops = ", ".join(f"{r.name} {r.extent}" for r in bl.outer)
+            copy = ", ".join(f"{r.name} {r.extent} (stride {r.out_stride} in out, "
+                             f"{r.stage_stride} in the stage)" for r in bl.block)
             notes.append(
                 f"step {k}: out's layout would make the contraction transpose an operand, "
                 f"so it runs in {bl.blocks} blocks (loops {loops}, split over the threads); "

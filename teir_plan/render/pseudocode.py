@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from teir_plan.teir.axes import NO_AXIS, extent_at, prim_axes_by_role
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.parallel_k import PartialLayout, parallel_k_axes, split
 from teir_plan.teir.records import TEIR
@@ -82,23 +83,6 @@ def tile_ref(teir: TEIR, j: int, names: Sequence[str], loops: Sequence[int] | No
     return tensor + ("".join(f"[{x}]" for x in idx) if idx else "[0]")
 
 
-def prim_axes_by_role(teir: TEIR) -> dict[str, int | None]:
-    """Which prim axis plays which primitive argument: m, n, k (and br for BRGEMM);
-    for a unary primitive m and n are its first and second prim axes."""
-    s, p = teir.schedule, teir.primitives
-    prim = list(s.prim_axes())
-    if teir.is_unary:
-        return {"m": prim[0] if prim else None, "n": prim[1] if len(prim) > 1 else None}
-    ks = [i for i in prim if s.dim_types[i] is DimType.K]
-    br = ks.pop(0) if p.prim_main is Prim.BRGEMM and ks else None
-    return {
-        "m": next((i for i in prim if s.dim_types[i] is DimType.M), None),
-        "n": next((i for i in prim if s.dim_types[i] is DimType.N), None),
-        "k": ks[0] if ks else None,
-        "br": br,
-    }
-
-
 def prim_arguments(teir: TEIR) -> dict[str, int]:
     """The primitive's size and leading-dimension arguments (teir-notes.md, 'Primitive
     shapes'): Copy/ReLU m, n, ldI, ldO; GEMM m, n, k, ldA, ldB, ldC; BRGEMM also brSize,
@@ -107,22 +91,22 @@ def prim_arguments(teir: TEIR) -> dict[str, int]:
     s = teir.schedule
     ax = prim_axes_by_role(teir)
 
-    def size(a: int | None) -> int:
-        return s.dim_sizes[a] if a is not None else 1
+    def size(a: int) -> int:
+        return extent_at(s.dim_sizes, a)
 
-    def st(j: int, a: int | None, default: int) -> int:
-        return s.strides[j][a] if a is not None else default
+    def ld(j: int, a: int, smallest: int) -> int:
+        # A leading dimension, not a stride: without its axis, the smallest legal one.
+        return s.strides[j][a] if a != NO_AXIS else smallest
 
     if teir.is_unary:
-        a0, a1 = ax["m"], ax["n"]
-        return {"m": size(a0), "n": size(a1), "ldI": st(0, a1, size(a0)),
-                "ldO": st(1, a0, 1) if a1 is not None else size(a0)}
-    m_ax, n_ax, k_ax, br_ax = ax["m"], ax["n"], ax["k"], ax["br"]
-    args = {"m": size(m_ax), "n": size(n_ax), "k": size(k_ax),
-            "ldA": st(0, k_ax, size(m_ax)), "ldB": st(1, n_ax, size(k_ax)),
-            "ldC": st(2, n_ax, size(m_ax))}
-    if br_ax is not None:
-        args.update(brSize=size(br_ax), brStrA=s.strides[0][br_ax], brStrB=s.strides[1][br_ax])
+        return {"m": size(ax.m), "n": size(ax.n), "ldI": ld(0, ax.n, size(ax.m)),
+                "ldO": ld(1, ax.m, 1) if ax.n != NO_AXIS else size(ax.m)}
+    args = {"m": size(ax.m), "n": size(ax.n), "k": size(ax.k),
+            "ldA": ld(0, ax.k, size(ax.m)), "ldB": ld(1, ax.n, size(ax.k)),
+            "ldC": ld(2, ax.n, size(ax.m))}
+    if ax.br != NO_AXIS:
+        args.update(brSize=size(ax.br), brStrA=s.strides[0][ax.br],
+                    brStrB=s.strides[1][ax.br])
     return args
 
 
@@ -133,15 +117,15 @@ def _layout_notes(teir: TEIR, names: Sequence[str]) -> dict[str, str]:
     s = teir.schedule
     ax = prim_axes_by_role(teir)
     if teir.is_unary:
-        checks = [("ldI", 0, "in", ax["m"], ax["n"]), ("ldO", 1, "out", ax["n"], ax["m"])]
+        checks = [("ldI", 0, "in", ax.m, ax.n), ("ldO", 1, "out", ax.n, ax.m)]
     else:
-        checks = [("ldA", 0, "A", ax["m"], ax["k"]), ("ldB", 1, "B", ax["k"], ax["n"]),
-                  ("ldC", 2, "C", ax["m"], ax["n"])]
+        checks = [("ldA", 0, "A", ax.m, ax.k), ("ldB", 1, "B", ax.k, ax.n),
+                  ("ldC", 2, "C", ax.m, ax.n)]
     notes = {}
     for key, j, what, unit, other in checks:
-        if unit is None or s.dim_sizes[unit] == 1 or abs(s.strides[j][unit]) == 1:
+        if unit == NO_AXIS or s.dim_sizes[unit] == 1 or abs(s.strides[j][unit]) == 1:
             continue
-        how = "transposed tile" if other is not None and abs(s.strides[j][other]) == 1 \
+        how = "transposed tile" if other != NO_AXIS and abs(s.strides[j][other]) == 1 \
             else "strided tile"
         notes[key] = (f"{what}: stride {s.strides[j][unit]} along |{names[unit]}|, not 1 "
                       f"({how})")
@@ -242,8 +226,8 @@ def _lines(teir: TEIR, names: Sequence[str], out_name: str = "out") -> list[str]
             notes = _layout_notes(teir, names)
             lines += _call(pad, "Copy" if p.prim_main is Prim.COPY else "ReLU",
                            [("in", ref[0]), ("out", ref[1])],
-                           [("m", a["m"], _extent(ax["m"], names)),
-                            ("n", a["n"], _extent(ax["n"], names)),
+                           [("m", a["m"], _extent(ax.m, names)),
+                            ("n", a["n"], _extent(ax.n, names)),
                             ("ldI", a["ldI"], notes.get("ldI", "")),
                             ("ldO", a["ldO"], notes.get("ldO", ""))])
         return lines
@@ -260,11 +244,11 @@ def _lines(teir: TEIR, names: Sequence[str], out_name: str = "out") -> list[str]
         a = prim_arguments(teir)
         ax = prim_axes_by_role(teir)
         notes = _layout_notes(teir, names)
-        args = [("m", a["m"], _extent(ax["m"], names)), ("n", a["n"], _extent(ax["n"], names)),
-                ("k", a["k"], _extent(ax["k"], names)),
+        args = [("m", a["m"], _extent(ax.m, names)), ("n", a["n"], _extent(ax.n, names)),
+                ("k", a["k"], _extent(ax.k, names)),
                 *[(ld, a[ld], notes.get(ld, "")) for ld in ("ldA", "ldB", "ldC")]]
         if "brSize" in a:
-            args += [("brSize", a["brSize"], _extent(ax["br"], names)),
+            args += [("brSize", a["brSize"], _extent(ax.br, names)),
                      ("brStrA", a["brStrA"], ""), ("brStrB", a["brStrB"], "")]
         name = "BRGEMM" if p.prim_main is Prim.BRGEMM else "GEMM"
         lines += _call(pad, name, [("A", ref[0]), ("B", ref[1]), ("C", ref[2])], args)
@@ -277,5 +261,5 @@ def _lines(teir: TEIR, names: Sequence[str], out_name: str = "out") -> list[str]
     return lines
 
 
-def _extent(axis: int | None, names: Sequence[str]) -> str:
-    return f"|{names[axis]}|" if axis is not None else "no axis: extent 1"
+def _extent(axis: int, names: Sequence[str]) -> str:
+    return f"|{names[axis]}|" if axis != NO_AXIS else "no axis: extent 1"

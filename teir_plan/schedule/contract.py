@@ -232,13 +232,15 @@ def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contra
             teir.validate()
             s = teir.schedule
             _check_reach("the stage", 2, stage, s.dim_sizes, s.strides[2])  # type: ignore[arg-type]
-            sizes = [r[1] for r in outer]
-            for j, op_strides in ((0, [r[2] for r in outer]), (1, [r[3] for r in outer])):
+            sizes = [r.extent for r in outer]
+            for j, op_strides in ((0, [r.in0_stride for r in outer]),
+                                  (1, [r.in1_stride for r in outer])):
                 _check_reach(f"tensor {j}", j, specs[j], [*sizes, *s.dim_sizes],  # type: ignore[arg-type]
                              [*op_strides, *s.strides[j]])
             _check_reach("tensor 2", 2, specs[2],  # type: ignore[arg-type]
-                         [*sizes, *(r[1] for r in blocking.block)],
-                         [*(r[4] for r in outer), *(r[3] for r in blocking.block)])
+                         [*sizes, *(r.extent for r in blocking.block)],
+                         [*(r.out_stride for r in outer),
+                          *(r.out_stride for r in blocking.block)])
         return run
 
     for cand in cands:

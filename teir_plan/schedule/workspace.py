@@ -131,8 +131,8 @@ class Workspace:
             # re-enter through a lent array's release (see ``_lock``).  Oldest first: the
             # buffers given back longest ago are freed first, so the one just given back,
             # the likeliest to be wanted by the next call, stays (freeing the largest
-            # first dropped a 369 MB result on every call once smaller buffers filled
-            # the pool, and each call faulted its pages in again: 230 -> 89 GFLOP/s).
+            # first can drop a large result on every call once smaller buffers fill the
+            # pool, and each call faults its pages in again: docs/decisions.md).
             idle = [*self._idle, raw]
             total = sum(b.nbytes for b in idle)
             while idle and total > self.limit_bytes:

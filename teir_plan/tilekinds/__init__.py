@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from teir_plan.tilekinds import blas, copy, dot, loops, row, vec, vec_p, vec_t
-from teir_plan.tilekinds.kind import AxisLike, AxisView, GemmTile, TileKind
+from teir_plan.tilekinds.kind import GemmTile, TileKind
 
 # The GEMM tile kinds in the order lowering asks them: the first whose rule takes a
 # tile runs it (loops takes every tile).
@@ -59,5 +59,4 @@ def choose(tile: GemmTile, vector_kernel: bool = True) -> tuple[TileKind, int]:
     raise AssertionError("the loops kind takes every tile")  # pragma: no cover
 
 
-__all__ = ["BY_NAME", "GEMM_KINDS", "KINDS", "AxisLike", "AxisView", "GemmTile", "TileKind",
-           "choose", "lowered_kind"]
+__all__ = ["BY_NAME", "GEMM_KINDS", "KINDS", "GemmTile", "TileKind", "choose", "lowered_kind"]

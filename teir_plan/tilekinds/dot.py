@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from teir_plan.tilekinds.kind import AxisLike, GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, set_fields
 
 if TYPE_CHECKING:
@@ -38,9 +38,8 @@ def _takes(t: GemmTile) -> int:
     return int(dot_tile(t.m, t.n, t.k, t.br, t.a, t.b))
 
 
-def _may_take(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None,
-              itemsize: int) -> bool:
-    return k is not None and k.strides[:2] == (1, 1)
+def _may_take(t: GemmTile) -> bool:
+    return t.a[1] == 1 and t.b[0] == 1
 
 
 def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:

@@ -9,24 +9,23 @@ how it fills the tile table (``encode``), and how the explain report describes i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
+from teir_plan.teir.axes import extent_at, stride_at
+
 if TYPE_CHECKING:
     from teir_plan.planner.machine import MachineParams
     from teir_plan.tilekinds.blas import BlasPlan
 
-# An axis a tile does not have (its extent is 1, its strides 0).
-Strides = tuple[int, int, int]  # an axis' strides in in0, in1, out
-
-
 class GemmTile(NamedTuple):
     """One GEMM tile: C(m x n) += A(m x k) B(k x n), ``br`` times (a batch-reduce),
     with ``a`` = A's (M, K) strides, ``b`` = B's (K, N) strides, ``c`` = C's (M, N)
-    strides, in elements of ``itemsize`` bytes."""
+    strides, in elements of ``itemsize`` bytes.  An axis the primitive does not have
+    is extent 1 and stride 0 here (teir_plan.teir.axes)."""
 
     m: int
     n: int
@@ -37,23 +36,21 @@ class GemmTile(NamedTuple):
     c: tuple[int, int]
     itemsize: int
 
+    @classmethod
+    def of_axes(cls, extents: Sequence[int], strides: Sequence[Sequence[int]], m: int,
+                n: int, k: int, br: int, itemsize: int) -> GemmTile:
+        """The tile whose M, N, K and batch-reduce axes are these positions (NO_AXIS
+        where absent) among axes of ``extents``, with ``strides`` each tensor's (in0,
+        in1, out) along them: a TEIR schedule's, or a contraction's.
 
-class AxisLike(Protocol):
-    """A prim axis as the cost model's quick checks see it (``None`` for no axis): the
-    contraction's own axes (frontend.contraction.Axis) are read as they are."""
-
-    @property
-    def extent(self) -> int: ...
-
-    @property
-    def strides(self) -> Strides: ...
-
-
-class AxisView(NamedTuple):
-    """An :class:`AxisLike` of given extent and strides."""
-
-    extent: int
-    strides: Strides
+        >>> GemmTile.of_axes((8, 24), ((24, 1), (0, 1), (1, 0)), 0, -1, 1, -1, 4)
+        GemmTile(m=8, n=1, k=24, br=1, a=(24, 1), b=(1, 0), c=(1, 0), itemsize=4)
+        """
+        s0, s1, s2 = strides
+        return cls(extent_at(extents, m), extent_at(extents, n), extent_at(extents, k),
+                   extent_at(extents, br), (stride_at(s0, m), stride_at(s0, k)),
+                   (stride_at(s1, k), stride_at(s1, n)), (stride_at(s2, m), stride_at(s2, n)),
+                   itemsize)
 
 
 class Entries(Protocol):
@@ -101,7 +98,7 @@ def _never(tile: GemmTile) -> int:
     return 0
 
 
-def _maybe(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None, itemsize: int) -> bool:
+def _maybe(tile: GemmTile) -> bool:
     return True
 
 
@@ -120,9 +117,9 @@ class TileKind:
     describe: Callable[[np.ndarray, np.dtype], str]
     # 0: the kind does not run this tile; else along which axis (1: M, 2: N), or 1.
     takes: Callable[[GemmTile], int] = _never
-    # A quick necessary condition of ``takes`` from the prim axes alone, for the cost
-    # model, which asks it of every prim choice the search considers.
-    may_take: Callable[[AxisLike | None, AxisLike | None, AxisLike | None, int], bool] = _maybe
+    # A quick necessary condition of ``takes``, for the cost model, which asks it of
+    # every prim choice the search considers.
+    may_take: Callable[[GemmTile], bool] = _maybe
     # Writes the tile's fields for this kind (``takes``' axis).
     encode: Callable[[np.ndarray, GemmTile, int, Lowering], None] | None = None
     # One call's cost on one core.

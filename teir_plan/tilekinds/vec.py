@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from teir_plan.isa import LINE_BYTES, target
-from teir_plan.tilekinds.kind import AxisLike, GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import (
     T_K,
     T_M,
@@ -126,15 +126,12 @@ def _takes(t: GemmTile) -> int:
     return vec_axis(*t)
 
 
-def _may_take(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None,
-              itemsize: int) -> bool:
+def _may_take(t: GemmTile) -> bool:
     # vec_axis needs the vector operand and out at unit stride along a vector axis of at
-    # least one micro-tile, and rows (so both axes).
-    if m is None or n is None:
-        return False
-    micro = VEC_LINES * VEC_BYTES // itemsize
-    return ((m.strides[0] == 1 and m.strides[2] == 1 and m.extent >= micro)
-            or (n.strides[1] == 1 and n.strides[2] == 1 and n.extent >= micro))
+    # least one micro-tile, and VEC_MIN_ROWS rows across it.
+    micro = VEC_LINES * VEC_BYTES // t.itemsize
+    return ((t.a[0] == 1 and t.c[0] == 1 and t.m >= micro and t.n >= VEC_MIN_ROWS)
+            or (t.b[1] == 1 and t.c[1] == 1 and t.n >= micro and t.m >= VEC_MIN_ROWS))
 
 
 def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from teir_plan.isa import LINE_BYTES
-from teir_plan.tilekinds.kind import AxisLike, GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, T_VEC_P, set_fields
 from teir_plan.tilekinds.vec import MODE, along, streamed_note, vec_efficiency
 from teir_plan.tiles import VEC_BYTES, VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_MIN_ROWS
@@ -75,13 +75,10 @@ def _takes(t: GemmTile) -> int:
     return vec_p_axis(*t)
 
 
-def _may_take(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None,
-              itemsize: int) -> bool:
+def _may_take(t: GemmTile) -> bool:
     # Out at unit stride along the vector axis, its operand along K, and rows.
-    if m is None or n is None or k is None:
-        return False
-    return ((m.strides[2] == 1 and k.strides[0] == 1)
-            or (n.strides[2] == 1 and k.strides[1] == 1))
+    return ((t.c[0] == 1 and t.a[1] == 1 and t.n >= VEC_MIN_ROWS)
+            or (t.c[1] == 1 and t.b[0] == 1 and t.m >= VEC_MIN_ROWS))
 
 
 def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:

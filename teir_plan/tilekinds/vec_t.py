@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from teir_plan.isa import LINE_BYTES
-from teir_plan.tilekinds.kind import AxisLike, GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, T_VEC_T, set_fields
 from teir_plan.tilekinds.vec import MODE, along, streamed_note
 from teir_plan.tiles import (
@@ -120,14 +120,11 @@ def _takes(t: GemmTile) -> int:
     return vec_t_axis(*t)
 
 
-def _may_take(m: AxisLike | None, n: AxisLike | None, k: AxisLike | None,
-              itemsize: int) -> bool:
+def _may_take(t: GemmTile) -> bool:
     # The long operand at unit stride along the vector axis, out along the rows.
-    if m is None or n is None:
-        return False
-    shortest = VEC_T_MIN_LINES * LINE_BYTES // itemsize
-    return ((m.strides[0] == 1 and n.strides[2] == 1 and m.extent >= shortest)
-            or (n.strides[1] == 1 and m.strides[2] == 1 and n.extent >= shortest))
+    shortest = VEC_T_MIN_LINES * LINE_BYTES // t.itemsize
+    return ((t.a[0] == 1 and t.c[1] == 1 and t.m >= shortest)
+            or (t.b[1] == 1 and t.c[0] == 1 and t.n >= shortest))
 
 
 def _out_along(t: GemmTile, axis: int) -> int:
