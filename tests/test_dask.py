@@ -194,6 +194,14 @@ def test_a_local_cluster_of_processes_runs_it() -> None:
         assert set(threads.values()) == {max(1, cores // 2)}
         report = tp.distributed.plan_dask("ik,kj->ij", x, y).explain().to_dict()
         assert report["cluster"]["workers"] == 2 and report["cluster"]["distributed"]
+        # teir_plan's workspace keeps no idle buffers between a worker's tasks
+        assert set(client.run(_pool_limit).values()) == {0}
+
+
+def _pool_limit() -> int:
+    from teir_plan.schedule.workspace import workspace
+
+    return workspace.limit_bytes + workspace.idle_bytes()
 
 
 @settings(max_examples=60, deadline=None)
@@ -239,3 +247,67 @@ def test_a_summed_index_taken_whole_is_joined_in_the_task_not_rechunked() -> Non
     assert not any(name.startswith("rechunk") for name in layers), list(layers)
     np.testing.assert_allclose(result.compute(), _reference("ik,kj->ij", a, b),
                                rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [2, 50])
+def test_a_task_sums_the_pieces_contractions_or_joins_them_whichever_holds_less(
+        n, monkeypatch) -> None:
+    """Pieces along two summed indices (k and l of both): a small result is the sum
+    of one contraction per combination of pieces, a large one the contraction of the
+    joined blocks; both against numpy.einsum."""
+    from teir_plan.distributed import tasks
+
+    joined: list[bool] = []
+    real = tasks._joined
+    monkeypatch.setattr(tasks, "_joined",
+                        lambda b, ax: joined.append(isinstance(b, list)) or real(b, ax))
+    a, c = _random((n, 4, 3)), _random((4, 3, n))
+    ka, lc = [0, 1, 4], [0, 1, 3]
+    a_pieces = [[a[:, ka[p]:ka[p + 1], lc[q]:lc[q + 1]] for q in range(2)] for p in range(2)]
+    c_pieces = [[c[ka[p]:ka[p + 1], lc[q]:lc[q + 1]] for q in range(2)] for p in range(2)]
+    got = tasks.contract_blocks(a_pieces, c_pieces, subscripts="ikl,klj->ij",
+                                partial_axes=0, join_axes=((1, 2), (0, 1)))
+    np.testing.assert_allclose(got, _reference("ikl,klj->ij", a, c), rtol=1e-10, atol=1e-10)
+    # joined when the result (n x n) is at least the pieces given (a's and c's)
+    assert any(joined) == (n == 50)
+
+
+def test_a_summed_index_is_taken_whole_with_other_indices_split_to_make_room() -> None:
+    """ea,ebcd->abcd chunked 8 ways along e and b: e whole (no partial results) fits the
+    budget of the given chunks' task only with b split further; the choice finds it."""
+    from teir_plan.distributed.chunks import ChunkChoice
+
+    c = Contraction(("ea", "ebcd"), "abcd",
+                    {"a": 384, "b": 64, "c": 64, "d": 64, "e": 384}, 4)
+    given = {"e": 48, "a": 48, "b": 8, "c": 64, "d": 64}
+    budget = ChunkChoice(c, given, 4, ()).task_bytes
+    chosen = choose_chunks(c, given, budget, RATES)
+    assert chosen.task_bytes <= budget
+    assert chosen.partials == 1 and chosen.chunks["b"] < 8
+
+
+def test_a_task_counts_the_copies_a_join_or_a_rechunk_makes() -> None:
+    from teir_plan.distributed.chunks import ChunkChoice
+
+    c = Contraction(("ik", "kj"), "ij", {"i": 256, "j": 256, "k": 1024}, 8)
+    given = {"i": 64, "j": 64, "k": 128}
+    as_given = ChunkChoice(c, given, 4, (), given)
+    assert as_given.join_bytes == 0 and as_given.rechunk_bytes == 0
+    # k whole from 8 pieces: the task adds 8 products into a temporary of the output
+    whole_k = ChunkChoice(c, {**given, "k": 1024}, 4, (), given)
+    assert whole_k.join_bytes == 64 * 64 * 8 and whole_k.rechunk_bytes == 0
+    # i merged to 128: dask's rechunk copies a's blocks, b's stay as they are
+    merged = ChunkChoice(c, {**given, "i": 128}, 4, (), given)
+    assert merged.rechunk_bytes == 128 * 128 * 8 and merged.join_bytes == 0
+
+
+def test_the_default_budget_is_what_a_task_of_the_given_chunks_holds() -> None:
+    from teir_plan.distributed.chunks import ChunkChoice
+    from teir_plan.distributed.contract import MIN_BUDGET_BYTES
+
+    x = da.zeros((4096, 4096), chunks=1024, dtype=np.float32)
+    dplan = tp.distributed.plan_dask("ik,kj->ij", x, x)
+    (step,) = dplan.steps
+    as_given = ChunkChoice(step.choice.contraction, dict.fromkeys("ijk", 1024), 4, ())
+    assert step.budget_bytes == max(as_given.task_bytes, MIN_BUDGET_BYTES)
+    assert step.choice.task_bytes <= step.budget_bytes

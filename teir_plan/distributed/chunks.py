@@ -22,7 +22,7 @@ pure Python: planning a dask contraction runs no kernel.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from teir_plan.errors import PlanError
@@ -81,6 +81,9 @@ class ChunkChoice:
     chunks: Mapping[str, int]
     split_every: int
     reasons: tuple[str, ...]
+    # The operands' own chunk sizes: a summed index taken whole from several of them is
+    # joined inside the task (a copy of the block, see ``join_bytes``).  Empty: none.
+    given: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def grid(self) -> dict[str, int]:
@@ -106,8 +109,39 @@ class ChunkChoice:
         return prod(self.chunks[c] for c in self.contraction.output) * self.contraction.itemsize
 
     @property
+    def join_bytes(self) -> int:
+        """What a task holds beyond its blocks when an operand arrives in pieces (a
+        summed index taken whole, one chunk, where the operand's own chunks split it):
+        a copy of each such block joined, or one temporary of the output block when the
+        task adds the pieces' contractions up instead, whichever is less
+        (teir_plan/distributed/tasks.py)."""
+        c, ch = self.contraction, self.chunks
+        joined = sum(prod(ch[i] for i in op) * c.itemsize for op in c.inputs
+                     if any(self._joined(i) for i in op))
+        return min(joined, self.output_block_bytes)
+
+    def _joined(self, index: str) -> bool:
+        """Whether the tasks take ``index`` whole from pieces (contract.py's rule: a
+        summed index in one chunk that no operand repeats, split by the given chunks)."""
+        c = self.contraction
+        return (index in c.summed and self.grid[index] == 1
+                and self.given.get(index, c.extents[index]) < c.extents[index]
+                and all(ix.count(index) <= 1 for ix in c.inputs))
+
+    @property
+    def rechunk_bytes(self) -> int:
+        """A copy of each input block whose chunks are larger than the given ones along
+        an index not joined in the task: dask's rechunk makes it, and it stays on the
+        worker while the tasks that read it wait, beside the operand's own pieces."""
+        c, ch = self.contraction, self.chunks
+        return sum(prod(ch[i] for i in op) * c.itemsize for op in c.inputs
+                   if any(ch[i] > min(self.given.get(i, ch[i]), c.extents[i])
+                          and not self._joined(i) for i in op))
+
+    @property
     def task_bytes(self) -> int:
-        contract = self.input_block_bytes + self.output_block_bytes
+        contract = (self.input_block_bytes + self.join_bytes + self.rechunk_bytes
+                    + self.output_block_bytes)
         if self.partials == 1:
             return contract
         reduce = (min(self.split_every, self.partials) + 1) * self.output_block_bytes
@@ -165,7 +199,7 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
     refused); then, while a neighbouring chunking within the budget predicts less time
     (:func:`predicted_seconds`), the best one is taken: an index's chunks halved, or
     doubled once or more (a rechunk costs once, so one doubling may not pay where two
-    do).
+    do), with other indices halved as far as the budget then needs.
 
     >>> c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
     >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20,
@@ -180,16 +214,28 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
                             f"got {ext[c]}")
     chunks = {c: max(1, min(given[c], ext[c])) for c in contraction.indices}
     if not rechunk:
-        return ChunkChoice(contraction, chunks, split_every, ("the operands' chunks, as given",))
+        return ChunkChoice(contraction, chunks, split_every,
+                           ("the operands' chunks, as given",), given)
 
     def choice(ch: Mapping[str, int]) -> ChunkChoice:
-        return ChunkChoice(contraction, dict(ch), split_every, ())
+        return ChunkChoice(contraction, dict(ch), split_every, (), given)
 
     def seconds(ch: Mapping[str, int]) -> float:
         return predicted_seconds(choice(ch), rates, given)
 
     def halved(c: str) -> dict[str, int]:
         return {**chunks, c: -(-chunks[c] // 2)}
+
+    def fitted(ch: dict[str, int], keep: str) -> dict[str, int] | None:
+        """``ch`` with other indices than ``keep`` halved, the one that predicts the
+        least time each time, until a task fits the budget (None: it cannot)."""
+        while choice(ch).task_bytes > budget_bytes:
+            options = [(seconds(t), c, t) for c in contraction.indices
+                       if c != keep and ch[c] > 1 for t in [{**ch, c: -(-ch[c] // 2)}]]
+            if not options:
+                return None
+            ch = min(options, key=lambda o: o[:2])[2]
+        return ch
 
     split: list[str] = []
     while choice(chunks).task_bytes > budget_bytes:
@@ -199,7 +245,7 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
             raise PlanError(f"a dask contraction's smallest task needs "
                             f"{_size(choice(chunks).task_bytes)}, over the budget of "
                             f"{_size(budget_bytes)}: raise memory_budget")
-        _, c, chunks = min(options)
+        _, c, chunks = min(options, key=lambda o: o[:2])
         split.append(c)
     moved: list[str] = []
     while True:
@@ -211,10 +257,14 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
             t = dict(chunks)
             while t[c] < ext[c]:
                 t = {**t, c: min(ext[c], 2 * t[c])}
-                if choice(t).task_bytes > budget_bytes:
+                # Over the budget, other indices split to make room: taking a summed
+                # index whole (no partial results) may pay only with smaller blocks
+                # along the rest (ea,ebcd: e whole with b split).
+                f = fitted(t, c)
+                if f is None:
                     break
-                options.append((seconds(t), c, t))
-        best = min(options, default=None)
+                options.append((seconds(f), c, f))
+        best = min(options, key=lambda o: o[:2], default=None)
         if best is None or best[0] >= now * (1 - 1e-9):
             break
         _, c, chunks = best
@@ -230,7 +280,7 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
                        f"{seconds({c: max(1, min(given[c], ext[c])) for c in chunks}):.3g} s "
                        "as given")
     return ChunkChoice(contraction, chunks, split_every, tuple(reasons) or
-                       ("as given: no other chunking predicts less time",))
+                       ("as given: no other chunking predicts less time",), given)
 
 
 def _size(n: int) -> str:
