@@ -311,3 +311,42 @@ def test_the_default_budget_is_what_a_task_of_the_given_chunks_holds() -> None:
     as_given = ChunkChoice(step.choice.contraction, dict.fromkeys("ijk", 1024), 4, ())
     assert step.budget_bytes == max(as_given.task_bytes, MIN_BUDGET_BYTES)
     assert step.choice.task_bytes <= step.budget_bytes
+
+
+def test_kept_indices_taken_whole_are_joined_in_the_task_a_slab_at_a_time() -> None:
+    """A Gram matrix of a tall operand chunked along both axes: the result's indices are
+    taken whole from the pieces dask hands each task (no rechunk), joined a slab of the
+    summed index at a time."""
+    a, b = _random((200_000, 16)), _random((200_000, 12))
+    x, y = da.from_array(a, chunks=(50_000, 4)), da.from_array(b, chunks=(50_000, 3))
+    dplan = tp.distributed.plan_dask("ki,kj->ij", x, y)
+    grid = dplan.steps[0].choice.grid
+    assert grid["i"] == grid["j"] == 1
+    result = dplan(x, y)
+    layers = result.__dask_graph__().layers
+    assert not any(name.startswith("rechunk") for name in layers), list(layers)
+    np.testing.assert_allclose(result.compute(), _reference("ki,kj->ij", a, b),
+                               rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(("subscripts", "slab_bytes"),
+                         [("ki,kj->ij", 1 << 10), ("ki,kj->ij", 1 << 30), ("i,j->ij", 1)])
+def test_a_task_given_pieces_along_kept_indices_matches_numpy(subscripts, slab_bytes,
+                                                              monkeypatch) -> None:
+    from teir_plan.distributed import tasks
+
+    monkeypatch.setattr(tasks, "SLAB_BYTES", slab_bytes)
+    ins = subscripts.split("->")[0].split(",")
+    ext = {"k": 301, "i": 7, "j": 5}
+    arrays = [_random(tuple(ext[c] for c in ix)) for ix in ins]
+    cuts = {"i": [0, 3, 7], "j": [0, 1, 4, 5]}
+    pieces = []
+    for ix, arr in zip(ins, arrays):
+        kept = ix[-1]
+        ax = len(ix) - 1
+        pieces.append([arr[(slice(None),) * ax + (slice(lo, hi),)]
+                       for lo, hi in zip(cuts[kept], cuts[kept][1:])])
+    join_axes = tuple((len(ix) - 1,) for ix in ins)
+    got = tasks.contract_blocks(*pieces, subscripts=subscripts, partial_axes=0,
+                                join_axes=join_axes)
+    np.testing.assert_allclose(got, _reference(subscripts, *arrays), rtol=1e-10, atol=1e-10)

@@ -32,6 +32,10 @@ TASK_SECONDS = 1e-3  # the scheduler's cost per task (dask's documented order of
 # Bytes per second between worker processes (serialization and TCP): a conservative
 # figure for processes on one machine, the order of a cluster's network.
 NETWORK_BYTES_PER_SECOND = 1e9
+# Bytes of pieces a task joins at a time when a kept index comes in pieces (tasks.py):
+# a few MiB stay in cache and cost no page faults, and a slab's contraction is still a
+# large TEIR problem (gram 2e6 x 64 in 8 x 8 pieces: 8192 rows of 64 at a time).
+SLAB_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -110,21 +114,30 @@ class ChunkChoice:
 
     @property
     def join_bytes(self) -> int:
-        """What a task holds beyond its blocks when an operand arrives in pieces (a
-        summed index taken whole, one chunk, where the operand's own chunks split it):
-        a copy of each such block joined, or one temporary of the output block when the
-        task adds the pieces' contractions up instead, whichever is less
-        (teir_plan/distributed/tasks.py)."""
+        """What a task holds beyond its blocks when operands arrive in pieces (an index
+        taken whole, one chunk, where the operands' own chunks split it), as
+        teir_plan/distributed/tasks.py contracts them: along summed indices only, a copy
+        of each such block joined or one temporary of the output block when the task
+        adds the pieces' contractions up instead, whichever is less; along a kept index,
+        a slab of the pieces joined at a time along a summed index they all have whole,
+        and a temporary of the output block (else the copy of the blocks)."""
         c, ch = self.contraction, self.chunks
-        joined = sum(prod(ch[i] for i in op) * c.itemsize for op in c.inputs
-                     if any(self._joined(i) for i in op))
-        return min(joined, self.output_block_bytes)
+        pieced = [op for op in c.inputs if any(self._joined(i) for i in op)]
+        joined = sum(prod(ch[i] for i in op) * c.itemsize for op in pieced)
+        if not any(self._joined(i) for i in c.output):
+            return min(joined, self.output_block_bytes)
+        slabs = [i for i in c.summed if not self._joined(i)
+                 and all(ix.count(i) <= 1 for ix in c.inputs)
+                 and all(i in op for op in pieced) and ch[i] * SLAB_BYTES >= joined]
+        if slabs and joined > SLAB_BYTES:
+            return SLAB_BYTES + self.output_block_bytes
+        return joined
 
     def _joined(self, index: str) -> bool:
-        """Whether the tasks take ``index`` whole from pieces (contract.py's rule: a
-        summed index in one chunk that no operand repeats, split by the given chunks)."""
+        """Whether the tasks take ``index`` whole from pieces (contract.py's rule: an
+        index in one chunk that no operand repeats, split by the given chunks)."""
         c = self.contraction
-        return (index in c.summed and self.grid[index] == 1
+        return (self.grid[index] == 1
                 and self.given.get(index, c.extents[index]) < c.extents[index]
                 and all(ix.count(index) <= 1 for ix in c.inputs))
 
@@ -181,10 +194,18 @@ def predicted_seconds(choice: ChunkChoice, rates: Rates, given: Mapping[str, int
     rounds = -(-tasks // rates.threads)  # the threads take the tasks a round at a time
     moved = choice.partial_bytes
     for op in c.inputs:
-        if any(choice.chunks[i] != min(given[i], c.extents[i]) for i in op):
+        # An index joined in the task is not rechunked, and a chunk that divides the
+        # given one is a view of it (dask's rechunk slices the block where it is): only
+        # larger chunks, or smaller ones across the given boundaries, move bytes.
+        if any(_moves(choice.chunks[i], min(given[i], c.extents[i]))
+               and not choice._joined(i) for i in op):
             moved += 2 * prod(c.extents[i] for i in op) * c.itemsize
     return (rounds * per_task + tasks * rates.task_seconds / rates.threads
             + moved / rates.network_bytes_per_second)
+
+
+def _moves(chunk: int, given: int) -> bool:
+    return chunk > given or given % chunk != 0
 
 
 def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_bytes: int,

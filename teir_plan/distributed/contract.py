@@ -43,6 +43,7 @@ from teir_plan.frontend.expression import parse
 # A task may hold no more than a task of the operands' own chunks would (dask's einsum
 # on them), unless that is below this: chunks so small merge into tasks worth scheduling.
 MIN_BUDGET_BYTES = 16 << 20
+_PIECES = "~"  # marks an index's name in a blockwise's inputs: its blocks come in pieces
 
 
 def is_dask(x: object) -> bool:
@@ -165,8 +166,18 @@ def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
     # it (a diagonal).
     joined = {c for c in summed if grid[c] == 1
               and all(ix.count(c) <= 1 for ix in step.inputs)}
+    # A kept index taken whole where the operands' chunks split it is joined in the
+    # task too (in slabs, tasks.py), not rechunked: dask passes the pieces when the
+    # index goes by another name in the inputs than in the output (a new axis there).
+    # Not where an operand repeats it or broadcasts it (extent 1).
+    kept = {c for c in step.output if grid[c] == 1
+            and all(ix.count(c) <= 1 for ix in step.inputs)
+            and all(op.shape[ix.index(c)] == ext[c] for op, ix in zip(ops, step.inputs)
+                    if c in ix)
+            and any(len(op.chunks[ix.index(c)]) > 1 for op, ix in zip(ops, step.inputs)
+                    if c in ix)}
     # A broadcast axis (extent 1 where the index is longer) keeps its one chunk.
-    ops = [op.rechunk(tuple(op.chunks[ax] if c in joined else
+    ops = [op.rechunk(tuple(op.chunks[ax] if c in joined or c in kept else
                             ch[c] if op.shape[ax] == ext[c] else 1
                             for ax, c in enumerate(ix)))
            for op, ix in zip(ops, step.inputs)]
@@ -174,14 +185,16 @@ def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
     out_ind = tuple(step.output) + split
     pairs: list[Any] = []
     for op, ix in zip(ops, step.inputs):
-        pairs += [op, tuple(ix)]
-    # Per operand, the axes of its summed indices not in out_ind, in the order dask nests
-    # their blocks (the operand's own order).
-    join_axes = tuple(tuple(ax for ax, c in enumerate(ix) if c in summed and c not in split)
+        pairs += [op, tuple(c + _PIECES if c in kept else c for c in ix)]
+    # Per operand, the axes of its indices not in out_ind, in the order dask nests their
+    # blocks (the operand's own order).
+    join_axes = tuple(tuple(ax for ax, c in enumerate(ix)
+                            if (c in summed and c not in split) or c in kept)
                       for ix in step.inputs)
     result = da.blockwise(
         contract_blocks, out_ind, *pairs,
-        adjust_chunks={c: 1 for c in split}, dtype=dtype,
+        adjust_chunks={c: 1 for c in split}, new_axes={c: ext[c] for c in kept},
+        dtype=dtype,
         meta=np.empty((0,) * len(out_ind), dtype),
         subscripts=step.subscripts, partial_axes=len(split), result_dtype=dtype,
         casting=dplan.casting, threads=dplan.task_threads, join_axes=join_axes)
@@ -232,6 +245,7 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     chunks: list[dict[str, int]] = []
     for ix, x in zip(expr.inputs, live):
         chunks.append(given_chunks([ix], [x.chunks]))
+    users = given_chunks(expr.inputs, [x.chunks for x in live])
     steps = []
     # On the threaded scheduler nothing crosses a network: a rechunk or a partial result
     # is a copy in memory.
@@ -247,8 +261,11 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
                                   {c: extents[c] for c in dict.fromkeys(ins.replace(",", ""))},
                                   result_dtype.itemsize)
         given = {c: given.get(c, extents[c]) for c in contraction.indices}
+        # The budget comes from the user's chunks, not from the chunks an earlier step
+        # chose for its result (larger ones would let every later step grow).
         step_budget = budget if memory_budget is not None else _default_budget(
-            contraction, given, cluster)
+            contraction, {c: users.get(c, extents[c]) for c in contraction.indices},
+            cluster)
         choice = choose_chunks(contraction, given, step_budget, rates, split_every, rechunk)
         steps.append(DaskStep(tuple(positions), step_subscripts, choice, step_budget))
         chunks.append({c: choice.chunks[c] for c in out})
