@@ -350,3 +350,21 @@ def test_a_task_given_pieces_along_kept_indices_matches_numpy(subscripts, slab_b
     got = tasks.contract_blocks(*pieces, subscripts=subscripts, partial_axes=0,
                                 join_axes=join_axes)
     np.testing.assert_allclose(got, _reference(subscripts, *arrays), rtol=1e-10, atol=1e-10)
+
+
+def test_by_default_the_tasks_read_the_operands_no_more_often_than_the_given_chunks() -> None:
+    """abc,bda->dc in halves: splitting c and d further would read each operand more
+    often (more copies on the workers); with a budget given, the reads are not bound."""
+    from teir_plan.distributed.chunks import ChunkChoice
+
+    x = da.zeros((312, 24, 1024), chunks=(156, 24, 512), dtype=np.float32)
+    y = da.zeros((24, 2048, 312), chunks=(24, 1024, 156), dtype=np.float32)
+    (step,) = tp.distributed.plan_dask("abc,bda->dc", x, y).steps
+    given = {"a": 156, "b": 24, "c": 512, "d": 1024}
+    as_given = ChunkChoice(step.choice.contraction, given, 4, ())
+    assert step.choice.read_bytes <= as_given.read_bytes
+    c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 4096}, 4)
+    g = dict.fromkeys("ijk", 1024)
+    limit = ChunkChoice(c, g, 4, ()).read_bytes
+    assert choose_chunks(c, g, 20 << 20, RATES, read_limit=limit).read_bytes <= limit
+    assert choose_chunks(c, g, 20 << 20, RATES).read_bytes > limit

@@ -209,8 +209,8 @@ def _moves(chunk: int, given: int) -> bool:
 
 
 def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_bytes: int,
-                  rates: Rates, split_every: int = SPLIT_EVERY, rechunk: bool = True
-                  ) -> ChunkChoice:
+                  rates: Rates, split_every: int = SPLIT_EVERY, rechunk: bool = True,
+                  read_limit: int | None = None) -> ChunkChoice:
     """The chunk size per index for ``contraction``, from the operands' chunk sizes
     ``given`` (the largest chunk along each index).
 
@@ -220,7 +220,10 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
     refused); then, while a neighbouring chunking within the budget predicts less time
     (:func:`predicted_seconds`), the best one is taken: an index's chunks halved, or
     doubled once or more (a rechunk costs once, so one doubling may not pay where two
-    do), with other indices halved as far as the budget then needs.
+    do), with other indices halved as far as the budget then needs.  ``read_limit``:
+    the most bytes the tasks may read in all (:attr:`ChunkChoice.read_bytes`) for a move
+    to be taken: an operand read by more tasks is copied to more workers, and each copy
+    stays in a worker's memory while its tasks wait.
 
     >>> c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
     >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20,
@@ -246,6 +249,9 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
 
     def halved(c: str) -> dict[str, int]:
         return {**chunks, c: -(-chunks[c] // 2)}
+
+    def reads_within(ch: Mapping[str, int]) -> bool:
+        return read_limit is None or choice(ch).read_bytes <= read_limit
 
     def fitted(ch: dict[str, int], keep: str) -> dict[str, int] | None:
         """``ch`` with other indices than ``keep`` halved, the one that predicts the
@@ -273,7 +279,7 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
         now = seconds(chunks)
         options = []
         for c in contraction.indices:
-            if chunks[c] > 1:
+            if chunks[c] > 1 and reads_within(halved(c)):
                 options.append((seconds(halved(c)), c, halved(c)))
             t = dict(chunks)
             while t[c] < ext[c]:
@@ -284,7 +290,8 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
                 f = fitted(t, c)
                 if f is None:
                     break
-                options.append((seconds(f), c, f))
+                if reads_within(f):
+                    options.append((seconds(f), c, f))
         best = min(options, key=lambda o: o[:2], default=None)
         if best is None or best[0] >= now * (1 - 1e-9):
             break
