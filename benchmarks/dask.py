@@ -6,9 +6,14 @@ workers); tp plans its own chunking from them (teir_plan/distributed/chunks.py),
 contracts the chunks it is given (one blockwise over all indices, numpy.einsum per
 block, partial sums by a tree reduction).  Each system is timed best of ``--repeats``
 runs of ``compute()`` (graph, scheduling and transfers included) in ``--rounds`` rounds
-that take turns, each on a cluster started for it holding freshly generated operands;
-the peak memory of a worker process (resident set, sampled every 50 ms while it runs,
-less the worker's resident size before) is the most any run of that system reached.
+that take turns, each on a cluster started for it holding freshly generated operands.
+A worker's peak memory in a run is the kernel's high-water mark of its resident set
+(VmHWM, reset through /proc/self/clear_refs as the run starts: exact, no sampling
+interval) less its idle baseline (the resident set with the operands loaded and the
+kernels warmed up, before the system's first run on that cluster, so memory kept from
+one run to the next counts); a run's peak is its higher worker's, and the table gives
+the median over the timed runs (and their range).  The first run on each cluster (tp
+plans each block shape there) is not timed; its peak is given apart.
 The task counts are the graph's keys (the operands' chunks included).
 
 ``--memory-test`` runs a contraction whose operands (4 GiB in all, generated on the
@@ -81,55 +86,75 @@ def _flops(case: Case) -> float:
     return float(info.opt_cost)
 
 
-def _rss() -> int:
-    import psutil
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
 
-    return int(psutil.Process().memory_info().rss)
+
+def _reset_peak() -> int:
+    """On a worker: its resident set now, with the kernel's high-water mark of the
+    resident set (VmHWM) reset to it (Linux's clear_refs "5"), so that the mark read at
+    the end is the exact peak of what ran in between: no sampling interval to miss a
+    short-lived buffer."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_kib("VmRSS") << 10
+
+
+def _read_peak() -> int:
+    """On a worker: the resident set's high-water mark since :func:`_reset_peak`."""
+    return _status_kib("VmHWM") << 10
+
+
+def _settled() -> int:
+    """On a worker: its resident set once teir_plan's kernel warm-up (started by the
+    worker plugin in the background) has finished, so that loading kernels is not
+    counted in the first run's peak."""
+    for t in threading.enumerate():
+        if t.name == "teir-plan-warm-up":
+            t.join()
+    return _status_kib("VmRSS") << 10
 
 
 class PeakMemory:
-    """Each worker's resident set, sampled while the block runs: the peak over it."""
+    """Each worker's peak resident set over a block, above the worker's idle baseline:
+    the resident set with the operands loaded and the kernels warmed up, before the
+    system's first run on that cluster (``base``).  Memory a system keeps between runs
+    (a pool, a cache) therefore counts in every later run's peak, as it does on a
+    worker; memory the previous run freed does not."""
 
-    def __init__(self, client: object) -> None:
+    def __init__(self, client: object, base: dict[str, int]) -> None:
         self.client = client
-        self.base: dict[str, int] = {}
+        self.base = base
         self.peak: dict[str, int] = {}
-        self._stop = threading.Event()
 
     def __enter__(self) -> PeakMemory:
-        self.base = self.client.run(_rss)  # type: ignore[attr-defined]
-        self.peak = dict(self.base)
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
+        self.client.run(_reset_peak)  # type: ignore[attr-defined]
         return self
 
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            try:
-                for addr, rss in self.client.run(_rss).items():  # type: ignore[attr-defined]
-                    self.peak[addr] = max(self.peak.get(addr, 0), rss)
-            except Exception:  # noqa: BLE001 - a worker restarting: skip the sample
-                pass
-            time.sleep(0.05)
-
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self.peak = self.client.run(_read_peak)  # type: ignore[attr-defined]
 
     @property
     def worker_peak(self) -> int:
+        """The most any one worker rose above its baseline."""
         return max(self.peak[a] - self.base.get(a, 0) for a in self.peak)
 
 
-def _time(fn: Callable[[], object], repeats: int, client: object) -> tuple[float, int]:
-    best, peak = float("inf"), 0
+def _time(fn: Callable[[], object], repeats: int, client: object, base: dict[str, int]
+          ) -> tuple[list[float], list[int]]:
+    """Each run's seconds and worker peak (bytes above ``base``)."""
+    times, peaks = [], []
     for _ in range(repeats):
-        with PeakMemory(client) as mem:
+        with PeakMemory(client, base) as mem:
             t = time.perf_counter()
             fn()
-            best = min(best, time.perf_counter() - t)
-        peak = max(peak, mem.worker_peak)
-    return best, peak
+            times.append(time.perf_counter() - t)
+        peaks.append(mem.worker_peak)
+    return times, peaks
 
 
 def run_cases(cluster_options: dict, cases: list[Case], repeats: int, rounds: int
@@ -148,7 +173,9 @@ def run_cases(cluster_options: dict, cases: list[Case], repeats: int, rounds: in
     }
     rows = []
     for case in cases:
-        results: dict[str, tuple[float, int]] = {}
+        times: dict[str, list[float]] = {name: [] for name in systems}
+        peaks: dict[str, list[int]] = {name: [] for name in systems}
+        first: dict[str, list[int]] = {name: [] for name in systems}
         values: dict[str, np.ndarray] = {}
         tasks: dict[str, int] = {}
         for _ in range(rounds):
@@ -158,31 +185,46 @@ def run_cases(cluster_options: dict, cases: list[Case], repeats: int, rounds: in
                     tp.distributed.prepare_workers(client)
                     ops = _operands(case)
                     distributed.wait(ops)
+                    base = client.run(_settled)
                     graph = build(case.subscripts, ops)
                     tasks[name] = len(graph.__dask_graph__())  # type: ignore[attr-defined]
-                    if name not in values:
+                    # The first run plans each block shape on the workers (tp) and loads
+                    # what it needs: not timed, its peak reported apart.
+                    with PeakMemory(client, base) as mem:
                         values[name] = graph.compute()  # type: ignore[attr-defined]
-                    t, peak = _time(graph.compute, repeats, client)  # type: ignore[attr-defined]
-                    old = results.get(name, (float("inf"), 0))
-                    results[name] = (min(old[0], t), max(old[1], peak))
+                    first[name].append(mem.worker_peak)
+                    t, p = _time(graph.compute, repeats, client, base)  # type: ignore[attr-defined]
+                    times[name] += t
+                    peaks[name] += p
                     del ops, graph
         ref = values["dask"]
         err = float(np.abs(values["tp"] - ref).max() / max(1e-30, np.abs(ref).max()))
         flops = _flops(case)
+        best = {name: min(t) for name, t in times.items()}
+        mib = {name: float(np.median(p)) / 2**20 for name, p in peaks.items()}
         rows.append({
             "case": case.name, "kind": case.kind, "subscripts": case.subscripts,
             "chunks per axis": case.ways, "GFLOP": flops / 1e9,
-            "tp s": results["tp"][0], "dask s": results["dask"][0],
-            "speedup": results["dask"][0] / results["tp"][0],
-            "tp GFLOP/s": flops / results["tp"][0] / 1e9,
-            "tp peak MiB": results["tp"][1] / 2**20,
-            "dask peak MiB": results["dask"][1] / 2**20,
+            "tp s": best["tp"], "dask s": best["dask"],
+            "speedup": best["dask"] / best["tp"],
+            "tp GFLOP/s": flops / best["tp"] / 1e9,
+            "tp peak MiB": mib["tp"], "dask peak MiB": mib["dask"],
+            "tp peak MiB (range)": _range(peaks["tp"]),
+            "dask peak MiB (range)": _range(peaks["dask"]),
+            "tp first-run MiB": max(first["tp"]) / 2**20,
+            "dask first-run MiB": max(first["dask"]) / 2**20,
             "tp tasks": tasks["tp"], "dask tasks": tasks["dask"], "max rel err": f"{err:.1e}",
         })
-        print(f"{case.name:12s} tp {results['tp'][0]:8.3f} s  dask {results['dask'][0]:8.3f} s"
-              f"  x{rows[-1]['speedup']:.2f}  peak MiB tp {rows[-1]['tp peak MiB']:.0f} "
-              f"dask {rows[-1]['dask peak MiB']:.0f}", flush=True)
+        print(f"{case.name:12s} tp {best['tp']:8.3f} s  dask {best['dask']:8.3f} s"
+              f"  x{rows[-1]['speedup']:.2f}  peak MiB tp {mib['tp']:.0f} "
+              f"{_range(peaks['tp'])} dask {mib['dask']:.0f} {_range(peaks['dask'])}; "
+              f"first run tp {rows[-1]['tp first-run MiB']:.0f} "
+              f"dask {rows[-1]['dask first-run MiB']:.0f}", flush=True)
     return rows
+
+
+def _range(peaks: list[int]) -> str:
+    return f"{min(peaks) / 2**20:.0f}-{max(peaks) / 2**20:.0f}"
 
 
 def memory_test(client: object) -> dict:
@@ -197,8 +239,9 @@ def memory_test(client: object) -> dict:
     a = rng.standard_normal((i, k), chunks=(i, 1 << 16), dtype=np.float32)
     b = rng.standard_normal((k, j), chunks=(1 << 16, j), dtype=np.float32)
     report = tp.distributed.plan_dask("ik,kj->ij", a, b).explain().to_dict()
+    base = client.run(_settled)  # type: ignore[attr-defined]
     t = time.perf_counter()
-    with PeakMemory(client) as mem:
+    with PeakMemory(client, base) as mem:
         got = tp.einsum("ik,kj->ij", a, b).compute()
     seconds = time.perf_counter() - t
     ref = np.zeros((i, j))

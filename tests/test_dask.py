@@ -194,6 +194,14 @@ def test_a_local_cluster_of_processes_runs_it() -> None:
         assert set(threads.values()) == {max(1, cores // 2)}
         report = tp.distributed.plan_dask("ik,kj->ij", x, y).explain().to_dict()
         assert report["cluster"]["workers"] == 2 and report["cluster"]["distributed"]
+        # teir_plan's workspace keeps no idle buffers between a worker's tasks
+        assert set(client.run(_pool_limit).values()) == {0}
+
+
+def _pool_limit() -> int:
+    from teir_plan.schedule.workspace import workspace
+
+    return workspace.limit_bytes + workspace.idle_bytes()
 
 
 @settings(max_examples=60, deadline=None)
@@ -239,3 +247,124 @@ def test_a_summed_index_taken_whole_is_joined_in_the_task_not_rechunked() -> Non
     assert not any(name.startswith("rechunk") for name in layers), list(layers)
     np.testing.assert_allclose(result.compute(), _reference("ik,kj->ij", a, b),
                                rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("n", [2, 50])
+def test_a_task_sums_the_pieces_contractions_or_joins_them_whichever_holds_less(
+        n, monkeypatch) -> None:
+    """Pieces along two summed indices (k and l of both): a small result is the sum
+    of one contraction per combination of pieces, a large one the contraction of the
+    joined blocks; both against numpy.einsum."""
+    from teir_plan.distributed import tasks
+
+    joined: list[bool] = []
+    real = tasks._joined
+    monkeypatch.setattr(tasks, "_joined",
+                        lambda b, ax: joined.append(isinstance(b, list)) or real(b, ax))
+    a, c = _random((n, 4, 3)), _random((4, 3, n))
+    ka, lc = [0, 1, 4], [0, 1, 3]
+    a_pieces = [[a[:, ka[p]:ka[p + 1], lc[q]:lc[q + 1]] for q in range(2)] for p in range(2)]
+    c_pieces = [[c[ka[p]:ka[p + 1], lc[q]:lc[q + 1]] for q in range(2)] for p in range(2)]
+    got = tasks.contract_blocks(a_pieces, c_pieces, subscripts="ikl,klj->ij",
+                                partial_axes=0, join_axes=((1, 2), (0, 1)))
+    np.testing.assert_allclose(got, _reference("ikl,klj->ij", a, c), rtol=1e-10, atol=1e-10)
+    # joined when the result (n x n) is at least the pieces given (a's and c's)
+    assert any(joined) == (n == 50)
+
+
+def test_a_summed_index_is_taken_whole_with_other_indices_split_to_make_room() -> None:
+    """ea,ebcd->abcd chunked 8 ways along e and b: e whole (no partial results) fits the
+    budget of the given chunks' task only with b split further; the choice finds it."""
+    from teir_plan.distributed.chunks import ChunkChoice
+
+    c = Contraction(("ea", "ebcd"), "abcd",
+                    {"a": 384, "b": 64, "c": 64, "d": 64, "e": 384}, 4)
+    given = {"e": 48, "a": 48, "b": 8, "c": 64, "d": 64}
+    budget = ChunkChoice(c, given, 4, ()).task_bytes
+    chosen = choose_chunks(c, given, budget, RATES)
+    assert chosen.task_bytes <= budget
+    assert chosen.partials == 1 and chosen.chunks["b"] < 8
+
+
+def test_a_task_counts_the_copies_a_join_or_a_rechunk_makes() -> None:
+    from teir_plan.distributed.chunks import ChunkChoice
+
+    c = Contraction(("ik", "kj"), "ij", {"i": 256, "j": 256, "k": 1024}, 8)
+    given = {"i": 64, "j": 64, "k": 128}
+    as_given = ChunkChoice(c, given, 4, (), given)
+    assert as_given.join_bytes == 0 and as_given.rechunk_bytes == 0
+    # k whole from 8 pieces: the task adds 8 products into a temporary of the output
+    whole_k = ChunkChoice(c, {**given, "k": 1024}, 4, (), given)
+    assert whole_k.join_bytes == 64 * 64 * 8 and whole_k.rechunk_bytes == 0
+    # i merged to 128: dask's rechunk copies a's blocks, b's stay as they are
+    merged = ChunkChoice(c, {**given, "i": 128}, 4, (), given)
+    assert merged.rechunk_bytes == 128 * 128 * 8 and merged.join_bytes == 0
+
+
+def test_the_default_budget_is_what_a_task_of_the_given_chunks_holds() -> None:
+    from teir_plan.distributed.chunks import ChunkChoice
+    from teir_plan.distributed.contract import MIN_BUDGET_BYTES
+
+    x = da.zeros((4096, 4096), chunks=1024, dtype=np.float32)
+    dplan = tp.distributed.plan_dask("ik,kj->ij", x, x)
+    (step,) = dplan.steps
+    as_given = ChunkChoice(step.choice.contraction, dict.fromkeys("ijk", 1024), 4, ())
+    assert step.budget_bytes == max(as_given.task_bytes, MIN_BUDGET_BYTES)
+    assert step.choice.task_bytes <= step.budget_bytes
+
+
+def test_kept_indices_taken_whole_are_joined_in_the_task_a_slab_at_a_time() -> None:
+    """A Gram matrix of a tall operand chunked along both axes: the result's indices are
+    taken whole from the pieces dask hands each task (no rechunk), joined a slab of the
+    summed index at a time."""
+    a, b = _random((200_000, 16)), _random((200_000, 12))
+    x, y = da.from_array(a, chunks=(50_000, 4)), da.from_array(b, chunks=(50_000, 3))
+    dplan = tp.distributed.plan_dask("ki,kj->ij", x, y)
+    grid = dplan.steps[0].choice.grid
+    assert grid["i"] == grid["j"] == 1
+    result = dplan(x, y)
+    layers = result.__dask_graph__().layers
+    assert not any(name.startswith("rechunk") for name in layers), list(layers)
+    np.testing.assert_allclose(result.compute(), _reference("ki,kj->ij", a, b),
+                               rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(("subscripts", "slab_bytes"),
+                         [("ki,kj->ij", 1 << 10), ("ki,kj->ij", 1 << 30), ("i,j->ij", 1)])
+def test_a_task_given_pieces_along_kept_indices_matches_numpy(subscripts, slab_bytes,
+                                                              monkeypatch) -> None:
+    from teir_plan.distributed import tasks
+
+    monkeypatch.setattr(tasks, "SLAB_BYTES", slab_bytes)
+    ins = subscripts.split("->")[0].split(",")
+    ext = {"k": 301, "i": 7, "j": 5}
+    arrays = [_random(tuple(ext[c] for c in ix)) for ix in ins]
+    cuts = {"i": [0, 3, 7], "j": [0, 1, 4, 5]}
+    pieces = []
+    for ix, arr in zip(ins, arrays):
+        kept = ix[-1]
+        ax = len(ix) - 1
+        pieces.append([arr[(slice(None),) * ax + (slice(lo, hi),)]
+                       for lo, hi in zip(cuts[kept], cuts[kept][1:])])
+    join_axes = tuple((len(ix) - 1,) for ix in ins)
+    got = tasks.contract_blocks(*pieces, subscripts=subscripts, partial_axes=0,
+                                join_axes=join_axes)
+    np.testing.assert_allclose(got, _reference(subscripts, *arrays), rtol=1e-10, atol=1e-10)
+
+
+def test_by_default_the_tasks_read_the_operands_no_more_often_than_the_given_chunks() -> None:
+    """abc,bda->dc in halves: splitting c and d further would read each operand more
+    often (more copies on the workers); with a budget given, the reads are not bound."""
+    from teir_plan.distributed.chunks import ChunkChoice
+
+    x = da.zeros((312, 24, 1024), chunks=(156, 24, 512), dtype=np.float32)
+    y = da.zeros((24, 2048, 312), chunks=(24, 1024, 156), dtype=np.float32)
+    (step,) = tp.distributed.plan_dask("abc,bda->dc", x, y).steps
+    given = {"a": 156, "b": 24, "c": 512, "d": 1024}
+    as_given = ChunkChoice(step.choice.contraction, given, 4, ())
+    assert step.choice.read_bytes <= as_given.read_bytes
+    c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 4096}, 4)
+    g = dict.fromkeys("ijk", 1024)
+    limit = ChunkChoice(c, g, 4, ()).read_bytes
+    assert choose_chunks(c, g, 20 << 20, RATES, read_limit=limit).read_bytes <= limit
+    assert choose_chunks(c, g, 20 << 20, RATES).read_bytes > limit

@@ -22,7 +22,7 @@ pure Python: planning a dask contraction runs no kernel.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from teir_plan.errors import PlanError
@@ -32,6 +32,10 @@ TASK_SECONDS = 1e-3  # the scheduler's cost per task (dask's documented order of
 # Bytes per second between worker processes (serialization and TCP): a conservative
 # figure for processes on one machine, the order of a cluster's network.
 NETWORK_BYTES_PER_SECOND = 1e9
+# Bytes of pieces a task joins at a time when a kept index comes in pieces (tasks.py):
+# a few MiB stay in cache and cost no page faults, and a slab's contraction is still a
+# large TEIR problem (gram 2e6 x 64 in 8 x 8 pieces: 8192 rows of 64 at a time).
+SLAB_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,9 @@ class ChunkChoice:
     chunks: Mapping[str, int]
     split_every: int
     reasons: tuple[str, ...]
+    # The operands' own chunk sizes: a summed index taken whole from several of them is
+    # joined inside the task (a copy of the block, see ``join_bytes``).  Empty: none.
+    given: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def grid(self) -> dict[str, int]:
@@ -106,8 +113,48 @@ class ChunkChoice:
         return prod(self.chunks[c] for c in self.contraction.output) * self.contraction.itemsize
 
     @property
+    def join_bytes(self) -> int:
+        """What a task holds beyond its blocks when operands arrive in pieces (an index
+        taken whole, one chunk, where the operands' own chunks split it), as
+        teir_plan/distributed/tasks.py contracts them: along summed indices only, a copy
+        of each such block joined or one temporary of the output block when the task
+        adds the pieces' contractions up instead, whichever is less; along a kept index,
+        a slab of the pieces joined at a time along a summed index they all have whole,
+        and a temporary of the output block (else the copy of the blocks)."""
+        c, ch = self.contraction, self.chunks
+        pieced = [op for op in c.inputs if any(self._joined(i) for i in op)]
+        joined = sum(prod(ch[i] for i in op) * c.itemsize for op in pieced)
+        if not any(self._joined(i) for i in c.output):
+            return min(joined, self.output_block_bytes)
+        slabs = [i for i in c.summed if not self._joined(i)
+                 and all(ix.count(i) <= 1 for ix in c.inputs)
+                 and all(i in op for op in pieced) and ch[i] * SLAB_BYTES >= joined]
+        if slabs and joined > SLAB_BYTES:
+            return SLAB_BYTES + self.output_block_bytes
+        return joined
+
+    def _joined(self, index: str) -> bool:
+        """Whether the tasks take ``index`` whole from pieces (contract.py's rule: an
+        index in one chunk that no operand repeats, split by the given chunks)."""
+        c = self.contraction
+        return (self.grid[index] == 1
+                and self.given.get(index, c.extents[index]) < c.extents[index]
+                and all(ix.count(index) <= 1 for ix in c.inputs))
+
+    @property
+    def rechunk_bytes(self) -> int:
+        """A copy of each input block whose chunks are larger than the given ones along
+        an index not joined in the task: dask's rechunk makes it, and it stays on the
+        worker while the tasks that read it wait, beside the operand's own pieces."""
+        c, ch = self.contraction, self.chunks
+        return sum(prod(ch[i] for i in op) * c.itemsize for op in c.inputs
+                   if any(ch[i] > min(self.given.get(i, ch[i]), c.extents[i])
+                          and not self._joined(i) for i in op))
+
+    @property
     def task_bytes(self) -> int:
-        contract = self.input_block_bytes + self.output_block_bytes
+        contract = (self.input_block_bytes + self.join_bytes + self.rechunk_bytes
+                    + self.output_block_bytes)
         if self.partials == 1:
             return contract
         reduce = (min(self.split_every, self.partials) + 1) * self.output_block_bytes
@@ -147,15 +194,23 @@ def predicted_seconds(choice: ChunkChoice, rates: Rates, given: Mapping[str, int
     rounds = -(-tasks // rates.threads)  # the threads take the tasks a round at a time
     moved = choice.partial_bytes
     for op in c.inputs:
-        if any(choice.chunks[i] != min(given[i], c.extents[i]) for i in op):
+        # An index joined in the task is not rechunked, and a chunk that divides the
+        # given one is a view of it (dask's rechunk slices the block where it is): only
+        # larger chunks, or smaller ones across the given boundaries, move bytes.
+        if any(_moves(choice.chunks[i], min(given[i], c.extents[i]))
+               and not choice._joined(i) for i in op):
             moved += 2 * prod(c.extents[i] for i in op) * c.itemsize
     return (rounds * per_task + tasks * rates.task_seconds / rates.threads
             + moved / rates.network_bytes_per_second)
 
 
+def _moves(chunk: int, given: int) -> bool:
+    return chunk > given or given % chunk != 0
+
+
 def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_bytes: int,
-                  rates: Rates, split_every: int = SPLIT_EVERY, rechunk: bool = True
-                  ) -> ChunkChoice:
+                  rates: Rates, split_every: int = SPLIT_EVERY, rechunk: bool = True,
+                  read_limit: int | None = None) -> ChunkChoice:
     """The chunk size per index for ``contraction``, from the operands' chunk sizes
     ``given`` (the largest chunk along each index).
 
@@ -165,7 +220,10 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
     refused); then, while a neighbouring chunking within the budget predicts less time
     (:func:`predicted_seconds`), the best one is taken: an index's chunks halved, or
     doubled once or more (a rechunk costs once, so one doubling may not pay where two
-    do).
+    do), with other indices halved as far as the budget then needs.  ``read_limit``:
+    the most bytes the tasks may read in all (:attr:`ChunkChoice.read_bytes`) for a move
+    to be taken: an operand read by more tasks is copied to more workers, and each copy
+    stays in a worker's memory while its tasks wait.
 
     >>> c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
     >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20,
@@ -180,16 +238,31 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
                             f"got {ext[c]}")
     chunks = {c: max(1, min(given[c], ext[c])) for c in contraction.indices}
     if not rechunk:
-        return ChunkChoice(contraction, chunks, split_every, ("the operands' chunks, as given",))
+        return ChunkChoice(contraction, chunks, split_every,
+                           ("the operands' chunks, as given",), given)
 
     def choice(ch: Mapping[str, int]) -> ChunkChoice:
-        return ChunkChoice(contraction, dict(ch), split_every, ())
+        return ChunkChoice(contraction, dict(ch), split_every, (), given)
 
     def seconds(ch: Mapping[str, int]) -> float:
         return predicted_seconds(choice(ch), rates, given)
 
     def halved(c: str) -> dict[str, int]:
         return {**chunks, c: -(-chunks[c] // 2)}
+
+    def reads_within(ch: Mapping[str, int]) -> bool:
+        return read_limit is None or choice(ch).read_bytes <= read_limit
+
+    def fitted(ch: dict[str, int], keep: str) -> dict[str, int] | None:
+        """``ch`` with other indices than ``keep`` halved, the one that predicts the
+        least time each time, until a task fits the budget (None: it cannot)."""
+        while choice(ch).task_bytes > budget_bytes:
+            options = [(seconds(t), c, t) for c in contraction.indices
+                       if c != keep and ch[c] > 1 for t in [{**ch, c: -(-ch[c] // 2)}]]
+            if not options:
+                return None
+            ch = min(options, key=lambda o: o[:2])[2]
+        return ch
 
     split: list[str] = []
     while choice(chunks).task_bytes > budget_bytes:
@@ -199,22 +272,27 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
             raise PlanError(f"a dask contraction's smallest task needs "
                             f"{_size(choice(chunks).task_bytes)}, over the budget of "
                             f"{_size(budget_bytes)}: raise memory_budget")
-        _, c, chunks = min(options)
+        _, c, chunks = min(options, key=lambda o: o[:2])
         split.append(c)
     moved: list[str] = []
     while True:
         now = seconds(chunks)
         options = []
         for c in contraction.indices:
-            if chunks[c] > 1:
+            if chunks[c] > 1 and reads_within(halved(c)):
                 options.append((seconds(halved(c)), c, halved(c)))
             t = dict(chunks)
             while t[c] < ext[c]:
                 t = {**t, c: min(ext[c], 2 * t[c])}
-                if choice(t).task_bytes > budget_bytes:
+                # Over the budget, other indices split to make room: taking a summed
+                # index whole (no partial results) may pay only with smaller blocks
+                # along the rest (ea,ebcd: e whole with b split).
+                f = fitted(t, c)
+                if f is None:
                     break
-                options.append((seconds(t), c, t))
-        best = min(options, default=None)
+                if reads_within(f):
+                    options.append((seconds(f), c, f))
+        best = min(options, key=lambda o: o[:2], default=None)
         if best is None or best[0] >= now * (1 - 1e-9):
             break
         _, c, chunks = best
@@ -230,7 +308,7 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
                        f"{seconds({c: max(1, min(given[c], ext[c])) for c in chunks}):.3g} s "
                        "as given")
     return ChunkChoice(contraction, chunks, split_every, tuple(reasons) or
-                       ("as given: no other chunking predicts less time",))
+                       ("as given: no other chunking predicts less time",), given)
 
 
 def _size(n: int) -> str:

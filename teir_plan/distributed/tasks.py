@@ -8,11 +8,14 @@ dictionary lookup) and runs it on its own compiled kernels.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from teir_plan.distributed.chunks import SLAB_BYTES
 from teir_plan.errors import PlanError
 
 
@@ -35,21 +38,137 @@ def contract_blocks(*blocks: Any, subscripts: str, partial_axes: int,
     """``tp.einsum(subscripts, *blocks)`` on ``threads`` threads (None: the process's
     count), with ``partial_axes`` trailing axes of extent 1 added: one per summed index
     split into several chunks, along which dask adds the partial results up.
-    ``join_axes``: per block, the axes along which dask passes it in pieces (summed
-    indices taken whole, see :func:`_joined`)."""
-    from teir_plan.api import einsum
+    ``join_axes``: per block, the axes along which dask passes it in pieces (indices
+    taken whole where the operands' chunks split them): see :func:`_over_pieces`."""
     from teir_plan.executor.threads import thread_count
 
     axes = join_axes or ((),) * len(blocks)
-    inputs = [_joined(b, ax) for b, ax in zip(blocks, axes)]
     if threads is None:
-        out = einsum(subscripts, *inputs, dtype=result_dtype, casting=casting)
+        out = _over_pieces(blocks, axes, subscripts, result_dtype, casting)
     else:
         with thread_count(threads):
-            out = einsum(subscripts, *inputs, dtype=result_dtype, casting=casting)
+            out = _over_pieces(blocks, axes, subscripts, result_dtype, casting)
     if partial_axes:
         out = out.reshape(out.shape + (1,) * partial_axes)
     return out
+
+
+def _over_pieces(blocks: Sequence[Any], axes: Sequence[Sequence[int]], subscripts: str,
+                 result_dtype: object, casting: str) -> np.ndarray:
+    """The contraction of blocks that dask may pass in pieces along indices taken whole.
+    Along summed indices only, with the less memory of two ways: the pieces joined into
+    one block per operand (a copy of each operand given in pieces), or one contraction
+    per combination of pieces, added into the result (one temporary of the result's
+    size: gemm 512 x 512 x 4096 in 1024-long pieces holds 1 MiB more, not 16).  Along a
+    kept index, a slab at a time (:func:`_in_slabs`).  The pieces themselves are dask's
+    and stay in memory either way."""
+    from teir_plan.api import einsum
+
+    def run(ops: Sequence[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+        return einsum(subscripts, *ops, out=out, dtype=result_dtype, casting=casting)
+
+    split = [isinstance(b, list) and len(_leaves(b)) > 1 for b in blocks]
+    if not any(split):
+        return run([_joined(b, ax) for b, ax in zip(blocks, axes)])
+    ins, output = subscripts.split("->")
+    operands = ins.split(",")
+    letters = [tuple(ix[a] for a in ax) for ix, ax in zip(operands, axes)]
+    counts: dict[str, int] = {}
+    extents: dict[str, int] = {}
+    for b, ix, ax, ls in zip(blocks, operands, axes, letters):
+        level = b
+        for c in ls:  # a level of nesting per index given in pieces
+            counts[c] = len(level)
+            level = level[0]
+        for c, n in zip(ix, _joined_shape(b, ax)):
+            extents[c] = max(extents.get(c, 1), int(n))
+    dt = np.dtype(result_dtype) if result_dtype is not None else np.result_type(  # type: ignore[call-overload]
+        *[_leaves(b)[0] for b in blocks])
+    out_bytes = math.prod(extents[c] for c in output) * dt.itemsize
+    pieces_bytes = sum(sum(p.nbytes for p in _leaves(b)) for b, s in zip(blocks, split) if s)
+    if any(c in output for c in counts):
+        return _in_slabs(blocks, axes, operands, output, extents, counts, pieces_bytes, run)
+    if out_bytes >= pieces_bytes:
+        return run([_joined(b, ax) for b, ax in zip(blocks, axes)])
+    out: np.ndarray | None = None
+    tmp: np.ndarray | None = None
+    for combo in itertools.product(*(range(n) for n in counts.values())):
+        at = dict(zip(counts, combo))
+        pieces = [_piece(b, ls, at) for b, ls in zip(blocks, letters)]
+        if out is None:
+            out = run(pieces)
+            continue
+        if tmp is None:
+            tmp = np.empty(out.shape, out.dtype)
+        run(pieces, out=tmp)
+        np.add(out, tmp, out=out)
+    assert out is not None  # at least one combination: every count is at least one
+    return out
+
+
+def _in_slabs(blocks: Sequence[Any], axes: Sequence[Sequence[int]], operands: list[str],
+              output: str, extents: dict[str, int], counts: dict[str, int],
+              pieces_bytes: int, run: Any) -> np.ndarray:
+    """The contraction of blocks given in pieces along a kept index (the result's
+    block is whole along it, the operands' chunks are not): the pieces joined a slab of
+    a summed index at a time (one that every operand given in pieces has, the longest),
+    each slab's contraction added into the result, so that a task holds a slab's copy
+    and not a copy of its operands; all joined at once where there is no such index."""
+    summed = [c for c in extents if c not in output and c not in counts
+              and all(ix.count(c) <= 1 for ix in operands)
+              and all(c in ix for ix, b in zip(operands, blocks) if isinstance(b, list))]
+    if not summed:
+        return run([_joined(b, ax) for b, ax in zip(blocks, axes)])
+    s = max(summed, key=lambda c: extents[c])
+    slab = max(1, extents[s] * SLAB_BYTES // max(1, pieces_bytes))
+    if slab >= extents[s]:
+        return run([_joined(b, ax) for b, ax in zip(blocks, axes)])
+    whole = [None if s in ix else _joined(b, ax) for b, ix, ax in zip(blocks, operands, axes)]
+    out: np.ndarray | None = None
+    tmp: np.ndarray | None = None
+    for start in range(0, extents[s], slab):
+        cut = slice(start, min(start + slab, extents[s]))
+        ops = [w if w is not None else _joined(_sliced(b, ix.index(s), cut), ax)
+               for w, b, ix, ax in zip(whole, blocks, operands, axes)]
+        if out is None:
+            out = run(ops)
+            continue
+        if tmp is None:
+            tmp = np.empty(out.shape, out.dtype)
+        run(ops, out=tmp)
+        np.add(out, tmp, out=out)
+    assert out is not None
+    return out
+
+
+def _joined_shape(block: Any, axes: Sequence[int]) -> tuple[int, ...]:
+    """The shape of the block that :func:`_joined` would make, without making it."""
+    if not isinstance(block, list):
+        return tuple(block.shape)
+    shapes = [_joined_shape(b, axes[1:]) for b in block]
+    shape = list(shapes[0])
+    shape[axes[0]] = sum(sh[axes[0]] for sh in shapes)
+    return tuple(shape)
+
+
+def _sliced(block: Any, axis: int, cut: slice) -> Any:
+    """Every piece of a nested block cut along ``axis`` (an axis no piece is split
+    along: each piece has it whole)."""
+    if isinstance(block, list):
+        return [_sliced(b, axis, cut) for b in block]
+    return block[(slice(None),) * axis + (cut,)]
+
+
+def _leaves(block: Any) -> list[np.ndarray]:
+    if not isinstance(block, list):
+        return [block]
+    return [leaf for b in block for leaf in _leaves(b)]
+
+
+def _piece(block: Any, letters: Sequence[str], at: dict[str, int]) -> np.ndarray:
+    for c in letters:
+        block = block[at[c]]
+    return block
 
 
 def relu_block(block: np.ndarray) -> np.ndarray:

@@ -133,11 +133,19 @@ class Workspace:
             # the likeliest to be wanted by the next call, stays (freeing the largest
             # first can drop a large result on every call once smaller buffers fill the
             # pool, and each call faults its pages in again: docs/decisions.md).
-            idle = [*self._idle, raw]
-            total = sum(b.nbytes for b in idle)
-            while idle and total > self.limit_bytes:
-                total -= idle.pop(0).nbytes
-            self._idle = idle
+            self._idle = self._within_limit([*self._idle, raw])
+
+    def _within_limit(self, idle: list[np.ndarray]) -> list[np.ndarray]:
+        total = sum(b.nbytes for b in idle)
+        while idle and total > self.limit_bytes:
+            total -= idle.pop(0).nbytes
+        return idle
+
+    def trim(self) -> None:
+        """Free idle buffers (the oldest first) until they are within ``limit_bytes``:
+        after the limit was lowered."""
+        with self._lock:
+            self._idle = self._within_limit(list(self._idle))
 
     def idle_bytes(self) -> int:
         with self._lock:
