@@ -39,11 +39,15 @@ from teir_plan.tilekinds import table as K
 from teir_plan.tilekinds.dot import KIND as DOT
 from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS, DOT_SPLIT_MIN_K
 
-# OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
+# OpenBLAS runs a real GEMM call with m * n * k at most this on the calling thread alone
 # (its interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 unless
 # built otherwise), so a serial program of such tiles leaves BLAS' thread count alone
 # (setting it and back costs about 3 us, a third of a 16 x 16 product's call).  A build
 # with another threshold would only run such a call on its own threads: the same result.
+# Not complex calls: OpenBLAS threads cgemm/zgemm well below it (16384 x 4 x 4 and
+# 4096 x 4 x 8 ran on two threads here, 26 against 42 us), and its threads then spin on
+# the cores the next parallel region needs: a 16-qubit circuit of 407 small complex
+# steps took 285-290 ms on one tp thread so, 69 ms with BLAS limited to one thread.
 BLAS_SERIAL_MNK = 65536 * 4
 
 
@@ -220,10 +224,12 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
 def _blas_limit(low: Lowered, serial: bool = False) -> AbstractContextManager[None]:
     """BLAS on one thread while a program whose tiles call it runs (see
     threads.blas_threads); nothing for the others, nor for a ``serial`` run (no
-    parallel region) of tiles OpenBLAS keeps on the calling thread (BLAS_SERIAL_MNK)."""
+    parallel region) of real tiles OpenBLAS keeps on the calling thread
+    (BLAS_SERIAL_MNK)."""
     t = low.tile
     if not low.calls_blas or (
-            serial and int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) <= BLAS_SERIAL_MNK):
+            serial and low.dtype.kind != "c"
+            and int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) <= BLAS_SERIAL_MNK):
         return nullcontext()
     return blas_threads(1)
 
