@@ -9,11 +9,16 @@ installed, and cotengra when installed.
 
 Cases: the Einsum Trees paper's trees (benchmarks/trees_einsum_ir.tsv, from einsum_ir's
 artifact; TNLM, 7 TFLOP, only with --all), ML chains (an MLP, attention, a bilinear form,
-a Tucker reconstruction) and instances of einsum_benchmark's generators when that package
-is installed.  Each case is timed per system, back to back, best and median of
-``--repeats`` after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count
-two flops per multiply-add of the path's steps; "peak MiB" is the scratch memory tp's
-plan holds at once (its ``peak_bytes``) and numpy.einsum's allocation peak (tracemalloc).
+a Tucker reconstruction), quantum-circuit networks (product states, layers of 2 x 2
+single-qubit gates and a brickwork of 4 x 4 two-qubit gates as (2, 2, 2, 2) tensors, all
+unitary; the output state or one amplitude) and instances of einsum_benchmark's generators
+when that package is installed.  ``--dtype complex64`` (or complex128) fills both parts of
+every operand; ``--circuits`` runs the circuits alone (the networks a complex dtype is
+for).  Each case is timed per system, back to back, best and median of ``--repeats``
+after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count two flops per
+multiply-add of the path's steps (eight per complex one); "peak MiB" is the scratch
+memory tp's plan holds at once (its ``peak_bytes``) and numpy.einsum's allocation peak
+(tracemalloc).
 
 ``--overhead`` instead times the per-step overhead of a cached tree plan on chains of
 small matrices, and the tiny binary call, against numpy.einsum and opt_einsum.
@@ -40,6 +45,7 @@ from benchmarks.common import machine, machine_md, md_table, progress, timeit, w
 from benchmarks.tccg import timeit_in_turns
 from teir_plan.planner.tree import tree_for
 from teir_plan.schedule import tree_plan
+from teir_plan.tiles import flop_factor
 
 TREES_FILE = Path(__file__).parent / "trees_einsum_ir.tsv"
 Case = tuple[str, str, dict[str, int], list[tuple[int, ...]] | None]
@@ -82,6 +88,79 @@ def ml_chains(quick: bool) -> list[Case]:
     ]
 
 
+# (name, qubits, layers, amplitude): the output state of all qubits, or the amplitude
+# <0...0|U|psi> (every wire closed by a product bra).  With 10 qubits and 2 layers the
+# network has 48 indices, within numpy.einsum's 52 letters; the others take opt_einsum's
+# symbols (numpy.einsum is left out of those rows).
+CIRCUITS = [("circuit 10q x 2, state", 10, 2, False),
+            ("circuit 12q x 4, state", 12, 4, False),
+            ("circuit 16q x 8, state", 16, 8, False),
+            ("circuit 16q x 16, amplitude", 16, 16, True)]
+
+
+def circuit_expr(qubits: int, layers: int, amplitude: bool) -> str:
+    """The einsum of a brickwork circuit on a product state: per layer a single-qubit
+    gate on every qubit (``ab``: in, out) and two-qubit gates on alternate pairs
+    (``abcd``: two wires in, two out); every index has extent 2."""
+    count = 0
+
+    def new() -> str:
+        nonlocal count
+        count += 1
+        return oe.get_symbol(count - 1)
+
+    wire = [new() for _ in range(qubits)]
+    terms = list(wire)  # the product state, one vector per qubit
+    for layer in range(layers):
+        for q in range(qubits):
+            o = new()
+            terms.append(wire[q] + o)
+            wire[q] = o
+        for q in range(layer % 2, qubits - 1, 2):
+            o1, o2 = new(), new()
+            terms.append(wire[q] + wire[q + 1] + o1 + o2)
+            wire[q], wire[q + 1] = o1, o2
+    if amplitude:
+        return ",".join(terms + wire) + "->"
+    return ",".join(terms) + "->" + "".join(wire)
+
+
+def circuits() -> list[Case]:
+    cases: list[Case] = []
+    for name, qubits, layers, amplitude in CIRCUITS:
+        expr = circuit_expr(qubits, layers, amplitude)
+        extents = {c: 2 for c in expr if c not in ",->"}
+        cases.append((name, expr, extents, None))
+    return cases
+
+
+def circuit_operands(terms: list[str], dtype: np.dtype, rng: np.random.Generator
+                     ) -> list[np.ndarray]:
+    """Unitary gates (Q of a complex Gaussian's QR) and unit vectors, so that amplitudes
+    neither overflow nor vanish over many layers; complex parts both non-zero (a real
+    dtype keeps the real parts)."""
+    ops = []
+    for t in terms:
+        dim = 2 ** (len(t) // 2) if len(t) > 1 else 2
+        z = rng.standard_normal((dim, dim)) + 1j * rng.standard_normal((dim, dim))
+        u = np.linalg.qr(z)[0]
+        op = u[:, 0] if len(t) == 1 else u.reshape((2,) * len(t))
+        ops.append(np.ascontiguousarray(op if dtype.kind == "c" else op.real).astype(dtype))
+    return ops
+
+
+def operands(name: str, terms: list[str], extents: dict[str, int], dtype: np.dtype
+             ) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    if name.startswith("circuit"):
+        return circuit_operands(terms, dtype, rng)
+    shapes = [[extents[c] for c in t] for t in terms]
+    if dtype.kind == "c":
+        return [(rng.standard_normal(s) + 1j * rng.standard_normal(s)).astype(dtype)
+                for s in shapes]
+    return [rng.standard_normal(s).astype(dtype) for s in shapes]
+
+
 def generated(quick: bool) -> list[Case]:
     """Instances of einsum_benchmark's generators (no data set download), when installed:
     a matrix chain, a lattice, a random tree and a random regular graph (cotengra's
@@ -116,12 +195,12 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
     name, expr, extents, path = case
     lhs, out = expr.split("->")
     terms = lhs.split(",")
-    rng = np.random.default_rng(0)
-    ops = [rng.standard_normal([extents[c] for c in t]).astype(dtype) for t in terms]
+    ops = operands(name, terms, extents, dtype)
     if path is None:
         path = list(oe.contract_path(expr, *ops, optimize="auto")[0])
     tree = tree_for(terms, out, extents, tuple(path))
-    flops = sum(tree.flops(n.node) for n in tree.steps)
+    # Real flops: 2 per multiply-add, 8 per complex one.
+    flops = flop_factor(dtype) * sum(tree.flops(n.node) for n in tree.steps)
     results: dict[str, tuple[float, float]] = {}
     systems: dict[str, Callable[[], object]] = {}
     plan = tp.plan(expr, *ops, optimize=path)
@@ -155,8 +234,9 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
         pass
     want = systems["opt_einsum"]()
     got = systems["tp"]()
-    ok = bool(np.allclose(got, want, rtol=1e-2 if dtype == np.float32 else 1e-8,
-                          atol=1e-2 * float(np.abs(want).max() or 1)))
+    # float32 and complex64 sums over a path agree to about 1e-3 of the largest value.
+    tol = 1e-2 if np.dtype(dtype).itemsize // (2 if dtype.kind == "c" else 1) == 4 else 1e-8
+    ok = bool(np.allclose(got, want, rtol=tol, atol=tol * float(np.abs(want).max() or 1)))
     # In rounds: each round times every system back to back (see common.timeit), and a
     # system's time is its best over the rounds, so that a spell of load on a shared
     # machine during one system's turn does not decide a ratio.
@@ -236,7 +316,10 @@ def main() -> None:
     ap.add_argument("--all", action="store_true", help="include TNLM (7 TFLOP: minutes)")
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per round")
     ap.add_argument("--rounds", type=int, default=3, help="rounds over the systems")
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dtype", default="float32",
+                    choices=("float32", "float64", "complex64", "complex128"))
+    ap.add_argument("--circuits", action="store_true",
+                    help="only the quantum-circuit networks (results: trees-circuits-<dtype>)")
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--overhead", action="store_true",
                     help="only the per-step overhead of small tensors (results: trees-overhead)")
@@ -253,7 +336,8 @@ def main() -> None:
         return
     dtype = np.dtype(args.dtype)
     repeats = 2 if args.quick else args.repeats
-    cases = paper_trees(args.all) + ml_chains(args.quick) + generated(args.quick)
+    cases = (circuits() if args.circuits else
+             paper_trees(args.all) + ml_chains(args.quick) + generated(args.quick) + circuits())
     if args.only:
         keep = set(args.only.split(","))
         cases = [c for c in cases if c[0] in keep]
@@ -281,8 +365,10 @@ def main() -> None:
         md_table(header, rows),
         f"Geometric mean, tp / best peer: {geo:.2f}; tp / tp with opt_einsum's orders "
         f"(timed in turns): {geo_o:.2f}"])
-    path = write_results("trees", {"machine": info, "rows": rows_data, "geomean": geo,
-                                   "geomean_layouts": geo_o}, md)
+    name = "trees" + ("-circuits" if args.circuits else "") + (
+        f"-{dtype}" if args.circuits or dtype != np.float32 else "")
+    path = write_results(name, {"machine": info, "dtype": str(dtype), "rows": rows_data,
+                                "geomean": geo, "geomean_layouts": geo_o}, md)
     print(md)
     print(f"written {path}")
 

@@ -117,11 +117,15 @@ BLAS_THREADED_TILE_FLOPS = 4_000_000
 # A dot product at least this long is split over the threads: below, the parallel
 # region's start costs more than half the product (docs/decisions.md).
 DOT_SPLIT_MIN_K = 1 << 16
-# OpenBLAS runs a GEMM call with m * n * k at most this on the calling thread alone
+# OpenBLAS runs a real GEMM call with m * n * k at most this on the calling thread alone
 # (its interface/gemm.c: SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD, 4 unless
 # built otherwise), so a serial program of such tiles leaves BLAS' thread count alone
 # (setting it and back costs about 3 us, a third of a 16 x 16 product's call).  A build
 # with another threshold would only run such a call on its own threads: the same result.
+# Not complex calls: OpenBLAS threads cgemm/zgemm well below it (16384 x 4 x 4 and
+# 4096 x 4 x 8 ran on two threads, 26 against 42 us), and its threads then spin on the
+# cores the next parallel region needs: a 16-qubit circuit of 407 small complex steps
+# took 285-290 ms on one tp thread so, 69 ms with BLAS limited to one thread.
 BLAS_SERIAL_MNK = 65536 * 4
 
 

@@ -17,15 +17,14 @@ runs tall-skinny GEMMs, m=144384 n=24 k=384, about 2x faster); otherwise scipy's
 from __future__ import annotations
 
 import ctypes
-import os
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import get_cython_function_address, intrinsic
 
+from teir_plan.blaslib import numpy_openblas, uses_numpy_openblas
 from teir_plan.tiles import GEMM_NAMES
 
 
@@ -51,29 +50,14 @@ def call_gemv(typingctx, fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy
     return types.void(fn, trans, m, n, alpha, a, lda, xv, incx, beta, y, incy), _fortran_call
 
 
-def _numpy_openblas() -> ctypes.CDLL | None:
-    """numpy's bundled ILP64 OpenBLAS (already loaded by numpy), or None."""
-    libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
-    for path in sorted(libs.glob("libscipy_openblas64_*.so*")):
-        try:
-            lib = ctypes.CDLL(str(path))
-            lib.scipy_sgemm_64_, lib.scipy_dgemm_64_  # noqa: B018 - all must exist
-            lib.scipy_cgemm_64_, lib.scipy_zgemm_64_  # noqa: B018
-        except (OSError, AttributeError):
-            continue
-        return lib
-    return None
-
-
 @cache
 def gemm_address(dtype: np.dtype) -> tuple[int, int]:
     """(address, integer width in bytes) of the ``sgemm`` (float32), ``dgemm`` (float64),
     ``cgemm`` (complex64) or ``zgemm`` (complex128) the kernels call: the complex ones
     take the same arguments, alpha and beta complex."""
     name = GEMM_NAMES[np.dtype(dtype).name]
-    lib = _numpy_openblas() if os.environ.get("TEIR_PLAN_BLAS") != "scipy" else None
-    if lib is not None:
-        fn = getattr(lib, f"scipy_{name}_64_")
+    if uses_numpy_openblas():
+        fn = getattr(numpy_openblas(), f"scipy_{name}_64_")
         return int(ctypes.cast(fn, ctypes.c_void_p).value or 0), 8
     return int(get_cython_function_address("scipy.linalg.cython_blas", name)), 4
 

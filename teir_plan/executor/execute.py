@@ -36,7 +36,7 @@ from teir_plan.executor.walker import (
 from teir_plan.schedule.workspace import workspace
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds import table as K
-from teir_plan.tiles import BLAS_SERIAL_MNK, BLAS_THREADED_TILE_FLOPS
+from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS
 
 _CONSTS = {np.dtype(t): np.array([1, 0], t)
            for t in (np.float32, np.float64, np.complex64, np.complex128)}
@@ -214,10 +214,9 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
 def _blas_limit(low: Lowered, serial: bool = False) -> AbstractContextManager[None]:
     """BLAS on one thread while a program whose tiles call it runs (see
     threads.blas_threads); nothing for the others, nor for a ``serial`` run (no
-    parallel region) of tiles OpenBLAS keeps on the calling thread (BLAS_SERIAL_MNK)."""
-    t = low.tile
-    if not low.calls_blas or (
-            serial and int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) <= BLAS_SERIAL_MNK):
+    parallel region) of tiles OpenBLAS keeps on the calling thread
+    (Lowered.limits_blas)."""
+    if not low.calls_blas or (serial and not low.limits_blas):
         return nullcontext()
     return blas_threads(1)
 
@@ -251,7 +250,15 @@ def _run_serial(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         tile = tile.copy()
         tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
     if low.plain_blas:
-        _runner(blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, _CONSTS[dtype], 0, 1)
+        if low.limits_blas:
+            with blas_threads(1):
+                _runner(blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, _CONSTS[dtype], 0, 1)
+        else:
+            _runner(blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, _CONSTS[dtype], 0, 1)
+    elif low.limits_blas:
+        with blas_threads(1):
+            _runner(run_chunk_at)(chunk_address(dtype), x0, x1, y, low.loops, 0, tile,
+                                  _CONSTS[dtype], 0, 1)
     elif low.tile[K.T_ROW_PAR]:
         _runner(run_chunk_at)(chunk_address(dtype), x0, x1, y, low.loops, low.npar, tile,
                               _CONSTS[dtype], 0, low.parallel_iterations)

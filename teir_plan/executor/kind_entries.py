@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from teir_plan.blaslib import gemm3m_address
 from teir_plan.executor import microkernel, transposed_kernel
 from teir_plan.executor.blas import gemm_address
 from teir_plan.executor.walker import tile_entry_address
@@ -37,5 +38,9 @@ class Entries:
     def address(self, name: str) -> int:
         return ENTRY_POINTS[name](self.dtype)
 
-    def gemm(self) -> tuple[int, int]:
+    def gemm(self, three_m: bool = False) -> tuple[int, int]:
+        """(address, integer width) of ?gemm, or of ?gemm3m (numpy's OpenBLAS, 64-bit
+        integers) when ``three_m`` and the library has it (blaslib.uses_gemm3m)."""
+        if three_m and (addr := gemm3m_address(self.dtype)):
+            return addr, 8
         return gemm_address(self.dtype)

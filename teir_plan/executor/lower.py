@@ -90,18 +90,28 @@ class Lowered:
 
     @cached_property
     def serial(self) -> bool:
-        """Whether every call runs on the calling thread with nothing set around it,
-        whatever the thread count: no parallel loop, parallel K or block copy, no dot
-        product to split, and BLAS tiles that are never split over workers and that
-        OpenBLAS keeps on the calling thread.  The executor then skips its per-call
-        decisions (a cached 8 x 8 product's call: 3.6 -> 1.5 us)."""
+        """Whether every call runs on the calling thread, whatever the thread count: no
+        parallel loop, parallel K or block copy, no dot product to split, and no BLAS
+        tile large enough to split over workers.  The executor then skips its per-call
+        decisions (a cached 8 x 8 product's call: 3.6 -> 1.5 us), and runs of such
+        steps can run in one call (executor/steps_runner.py)."""
         if self.partials is not None or self.copy_runs is not None or self.has_parallel:
             return False
         if self.calls_blas:
             t = self.tile
-            mnk = int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K])
-            return mnk <= BLAS_SERIAL_MNK and 2 * mnk * int(t[K.T_BR]) < BLAS_THREADED_TILE_FLOPS
+            flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) * int(t[K.T_BR])
+            return flops < BLAS_THREADED_TILE_FLOPS
         return not self.splits_dot
+
+    @cached_property
+    def limits_blas(self) -> bool:
+        """Whether a serial run must hold BLAS to one thread: its tiles call BLAS, and
+        OpenBLAS would thread them (complex ones, or real ones above BLAS_SERIAL_MNK)."""
+        if not self.calls_blas:
+            return False
+        t = self.tile
+        return (self.dtype.kind == "c"
+                or int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) > BLAS_SERIAL_MNK)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import get_cython_function_address
 
-from teir_plan.executor.blas import _numpy_openblas, call_gemv
+from teir_plan.blaslib import numpy_openblas
+from teir_plan.executor.blas import call_gemv
 from teir_plan.executor.checks import flat_view
 from teir_plan.executor.threads import (
     blas_threads,
@@ -533,7 +534,7 @@ def _gemv_for(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
 @cache
 def _gemv_address(dtype: np.dtype) -> tuple[int, int]:
     name = {"float32": "sgemv", "float64": "dgemv"}[dtype.name]
-    lib = _numpy_openblas() if os.environ.get("TEIR_PLAN_BLAS") != "scipy" else None
+    lib = numpy_openblas() if os.environ.get("TEIR_PLAN_BLAS") != "scipy" else None
     if lib is not None:
         fn = getattr(lib, f"scipy_{name}_64_")
         return int(ctypes.cast(fn, ctypes.c_void_p).value or 0), 8

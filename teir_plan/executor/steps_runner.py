@@ -24,6 +24,7 @@ from numba.extending import intrinsic
 
 from teir_plan.executor.entries import call_codegen
 from teir_plan.executor.lower import Lowered
+from teir_plan.executor.threads import blas_threads
 from teir_plan.executor.walker import blas_chunk_address, chunk_address
 from teir_plan.tilekinds import table as K
 
@@ -103,8 +104,13 @@ def run_program(prog: StepsProgram, direct: list[np.ndarray], raws: list[np.ndar
             part = group[i:i + GATHER]
             part += [part[-1]] * (GATHER - len(part))
             gather(gp, gs, at + i, *part)
-    run_steps(gp, gs, prog.bufmap, prog.origins, prog.steps, prog.loops, prog.tiles,
-              prog.consts)
+    if prog.limits_blas:
+        with blas_threads(1):
+            run_steps(gp, gs, prog.bufmap, prog.origins, prog.steps, prog.loops, prog.tiles,
+                      prog.consts)
+    else:
+        run_steps(gp, gs, prog.bufmap, prog.origins, prog.steps, prog.loops, prog.tiles,
+                  prog.consts)
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ class StepsProgram:
     bufmap: np.ndarray  # (B, 3) int64: see run_steps
     origins: np.ndarray  # (B,) int64
     consts: np.ndarray  # (alpha, beta) = (1, 0) in the dtype, for BLAS tiles
+    limits_blas: bool  # a program's BLAS tiles must run with BLAS on one thread
 
     def __repr__(self) -> str:
         return (f"StepsProgram({len(self.steps)} programs, {len(self.bufmap)} buffers, "
@@ -150,4 +157,5 @@ def steps_program(programs: list[tuple[Lowered, tuple[int, ...], int]], bufmap: 
     table = np.concatenate(loops) if at else np.zeros((0, 5), np.int64)
     return StepsProgram(np.array(rows, np.int64), np.ascontiguousarray(table, np.int64),
                         np.array(tiles, np.int64), np.ascontiguousarray(bufmap, np.int64),
-                        np.ascontiguousarray(origins, np.int64), np.array([1, 0], dtype))
+                        np.ascontiguousarray(origins, np.int64), np.array([1, 0], dtype),
+                        any(low.limits_blas for low, _, _ in programs))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from teir_plan.blaslib import GEMM3M_SPEEDUP, gemm3m_available, uses_gemm3m
 from teir_plan.planner.gemm_rate import best_gemm_efficiency, gemm_efficiency
 from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import (
@@ -144,7 +145,7 @@ def _takes(t: GemmTile) -> int:
 def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
     plan = blas_call(t.m, t.n, t.k, t.a, t.b, t.c)
     assert plan is not None  # _takes said so
-    fn, width = low.entries.gemm()
+    fn, width = low.entries.gemm(uses_gemm3m(low.dtype, t.m, t.n, t.k))
     set_fields(table, mode=MODE, tile_fn=low.entries.address("blas"), swap=plan.swap,
                transa=plan.transa, lda=plan.lda, transb=plan.transb, ldb=plan.ldb,
                ldc=plan.ldc, gemm_fn=fn, blas_int=width)
@@ -160,6 +161,9 @@ def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
     m, n, k, br = t.m, t.n, t.k, t.br
     mm, nn = (n, m) if blas.swap else (m, n)
     rate = params.gemm_flops(p.dtype) * gemm_efficiency(params, mm, nn, k, blas_form(blas))
+    if uses_gemm3m(p.dtype, m, n, k):
+        # Three real products for four (blaslib): the same shape, priced faster.
+        rate *= GEMM3M_SPEEDUP
     a_op, b_op = (t.b, t.a) if blas.swap else (t.a, t.b)
     packed = 0
     if blas.transa == 0:
@@ -175,7 +179,9 @@ def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
                 dtype: np.dtype) -> float:
     # Either way round, in any form.
     if m * n * k >= SMALL_TILE_FLOPS:
-        return params.gemm_flops(dtype) * best_gemm_efficiency(params, m, n, k)
+        # A complex tile of any shape might run on ?gemm3m: the floor takes its rate.
+        three_m = GEMM3M_SPEEDUP if gemm3m_available(dtype) else 1.0
+        return params.gemm_flops(dtype) * best_gemm_efficiency(params, m, n, k) * three_m
     return 0.0
 
 
@@ -190,7 +196,7 @@ def _describe(table: np.ndarray, dtype: np.dtype) -> str:
     c_st = (int(table[T_C_M]), int(table[T_C_N]))
     bp = blas_plan(m, n, k, a_st, b_st, c_st)
     assert bp is not None  # lowered as a BLAS tile
-    name = GEMM_NAMES[np.dtype(dtype).name]
+    name = GEMM_NAMES[np.dtype(dtype).name] + ("3m" if uses_gemm3m(dtype, m, n, k) else "")
     mm, nn = (n, m) if bp.swap else (m, n)
     ta, tb = chr(bp.transa) if bp.transa else "packed", chr(bp.transb) if bp.transb else "packed"
     call = (f"{name}(transA={ta}, transB={tb}, m={mm}, n={nn}, k={k}, lda={bp.lda}, "
