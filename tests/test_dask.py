@@ -368,3 +368,17 @@ def test_by_default_the_tasks_read_the_operands_no_more_often_than_the_given_chu
     limit = ChunkChoice(c, g, 4, ()).read_bytes
     assert choose_chunks(c, g, 20 << 20, RATES, read_limit=limit).read_bytes <= limit
     assert choose_chunks(c, g, 20 << 20, RATES).read_bytes > limit
+
+
+def test_a_rechunk_s_tasks_count_in_the_prediction() -> None:
+    """gram 2e6 x 64 in 250000 x 8 chunks: splitting k 16 ways to take i and j whole
+    would add 2,048 rechunk tasks for 128 contractions: the given chunks stay."""
+    from teir_plan.distributed.chunks import ChunkChoice, predicted_seconds
+
+    c = Contraction(("ki", "kj"), "ij", {"k": 2_000_000, "i": 64, "j": 64}, 4)
+    given = {"k": 250_000, "i": 8, "j": 8}
+    rates = Rates(120e9, 18e9, threads=2)
+    split = ChunkChoice(c, {"k": 15_625, "i": 64, "j": 64}, 4, (), given)
+    as_given = ChunkChoice(c, given, 4, (), given)
+    assert predicted_seconds(split, rates, given) > predicted_seconds(as_given, rates, given)
+    assert dict(choose_chunks(c, given, 16 << 20, rates).chunks) == given
