@@ -47,15 +47,18 @@ MAX_LAYOUTS = 4
 # Steps of fewer flops keep opt_einsum's order for their result: their cost is mostly
 # the call (a few microseconds), not the layout.  2 * 64^3: a 64^3 GEMM.
 MIN_FLOPS = 2 * 64**3
-# A step of fewer real flops than MIN_FLOPS (complex ones count 4 real multiply-adds)
-# also runs on one thread (step_threads): its few microseconds of work are less than a
-# parallel region can cost on a shared machine, where a worker descheduled by another
-# process holds the region for a scheduler quantum.  A 12-qubit circuit's tree (82
-# steps, 3 of them planned parallel at 18-29 us predicted each, 0.33 ms in all) took
-# 1-40 ms a call at a load average of 10 on the 2 cores.
 # Nor do steps of less than this share of the tree's flops, nor their inputs: planning
 # MERA (25 steps, 31 GFLOP) tried 4 orders on every step in 5-12 s, 518 step searches.
 MIN_SHARE = 0.01
+# A step of fewer real flops than SERIAL_FLOPS (a 128^3 GEMM's; a complex multiply-add
+# counts as 4 real ones) runs on one thread (step_threads): its tens of microseconds of
+# work are less than a parallel region can cost on a shared machine, where a worker
+# descheduled by another process holds the region for a scheduler quantum.  Circuits at
+# a load average of 9-10 on the 2 cores: a 12-qubit one (82 steps, 3 planned parallel at
+# 18-29 us predicted) took 1-40 ms a call, 0.5-1 ms serial; a 16-qubit amplitude (407
+# steps, 26 parallel gate applications of 80-110 us predicted, 4 ms in all) 90-300 ms,
+# 33-65 ms serial.
+SERIAL_FLOPS = 2 * 128**3
 
 
 @dataclass(frozen=True)
@@ -110,9 +113,9 @@ def tree_of(expr: Expression, opt: Optimize) -> ContractionTree:
 
 
 def step_threads(tree: ContractionTree, node: int, dtype: np.dtype, threads: int) -> int:
-    """The threads a tree's step is planned for: one below MIN_FLOPS real flops (see
+    """The threads a tree's step is planned for: one below SERIAL_FLOPS real flops (see
     there), else ``threads``."""
-    return 1 if tree.flops(node) * flop_factor(dtype) < MIN_FLOPS else threads
+    return 1 if tree.flops(node) * flop_factor(dtype) < SERIAL_FLOPS else threads
 
 
 def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
