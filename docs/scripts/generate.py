@@ -86,12 +86,23 @@ BENCHMARKS = [
      "A cached tree plan's time per pairwise step on chains of 8 x 8 matrices, and the "
      "tiny binary call, against numpy.einsum and opt_einsum."),
     ("tccg-complex64", "TCCG contractions in complex64",
-     ".venv/bin/python -m benchmarks.tccg --quick --dtype complex64",
+     ".venv/bin/python -m benchmarks.tccg --quick --dtype complex64 --no-calibrate "
+     "--systems tp,numpy,opt_einsum,torch --cases 0-19,21-23 (23 of 24: the 7248^3 GEMM, "
+     "and tp's out= variants, left out to fit the shared machine's memory and time)",
      "The TCCG contractions in complex64 (8 real flops per complex multiply-add) against "
      "numpy.einsum(optimize=True), opt_einsum and PyTorch (etops has no complex type), "
      "with numpy.matmul's complex rate on the same GEMMs."),
     ("tccg-complex128", "TCCG contractions in complex128",
-     ".venv/bin/python -m benchmarks.tccg --quick --dtype complex128",
+     ".venv/bin/python -m benchmarks.tccg --quick --dtype complex128 --no-calibrate "
+     "--systems tp,numpy,opt_einsum,torch --cases 0-19,21-23",
+     "The same in complex128."),
+    ("trees-circuits-complex64", "Quantum-circuit networks in complex64",
+     ".venv/bin/python -m benchmarks.trees --circuits --dtype complex64 --rounds 3",
+     "Brickwork circuits of unitary 2 x 2 and (2, 2, 2, 2) gates on a product state, "
+     "10-16 qubits (the output state, or one amplitude), every system given opt_einsum's "
+     "path, as the trees above."),
+    ("trees-circuits-complex128", "Quantum-circuit networks in complex128",
+     ".venv/bin/python -m benchmarks.trees --circuits --dtype complex128 --rounds 3",
      "The same in complex128."),
     ("dask", "Dask arrays: tp.einsum against dask.array.einsum",
      ".venv/bin/python -m benchmarks.dask",

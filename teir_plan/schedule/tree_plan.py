@@ -38,6 +38,7 @@ from teir_plan.planner.tree import ContractionTree, tree_for
 from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
 from teir_plan.schedule.plan import OperandSpec
 from teir_plan.schedule.steps import TEIRStep, step_seconds
+from teir_plan.tiles import flop_factor
 
 # Memory orders tried per intermediate: opt_einsum's, two that its consumer reads in
 # place, and those its producer writes in place, the first four distinct ones (a step
@@ -49,6 +50,15 @@ MIN_FLOPS = 2 * 64**3
 # Nor do steps of less than this share of the tree's flops, nor their inputs: planning
 # MERA (25 steps, 31 GFLOP) tried 4 orders on every step in 5-12 s, 518 step searches.
 MIN_SHARE = 0.01
+# A step of fewer real flops than SERIAL_FLOPS (a 128^3 GEMM's; a complex multiply-add
+# counts as 4 real ones) runs on one thread (step_threads): its tens of microseconds of
+# work are less than a parallel region can cost on a shared machine, where a worker
+# descheduled by another process holds the region for a scheduler quantum.  Circuits at
+# a load average of 9-10 on the 2 cores: a 12-qubit one (82 steps, 3 planned parallel at
+# 18-29 us predicted) took 1-40 ms a call, 0.5-1 ms serial; a 16-qubit amplitude (407
+# steps, 26 parallel gate applications of 80-110 us predicted, 4 ms in all) 90-300 ms,
+# 33-65 ms serial.
+SERIAL_FLOPS = 2 * 128**3
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,12 @@ def tree_of(expr: Expression, opt: Optimize) -> ContractionTree:
     return tree
 
 
+def step_threads(tree: ContractionTree, node: int, dtype: np.dtype, threads: int) -> int:
+    """The threads a tree's step is planned for: one below SERIAL_FLOPS real flops (see
+    there), else ``threads``."""
+    return 1 if tree.flops(node) * flop_factor(dtype) < SERIAL_FLOPS else threads
+
+
 def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
               opt: Optimize, relu: bool, threads: int, params: MachineParams,
               block_order: str | None = None) -> TreeLayouts | None:
@@ -130,7 +146,7 @@ def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype:
         last = node.node == tree.root
         _contract(b, [tree.nodes[c].term for c in node.children],
                   [buf[c] for c in node.children], node.term, dst, dtype, opt.search,
-                  relu and last, threads, params)
+                  relu and last, step_threads(tree, node.node, dtype, threads), params)
         if b.outpriced:
             return layouts  # this step alone costs more than the ceiling
         buf[node.node] = dst
@@ -253,7 +269,7 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
         dst = target if own is None else scratch.temp(
             "out", n.shape, dtype, strides=_strides(n.term, own, n.shape))
         _contract(scratch, [tree.nodes[c].term for c in n.children], srcs, n.term, dst,
-                  dtype, True, False, threads, params)
+                  dtype, True, False, step_threads(tree, node, dtype, threads), params)
         seconds = math.inf if scratch.outpriced else sum(step_seconds(s) for s in scratch.steps)
         packs = sum(len(s.chosen.packs) for s in scratch.steps if isinstance(s, TEIRStep))
         memo[key] = (seconds, ceiling, packs)
