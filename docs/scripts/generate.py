@@ -109,7 +109,9 @@ BENCHMARKS = [
      "TCCG-shaped and tree expressions on dask arrays chunked 2-8 ways, on a LocalCluster "
      "of worker processes (one thread each): tp.einsum (its own chunk choice, every block "
      "through teir_plan) against dask.array.einsum(optimize=True) on the same arrays, "
-     "each on a cluster started for it, with each worker's peak memory."),
+     "each on a cluster started for it, with each worker's peak memory: the kernel's "
+     "high-water mark of its resident set over a run (reset as the run starts) above its "
+     "idle resident set with the operands loaded, the median over the timed runs."),
     ("dask-memory", "Dask arrays: operands larger than a worker's memory",
      ".venv/bin/python -m benchmarks.dask --memory-test",
      "ik,kj->ij over 4 GiB of operands generated on workers limited to 1.5 GiB each, "
