@@ -31,7 +31,7 @@ class FakeEntries:
     def address(self, name: str) -> int:
         return self.ADDRESSES[name]
 
-    def gemm(self) -> tuple[int, int]:
+    def gemm(self, three_m: bool = False) -> tuple[int, int]:
         return 201, 8
 
 
