@@ -43,7 +43,7 @@ from teir_plan.tilekinds.blas import BlasPlan
 from teir_plan.tilekinds.dot import KIND as DOT
 from teir_plan.tilekinds.kind import PriceArgs, no_floor
 from teir_plan.tilekinds.loops import KIND as LOOPS
-from teir_plan.tilekinds.row import ROW_FLOPS
+from teir_plan.tilekinds.row import ROW_FLOPS, ROW_GATHER_COST
 from teir_plan.tilekinds.vec import vec_line_bytes
 from teir_plan.tiles import (
     BLAS_THREADED_TILE_FLOPS,
@@ -301,10 +301,13 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     for a in ch.loops:
         calls *= ax[a].extent
     if tile_flops == 2 and ch.loops and ax[ch.loops[-1]].extent > 1:
-        # A scalar tile: the executor folds the innermost loop into it (a row tile).
+        # A scalar tile: the executor folds the innermost loop into it (a row tile),
+        # whose loop vectorizes only over operands of unit (or no) stride along it.
         inner = ax[ch.loops[-1]].extent
         calls //= inner
-        per_call = inner * 2 * factor / ROW_FLOPS + params.tile_seconds
+        gathers = sum(1 for st in ax[ch.loops[-1]].strides if st not in (0, 1))
+        per_call = (inner * 2 * factor / ROW_FLOPS * (1 + ROW_GATHER_COST * gathers)
+                    + params.tile_seconds)
     compute = calls * per_call
     if tile.repack_seconds:
         # A packed vector tile whose predecessor on its worker read the same block keeps

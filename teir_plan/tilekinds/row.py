@@ -26,6 +26,9 @@ from teir_plan.tilekinds.table import (
 MODE = 3
 # The rate (flop/s) of row tiles' vectorized loops in L1, a little below float64's.
 ROW_FLOPS = 8e9
+# Each operand strided along the row (neither unit stride nor broadcast) adds this many
+# times the row's time: its elements are gathered one by one (docs/decisions.md).
+ROW_GATHER_COST = 2.0
 
 
 def fold(loops: np.ndarray, npar: int, tile: np.ndarray) -> np.ndarray:
