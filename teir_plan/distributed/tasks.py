@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -90,19 +90,27 @@ def _over_pieces(blocks: Sequence[Any], axes: Sequence[Sequence[int]], subscript
         return _in_slabs(blocks, axes, operands, output, extents, counts, pieces_bytes, run)
     if out_bytes >= pieces_bytes:
         return run([_joined(b, ax) for b, ax in zip(blocks, axes)])
+    combos = (dict(zip(counts, combo))
+              for combo in itertools.product(*(range(n) for n in counts.values())))
+    return _sum_of(run, ([_piece(b, ls, at) for b, ls in zip(blocks, letters)]
+                         for at in combos))
+
+
+def _sum_of(run: Any, parts: Iterator[list[Any]]) -> np.ndarray:
+    """The sum of ``run(ops)`` over ``parts`` (at least one): the first written as the
+    result, each next one into one temporary and added, so that a task holds the result,
+    one temporary and one part's operands."""
     out: np.ndarray | None = None
     tmp: np.ndarray | None = None
-    for combo in itertools.product(*(range(n) for n in counts.values())):
-        at = dict(zip(counts, combo))
-        pieces = [_piece(b, ls, at) for b, ls in zip(blocks, letters)]
+    for ops in parts:
         if out is None:
-            out = run(pieces)
+            out = run(ops)
             continue
         if tmp is None:
             tmp = np.empty(out.shape, out.dtype)
-        run(pieces, out=tmp)
+        run(ops, out=tmp)
         np.add(out, tmp, out=out)
-    assert out is not None  # at least one combination: every count is at least one
+    assert out is not None
     return out
 
 
@@ -124,21 +132,10 @@ def _in_slabs(blocks: Sequence[Any], axes: Sequence[Sequence[int]], operands: li
     if slab >= extents[s]:
         return run([_joined(b, ax) for b, ax in zip(blocks, axes)])
     whole = [None if s in ix else _joined(b, ax) for b, ix, ax in zip(blocks, operands, axes)]
-    out: np.ndarray | None = None
-    tmp: np.ndarray | None = None
-    for start in range(0, extents[s], slab):
-        cut = slice(start, min(start + slab, extents[s]))
-        ops = [w if w is not None else _joined(_sliced(b, ix.index(s), cut), ax)
-               for w, b, ix, ax in zip(whole, blocks, operands, axes)]
-        if out is None:
-            out = run(ops)
-            continue
-        if tmp is None:
-            tmp = np.empty(out.shape, out.dtype)
-        run(ops, out=tmp)
-        np.add(out, tmp, out=out)
-    assert out is not None
-    return out
+    cuts = (slice(start, min(start + slab, extents[s])) for start in range(0, extents[s], slab))
+    return _sum_of(run, ([w if w is not None else _joined(_sliced(b, ix.index(s), cut), ax)
+                          for w, b, ix, ax in zip(whole, blocks, operands, axes)]
+                         for cut in cuts))
 
 
 def _joined_shape(block: Any, axes: Sequence[int]) -> tuple[int, ...]:
