@@ -157,6 +157,33 @@ def _four_block(x, p, sx, m, w, wq, weighted, zero):  # type: ignore[no-untyped-
 
 
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _short_sums(x, xb, sx, cnt, n, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """dst[db + t*sd] = sum(x[xb + t*sx : + n]) for t < cnt, unit-stride runs of at most
+    RUN_BLOCK: one output at a time, each run one loop (LLVM's vectorized reduction and
+    its vector epilogue), in a function of its own (docs/decisions.md)."""
+    for t in range(cnt):
+        p = xb + t * sx
+        a = x[p:p + n]
+        acc = zero
+        for e in range(n):
+            acc += a[e]
+        dst[db + t * sd] = acc
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _short_dots(x, xb, sx, cnt, n, w, wb, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """:func:`_short_sums` weighted by w[wb : + n] (at most RUN_BLOCK: in L1)."""
+    v = w[wb:wb + n]
+    for t in range(cnt):
+        p = xb + t * sx
+        a = x[p:p + n]
+        acc = zero
+        for e in range(n):
+            acc += a[e] * v[e]
+        dst[db + t * sd] = acc
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
 def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
     """dst[db + t*sd] = the sum of elements q0 <= q < q1 of the run from x[xb + t*sx],
     for t < cnt.  A function of its own: inside reduce_chunk's loop LLVM left the sums
@@ -169,6 +196,12 @@ def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db
     # vectorizes it only from more iterations than a single sum's.)
     n = q1 - q0
     t = 0
+    if run_sx == 1 and (run_sw == 1 or not weighted) and n <= RUN_BLOCK:
+        if weighted:
+            _short_dots(x, xb + q0, sx, cnt, n, w, wb + q0, dst, db, sd, zero)
+        else:
+            _short_sums(x, xb + q0, sx, cnt, n, dst, db, sd, zero)
+        return
     if run_sx == 1 and (run_sw == 1 or not weighted) and n >= FOUR_MIN:
         four = cnt - cnt % 4
         if weighted:
