@@ -320,7 +320,9 @@ def main() -> None:
                     choices=("float32", "float64", "complex64", "complex128"))
     ap.add_argument("--circuits", action="store_true",
                     help="only the quantum-circuit networks (results: trees-circuits-<dtype>)")
-    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="run only the case of this name (names hold commas: repeat the "
+                         "option for several)")
     ap.add_argument("--overhead", action="store_true",
                     help="only the per-step overhead of small tensors (results: trees-overhead)")
     args = ap.parse_args()
@@ -339,8 +341,10 @@ def main() -> None:
     cases = (circuits() if args.circuits else
              paper_trees(args.all) + ml_chains(args.quick) + generated(args.quick) + circuits())
     if args.only:
-        keep = set(args.only.split(","))
-        cases = [c for c in cases if c[0] in keep]
+        unknown = set(args.only) - {c[0] for c in cases}
+        if unknown:
+            ap.error(f"--only: no case named {', '.join(map(repr, sorted(unknown)))}")
+        cases = [c for c in cases if c[0] in args.only]
     rows_data = []
     for i, case in enumerate(cases):
         progress(i, len(cases), case[0])
