@@ -154,6 +154,25 @@ def test_memory_limit_that_cannot_be_met_is_an_error_before_anything_runs():
     np.testing.assert_allclose(got, np.full((30, 30), 900.0))
 
 
+@pytest.mark.parametrize(("expr", "extents", "optimize"), [
+    # opt_einsum's dynamic programming finds no path under 100 (it raises); greedy's
+    # intermediates exceed 4: the tree of the smallest intermediates meets both limits
+    ("ab,bc,cd,de->ae", {"a": 60, "b": 20, "c": 60, "d": 2, "e": 5}, ("dp", 100)),
+    ("ab,bc,cd,ea,de->e", {"a": 5, "b": 2, "c": 2, "d": 2, "e": 2}, ("optimal", 4)),
+])
+def test_memory_limit_the_strategy_breaks_takes_the_smallest_intermediates(
+        expr: str, extents: dict[str, int], optimize: tuple[str, int]) -> None:
+    rng = np.random.default_rng(3)
+    ops = [rng.standard_normal(tuple(extents[c] for c in t))
+           for t in expr.split("->")[0].split(",")]
+    plan = tp.plan(expr, *ops, optimize=optimize)
+    temps = [b.shape for b in plan.buffers if b.kind == "temp"]
+    assert temps and all(int(np.prod(s)) <= optimize[1] for s in temps)
+    np.testing.assert_allclose(plan(*ops), np.einsum(expr, *ops), rtol=1e-10)
+    with pytest.raises(PlanError, match="neither the path"):
+        tp.plan(expr, *ops, optimize=(optimize[0], 3))
+
+
 def test_cotengra_tree_as_the_path():
     ctg = pytest.importorskip("cotengra")
     expr = "ab,bc,cd,de->ae"

@@ -110,16 +110,25 @@ class ContractionTree:
 
 
 def tree_for(inputs: Sequence[str], output: str, extents: Mapping[str, int],
-             path: str | Path = "auto", memory_limit: int | None = None) -> ContractionTree:
+             path: str | Path | oe.paths.PathOptimizer = "auto",
+             memory_limit: int | None = None) -> ContractionTree:
     """The tree contracting ``inputs`` into ``output`` along ``path``: an opt_einsum
-    strategy name (with ``memory_limit``: the largest intermediate, in elements) or an
-    explicit path, whose steps of three or more operands are split left to right."""
+    strategy (a name or a path optimizer; with ``memory_limit``: the largest
+    intermediate, in elements) or an explicit path, whose steps of three or more
+    operands are split left to right."""
     shapes = [tuple(extents[c] for c in t) for t in inputs]
     subscripts = ",".join(inputs) + "->" + output
-    opt_path, info = oe.contract_path(
-        subscripts, *shapes, shapes=True,
-        optimize=list(path) if isinstance(path, tuple) else path,
-        memory_limit=memory_limit)
+    optimize = list(path) if isinstance(path, tuple) else path
+    try:
+        opt_path, info = oe.contract_path(subscripts, *shapes, shapes=True,
+                                          optimize=optimize, memory_limit=memory_limit)
+    except RuntimeError:
+        if memory_limit is None:
+            raise
+        # opt_einsum's dynamic programming finds no path under the limit: its path
+        # without one (the caller compares the tree's intermediates with the limit).
+        opt_path, info = oe.contract_path(subscripts, *shapes, shapes=True,
+                                          optimize=optimize)
     if any(len(step) > 2 for step in opt_path):
         # A step of three or more operands (an explicit path, or a memory limit no
         # pairwise intermediate fits): TEIR contracts two at a time, so left to right.

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import opt_einsum as oe
 
 from teir_plan.errors import PlanError
 from teir_plan.frontend.convention import Optimize
@@ -94,22 +95,42 @@ class TreeLayouts:
         return dict(self.orders).get(node)
 
 
+# Operands up to which a path strategy's tree over memory_limit is searched again for
+# the smallest largest intermediate (opt_einsum's dynamic programming, exponential in
+# the worst case: under a second for 20 operands of a chain or a grid).
+SIZE_SEARCH_MAX_OPERANDS = 20
+
+
 def tree_of(expr: Expression, opt: Optimize) -> ContractionTree:
-    """The tree ``optimize=`` asks for; with a memory limit (opt_einsum's meaning: the
-    largest intermediate, in elements), an error when one of its intermediates exceeds
-    it (opt_einsum then falls back to one step of all the operands, which TEIR cannot
-    run but two at a time)."""
+    """The tree ``optimize=`` asks for.  With a memory limit (opt_einsum's meaning: the
+    largest intermediate, in elements) that the strategy's tree breaks (opt_einsum then
+    falls back to one step of all the operands, which TEIR runs two at a time), the
+    tree whose largest intermediate is smallest (opt_einsum's dynamic programming,
+    ``minimize="size"``), and an error when that one breaks the limit too."""
     tree = tree_for(expr.inputs, expr.output, expr.extent_map, opt.path, opt.memory_limit)
-    if opt.memory_limit is not None:
-        for node in tree.steps[:-1]:
-            if node.size > opt.memory_limit:
-                raise PlanError(
-                    f"optimize: memory_limit of {opt.memory_limit} elements cannot be met: "
-                    f"step {node.node - tree.num_operands} "
-                    f"({','.join(tree.nodes[c].term for c in node.children)}->{node.term}) "
-                    f"makes an intermediate of {node.size} elements (the path strategy "
-                    f"{opt.path!r} found no pairwise path under the limit)")
-    return tree
+    limit = opt.memory_limit
+    if limit is None or _largest(tree) <= limit:
+        return tree
+    if isinstance(opt.path, str) and len(expr.inputs) <= SIZE_SEARCH_MAX_OPERANDS:
+        smallest = tree_for(expr.inputs, expr.output, expr.extent_map,
+                            oe.paths.DynamicProgramming(minimize="size"))
+        if _largest(smallest) <= limit:
+            return smallest
+        tree = smallest
+    node = max(tree.steps[:-1], key=lambda n: n.size)
+    which = (f"neither the path {opt.path!r} nor the path of the smallest intermediates"
+             if isinstance(opt.path, str) and len(expr.inputs) <= SIZE_SEARCH_MAX_OPERANDS
+             else f"the path {opt.path!r}")
+    raise PlanError(
+        f"optimize: memory_limit of {limit} elements cannot be met: "
+        f"step {node.node - tree.num_operands} "
+        f"({','.join(tree.nodes[c].term for c in node.children)}->{node.term}) "
+        f"makes an intermediate of {node.size} elements ({which} stays under it)")
+
+
+def _largest(tree: ContractionTree) -> int:
+    """The tree's largest intermediate, in elements (the result is not one)."""
+    return max((n.size for n in tree.steps[:-1]), default=0)
 
 
 def step_threads(tree: ContractionTree, node: int, dtype: np.dtype, threads: int) -> int:
