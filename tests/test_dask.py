@@ -382,3 +382,17 @@ def test_a_rechunk_s_tasks_count_in_the_prediction() -> None:
     as_given = ChunkChoice(c, given, 4, (), given)
     assert predicted_seconds(split, rates, given) > predicted_seconds(as_given, rates, given)
     assert dict(choose_chunks(c, given, 16 << 20, rates).chunks) == given
+
+
+def test_a_memory_limit_picks_the_same_tree_as_tp_einsum() -> None:
+    # opt_einsum's dynamic programming finds no path under 100 elements; tp.einsum then
+    # contracts the tree of the smallest intermediates, and so do the dask steps
+    extents = {"a": 60, "b": 20, "c": 60, "d": 2, "e": 5}
+    subscripts = "ab,bc,cd,de->ae"
+    arrays = [_random(tuple(extents[c] for c in t)) for t in subscripts[:11].split(",")]
+    chunked = [da.from_array(a, chunks=16) for a in arrays]
+    result = tp.distributed.einsum(subscripts, *chunked, optimize=("dp", 100))
+    np.testing.assert_allclose(result.compute(scheduler="synchronous"),
+                               _reference(subscripts, *arrays), rtol=1e-10, atol=1e-10)
+    with pytest.raises(PlanError, match="memory_limit of 3 elements cannot be met"):
+        tp.distributed.einsum(subscripts, *chunked, optimize=("dp", 3))

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import opt_einsum as oe
 
 from teir_plan.distributed.chunks import (
     SPLIT_EVERY,
@@ -37,8 +36,9 @@ from teir_plan.distributed.cluster import (
 )
 from teir_plan.distributed.tasks import contract_blocks, relu_block
 from teir_plan.errors import EinsumError, OperandTypeError
-from teir_plan.frontend.convention import from_interleaved, normalize_optimize, pairwise
-from teir_plan.frontend.expression import parse
+from teir_plan.frontend.convention import from_interleaved, normalize_optimize
+from teir_plan.frontend.expression import Expression, parse
+from teir_plan.schedule.tree_plan import tree_of
 
 # A task may hold no more than a task of the operands' own chunks would (dask's einsum
 # on them), unless that is below this: chunks so small merge into tasks worth scheduling.
@@ -241,7 +241,7 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     if not isinstance(split_every, int) or split_every < 2:
         raise EinsumError(f"split_every: expected an integer of at least 2, got {split_every!r}")
     flops, moves = _per_core_rates(result_dtype)
-    path = _path(expr.subscripts, shapes, optimize)
+    path = _path(expr, optimize)
     chunks: list[dict[str, int]] = []
     for ix, x in zip(expr.inputs, live):
         chunks.append(given_chunks([ix], [x.chunks]))
@@ -291,23 +291,16 @@ def _default_budget(contraction: Contraction, given: dict[str, int],
     return min(cluster.task_budget, max(as_given, MIN_BUDGET_BYTES))
 
 
-def _path(subscripts: str, shapes: Sequence[tuple[int, ...]], optimize: object
-          ) -> list[tuple[tuple[int, ...], str]]:
+def _path(expr: Expression, optimize: object) -> list[tuple[tuple[int, ...], str]]:
     """The pairwise steps as (operand positions, popped in turn; the step's subscripts):
-    opt_einsum's path for ``optimize=`` (its strategy, memory limit or explicit path, as
-    ``tp.einsum`` takes them), operands in the order opt_einsum pops them."""
-    if len(shapes) <= 2:
-        return [((0,) * len(shapes), subscripts)]
-    opt = normalize_optimize(optimize)
-    path, info = oe.contract_path(
-        subscripts, *shapes, shapes=True,
-        optimize=list(opt.path) if isinstance(opt.path, tuple) else opt.path,
-        memory_limit=opt.memory_limit)
-    if any(len(step) > 2 for step in path):  # pairwise steps, as tp.einsum takes them
-        _, info = oe.contract_path(subscripts, *shapes, shapes=True,
-                                   optimize=list(pairwise(tuple(map(tuple, path)),
-                                                          len(shapes))))
-    return [(tuple(sorted(step[0], reverse=True)), step[2]) for step in info.contraction_list]
+    the tree ``tp.einsum`` contracts for ``optimize=`` (its strategy, memory limit or
+    explicit path), operands in the order opt_einsum pops them."""
+    if len(expr.inputs) <= 2:
+        return [((0,) * len(expr.inputs), expr.subscripts)]
+    tree = tree_of(expr, normalize_optimize(optimize))
+    return [(tuple(sorted(pair, reverse=True)),
+             ",".join(tree.nodes[c].term for c in node.children) + "->" + node.term)
+            for pair, node in zip(tree.path, tree.steps)]
 
 
 def _per_core_rates(dtype: np.dtype) -> tuple[float, float]:
