@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,6 +16,7 @@ from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
 from teir_plan.schedule.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
+from teir_plan.schedule.tiny import Route, RouteInto, dot_route
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
 from teir_plan.teir.records import TEIR
@@ -158,6 +159,9 @@ class Plan:
         # match its spec: a repeated call compares those instead of building a spec.
         self._seen: tuple[set[tuple[object, ...]], ...] = tuple(set() for _ in self.operands)
         self._seen_out: set[tuple[object, ...]] = set()  # the same for out= arrays
+        # The last two plain arrays a call accepted, as (shape, byte strides, dtype) of
+        # each, flat: a two-operand call that repeats them compares one tuple.
+        self._last2: tuple[object, ...] | None = None
 
     # ---- what the plan is -------------------------------------------------
     @property
@@ -228,7 +232,42 @@ class Plan:
 
     # ---- running it -------------------------------------------------------
     def __call__(self, *operands: object, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None and len(operands) == 2:
+            # The hot path of a repeated call: the layouts accepted last time, compared
+            # as one tuple (an array's shape and strides are new tuples on each read).
+            x, y = operands
+            if (type(x) is np.ndarray and type(y) is np.ndarray and self._last2 ==
+                    (x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype)):
+                r = self.run2(x, y)
+                if r is not None:
+                    return r
         return self.execute(self._check_operands(operands), out)
+
+    @cached_property
+    def run2(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:
+        """The result of a call without ``out`` on two plain arrays of layouts the
+        plan was made for (the caller has compared their shapes, byte strides and
+        dtypes), or None, having run nothing, when one of them is not aligned: the
+        caller then takes the checked path, which reads it through a copy."""
+        route = self._route
+        if route is not None:
+            return route[0]  # dot reads any array
+
+        def run2(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+            if x.flags.aligned and y.flags.aligned:
+                return self.execute((x, y), None)
+            return None
+
+        return run2
+
+    @cached_property
+    def _route(self) -> tuple[Route, RouteInto] | None:
+        """A tiny product's plan run by numpy's dot (schedule/tiny.py), or None."""
+        if self._single is None or self.view is not None or len(self.operands) != 2:
+            return None
+        if self._small_out is None:  # (a layout other than C or F, or a large result)
+            return None
+        return dot_route(self._single, self.expression, self._out_order)
 
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         """The result for checked ``arrays``: a view of an operand when the plan's result
@@ -253,6 +292,10 @@ class Plan:
         if type(out) is not np.ndarray:  # numpy.matrix's reshape stays 2-D, for one
             out = out.view(np.ndarray)
         if self._single is not None:
+            route = self._route
+            if route is not None:
+                route[1](arrays[0], arrays[1], out)
+                return
             run_lowered(self._single.chosen.lowered, [*arrays, out])
             return
         one = self._one_call
@@ -353,6 +396,11 @@ class Plan:
                     f"Make a new plan with tp.plan for this layout"
                 )
             arrays.append(arr)
+        if len(arrays) == 2:
+            x, y = operands
+            if (arrays[0] is x and arrays[1] is y and type(x) is np.ndarray
+                    and type(y) is np.ndarray):
+                self._last2 = (x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype)
         return arrays
 
     def _check_out(self, out: np.ndarray, arrays: Sequence[np.ndarray]) -> bool:
