@@ -41,6 +41,9 @@ class PlanCache:
         # byte strides and dtype, the thread count) -> its plan's Plan.run2.  A plain
         # dict, emptied when full: its lookup is most of such a call (see einsum).
         self.pairs: dict[Hashable, Callable[[np.ndarray, np.ndarray], np.ndarray | None]] = {}
+        # The same with out= (its shape, byte strides and dtype last) -> Plan.run2_out.
+        self.pairs_out: dict[Hashable, Callable[[np.ndarray, np.ndarray, np.ndarray],
+                                                np.ndarray | None]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -92,19 +95,22 @@ class PlanCache:
             while len(self._direct) > self.maxsize:
                 self._direct.popitem(last=False)
 
-    def put_pair(self, key: Hashable, plan: Plan, params: object) -> None:
+    def put_pair(self, key: Hashable, plan: Plan, params: object, with_out: bool = False
+                 ) -> None:
         with self._lock:
             if params is not self._params:
                 return
-            if len(self.pairs) >= self.maxsize:
-                self.pairs.clear()
-            self.pairs[key] = plan.run2
+            table: dict = self.pairs_out if with_out else self.pairs
+            if len(table) >= self.maxsize:
+                table.clear()
+            table[key] = plan.run2_out if with_out else plan.run2
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
             self._direct.clear()
             self.pairs.clear()
+            self.pairs_out.clear()
             self.hits = self.misses = 0
 
     def __len__(self) -> int:
@@ -122,6 +128,7 @@ class PlanCache:
                 self._data.clear()
                 self._direct.clear()
                 self.pairs.clear()
+                self.pairs_out.clear()
                 self._params = params
 
 
@@ -254,21 +261,30 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
     >>> tp.einsum(a, [0, 1], a, [2, 1], [0, 2]).tolist()  # a @ a.T, interleaved
     [[5.0, 14.0], [14.0, 50.0]]
     """
-    if (len(operands) == 2 and out is None and optimize is True and dtype is None
-            and epilogue is None and order == "K" and casting == "safe"
-            and type(subscripts) is str):
+    if (len(operands) == 2 and optimize is True and dtype is None and epilogue is None
+            and order == "K" and casting == "safe" and type(subscripts) is str):
         # The hot path of a repeated two-operand call: one dict lookup by the arrays'
         # own attributes, no key object built beyond it (docs/decisions.md).
         x, y = operands
         if type(x) is _ndarray and type(y) is _ndarray:
             cache = plan_cache
-            run2 = cache.pairs.get((subscripts, x.shape, x.strides, x.dtype, y.shape,
-                                    y.strides, y.dtype, get_num_threads()))
-            if run2 is not None and _machine._current is cache._params:
-                r = run2(x, y)
-                if r is not None:
-                    cache.hits += 1
-                    return r
+            if out is None:
+                run2 = cache.pairs.get((subscripts, x.shape, x.strides, x.dtype, y.shape,
+                                        y.strides, y.dtype, get_num_threads()))
+                if run2 is not None and _machine._current is cache._params:
+                    r = run2(x, y)
+                    if r is not None:
+                        cache.hits += 1
+                        return r
+            elif type(out) is _ndarray:
+                run2_out = cache.pairs_out.get((
+                    subscripts, x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype,
+                    get_num_threads(), out.shape, out.strides, out.dtype))
+                if run2_out is not None and _machine._current is cache._params:
+                    r = run2_out(x, y, out)
+                    if r is not None:
+                        cache.hits += 1
+                        return r
     direct = None
     if (dtype is None and (optimize is True or optimize is False) and order == "K"
             and casting == "safe" and epilogue is None and isinstance(subscripts, str)):
@@ -293,11 +309,16 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
                   casting)
     if direct is not None:
         plan_cache.put_direct(direct, p, params)
-        if (len(arrays) == 2 and out is None and optimize is True
+        if (len(arrays) == 2 and optimize is True
                 and arrays[0] is ops[0] and arrays[1] is ops[1]):  # read in place
             x, y = arrays
-            plan_cache.put_pair((subscripts, x.shape, x.strides, x.dtype, y.shape,
-                                 y.strides, y.dtype, get_num_threads()), p, params)
+            key = (subscripts, x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype,
+                   get_num_threads())
+            if out is None:
+                plan_cache.put_pair(key, p, params)
+            elif addressable(out):  # written directly, not through a copy
+                plan_cache.put_pair(key + (out.shape, out.strides, out.dtype), p, params,
+                                    with_out=True)
     return p.execute(arrays, out)
 
 

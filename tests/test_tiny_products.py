@@ -167,3 +167,32 @@ def test_floating_point_errors_are_ignored_as_numpy_einsum_ignores_them() -> Non
         with pytest.raises(FloatingPointError):
             a @ b  # noqa: B018 - the state is raise again
     assert np.geterr()["invalid"] == "warn"
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (40, 40)])  # on dot; on the executor
+def test_out_is_checked_on_every_call_of_the_hot_paths(shape: tuple[int, int]) -> None:
+    """An out of a layout accepted before is still checked for what differs between
+    arrays of one layout: writability, overlap with the operands, alignment."""
+    a, b = RNG.standard_normal((2, *shape))
+    p = tp.plan("ij,jk->ik", a, b)
+    out = np.empty(shape)
+    for _ in range(3):
+        for call in (lambda o: tp.einsum("ij,jk->ik", a, b, out=o), lambda o: p(a, b, out=o)):
+            out[...] = np.nan
+            assert call(out) is out
+            np.testing.assert_allclose(out, a @ b, atol=1e-12)
+            with pytest.raises(PlanError, match="overlaps operand 0"):
+                call(a)
+            with pytest.raises(PlanError, match="overlaps operand 1"):
+                call(b)
+            frozen = np.empty(shape)
+            frozen.flags.writeable = False
+            with pytest.raises(PlanError, match="read-only"):
+                call(frozen)
+            raw = np.zeros(out.nbytes + 1, np.uint8)[1:].view(np.float64).reshape(shape)
+            assert call(raw) is raw  # unaligned: written through a copy
+            np.testing.assert_allclose(raw, a @ b, atol=1e-12)
+        with pytest.raises(PlanError, match="element strides"):
+            p(a, b, out=np.empty(shape, order="F"))  # (tp.einsum plans for that layout)
+        f = np.empty(shape, order="F")
+        np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b, out=f), a @ b, atol=1e-12)

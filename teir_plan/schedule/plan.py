@@ -232,16 +232,39 @@ class Plan:
 
     # ---- running it -------------------------------------------------------
     def __call__(self, *operands: object, out: np.ndarray | None = None) -> np.ndarray:
-        if out is None and len(operands) == 2:
+        if len(operands) == 2:
             # The hot path of a repeated call: the layouts accepted last time, compared
             # as one tuple (an array's shape and strides are new tuples on each read).
             x, y = operands
             if (type(x) is np.ndarray and type(y) is np.ndarray and self._last2 ==
                     (x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype)):
-                r = self.run2(x, y)
+                if out is None:
+                    r = self.run2(x, y)
+                elif (type(out) is np.ndarray
+                      and (out.shape, out.strides, out.dtype) in self._seen_out):
+                    r = self.run2_out(x, y, out)
+                else:
+                    r = None
                 if r is not None:
                     return r
         return self.execute(self._check_operands(operands), out)
+
+    def run2_out(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+        """``out``, written, for two plain arrays and an ``out`` of layouts the plan was
+        made for and writes directly (the caller has compared their shapes, byte strides
+        and dtypes), after the checks of an ``out`` of a layout seen before
+        (:meth:`_check_out`); or None, having checked and run nothing, when an array is
+        not aligned: the caller then takes the checked path."""
+        if not (out.flags.aligned
+                and (self._route is not None or (x.flags.aligned and y.flags.aligned))):
+            return None
+        if not out.flags.writeable:
+            raise PlanError("out: array is read-only")
+        for i, arr in enumerate((x, y)):
+            if _overlap(out, arr):
+                raise PlanError(f"out: overlaps operand {i} in memory")
+        self.run((x, y), out)
+        return out
 
     @cached_property
     def run2(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:

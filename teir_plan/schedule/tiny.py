@@ -114,7 +114,7 @@ def _make(swap: bool, ta: bool, tb: bool, tout: bool) -> tuple[Route, RouteInto]
         x, y, out = (x.T if ta else x), (y.T if tb else y), (out.T if tout else out)
         token = _errstate.set(_QUIET)
         try:
-            if out.flags.c_contiguous:  # (dot's condition for out=)
+            if out.flags.carray:  # (dot's condition for out=: C order, aligned)
                 x.dot(y, out=out)
             else:
                 np.matmul(x, y, out=out)
