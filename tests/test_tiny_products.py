@@ -133,7 +133,8 @@ def test_mismatched_inputs_are_refused_after_cached_calls() -> None:
 @pytest.mark.parametrize("expr, shapes", [
     ("ij,jk->ik", [(8, 8), (8, 8)]),  # with ReLU, below
     ("bij,bjk->bik", [(3, 8, 8), (3, 8, 8)]),  # a batch: no single GEMM
-    ("ij,j->i", [(8, 8), (8,)]),  # a vector
+    ("ij,j->i", [(200, 200), (200,)]),  # a matrix-vector product beyond TINY_MV_BYTES
+    ("i,i->", [(20000,), (20000,)]),  # a dot product beyond TINY_MV_BYTES
     ("ii,ij->ij", [(8, 8), (8, 8)]),  # a diagonal
     ("ij,jk->ik", [(300, 300), (300, 300)]),  # large: the executor, BLAS held to 1 thread
 ])
@@ -196,3 +197,45 @@ def test_out_is_checked_on_every_call_of_the_hot_paths(shape: tuple[int, int]) -
             p(a, b, out=np.empty(shape, order="F"))  # (tp.einsum plans for that layout)
         f = np.empty(shape, order="F")
         np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b, out=f), a @ b, atol=1e-12)
+
+
+@pytest.mark.parametrize("expr", ["ij,j->i", "ji,j->i", "j,ij->i", "j,ji->i"])
+@pytest.mark.parametrize("n", [8, 16, 40])
+def test_tiny_matrix_vector_products_take_dot_and_agree_with_numpy(expr: str, n: int) -> None:
+    t0, t1 = expr.split("->")[0].split(",")
+    ext = {"i": n, "j": n + 3}
+    vec = RNG.standard_normal(n + 3)
+    ops = [RNG.standard_normal(tuple(ext[c] for c in t)) if len(t) == 2 else vec
+           for t in (t0, t1)]
+    p = tp.plan(expr, *ops)
+    assert p._route is not None, p.steps[0].describe()
+    out = np.empty(n)
+    for _ in range(3):
+        np.testing.assert_allclose(p(*ops), _ref(expr, *ops), atol=1e-12)
+        np.testing.assert_allclose(tp.einsum(expr, *ops), _ref(expr, *ops), atol=1e-12)
+        assert p(*ops, out=out) is out
+        np.testing.assert_allclose(out, _ref(expr, *ops), atol=1e-12)
+    strided = np.empty(2 * n)[::2]  # an out of another layout: its own plan, written
+    np.testing.assert_allclose(tp.einsum(expr, *ops, out=strided), _ref(expr, *ops),
+                               atol=1e-12)
+    for mat in _layouts(ops[0].shape if len(t0) == 2 else ops[1].shape):
+        args = [mat, vec] if len(t0) == 2 else [vec, mat]
+        np.testing.assert_allclose(tp.einsum(expr, *args), _ref(expr, *args), atol=1e-12)
+
+
+def test_tiny_dot_products_take_dot_into_a_0d_array() -> None:
+    v, w = RNG.standard_normal((2, 40))
+    p = tp.plan("i,i->", v, w)
+    assert p._route is not None, p.steps[0].describe()
+    out = np.empty(())
+    for x, y in [(v, w), (v[::-1], w), (np.broadcast_to(v[:1], (40,)), w), (v, w)]:
+        got = tp.einsum("i,i->", x, y)
+        assert type(got) is np.ndarray and got.shape == ()
+        np.testing.assert_allclose(got, np.dot(x, y), atol=1e-12)
+        assert tp.einsum("i,i->", x, y, out=out) is out
+        np.testing.assert_allclose(out, np.dot(x, y), atol=1e-12)
+    got = p(v, w)
+    assert type(got) is np.ndarray and got.shape == ()
+    np.testing.assert_allclose(got, np.dot(v, w), atol=1e-12)
+    with pytest.raises(PlanError, match="operand 0"):
+        p(v[::-1], w)

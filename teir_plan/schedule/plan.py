@@ -286,11 +286,12 @@ class Plan:
     @cached_property
     def _route(self) -> tuple[Route, RouteInto] | None:
         """A tiny product's plan run by numpy's dot (schedule/tiny.py), or None."""
-        if self._single is None or self.view is not None or len(self.operands) != 2:
+        if (len(self.steps) != 1 or self.buffers or self.view is not None
+                or len(self.operands) != 2 or self._small_out is None):
+            return None  # (_small_out: a result of another layout than C or F, or large)
+        if any(s.dtype != self.out_spec.dtype for s in self.operands):
             return None
-        if self._small_out is None:  # (a layout other than C or F, or a large result)
-            return None
-        return dot_route(self._single, self.expression, self._out_order)
+        return dot_route(self.steps[0], self.expression, self._out_order)
 
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         """The result for checked ``arrays``: a view of an operand when the plan's result
@@ -314,11 +315,11 @@ class Plan:
         """Run on checked arrays (no checks: callers have done them)."""
         if type(out) is not np.ndarray:  # numpy.matrix's reshape stays 2-D, for one
             out = out.view(np.ndarray)
+        route = self._route
+        if route is not None:
+            route[1](arrays[0], arrays[1], out)
+            return
         if self._single is not None:
-            route = self._route
-            if route is not None:
-                route[1](arrays[0], arrays[1], out)
-                return
             run_lowered(self._single.chosen.lowered, [*arrays, out])
             return
         one = self._one_call

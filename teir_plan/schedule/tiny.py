@@ -14,8 +14,12 @@ without ``out``) take it.
 
 Only plain two-operand products qualify: each operand and the result 2-D, with one
 index of each role (``ij,jk->ik`` and its transposes), so that the route is a ``dot``
-of the operands or their transposes (views), whatever their strides.  The result is
-written in the layout the plan chose (``Plan.out_spec``, C or F order).
+of the operands or their transposes (views), whatever their strides; the result is
+written in the layout the plan chose (``Plan.out_spec``, C or F order).  Matrix-vector
+products (``ij,j->i``, its transpose, either operand first) qualify too, up to a
+matrix of TINY_MV_BYTES, whether the plan runs them as one TEIR tile or on the
+reduction kernel (whose call checks 19 arguments), and so do dot products
+(``i,i->``) of vectors of up to TINY_MV_BYTES.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from teir_plan.frontend.expression import Expression
-from teir_plan.schedule.steps import TEIRStep
+from teir_plan.schedule.steps import ReduceStep, Step, TEIRStep
 from teir_plan.teir.enums import Prim
 
 try:  # numpy's floating-point error state, as np.errstate sets it (a context variable)
@@ -42,6 +46,9 @@ except (ImportError, TypeError):  # numpy 1.x: no route
 # (docs/decisions.md).  A product the plan runs as one BLAS call is the same call either
 # way, at any size that runs on one thread.
 TINY_MNK_BYTES = 131072
+# The largest matrix (in bytes) of a matrix-vector product the reduction kernel or a
+# TEIR program would run that dot runs instead (docs/decisions.md).
+TINY_MV_BYTES = 131072
 
 # (x, y) -> the result, a new array in the plan's layout
 Route = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -49,20 +56,34 @@ Route = Callable[[np.ndarray, np.ndarray], np.ndarray]
 RouteInto = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
 
 
-def dot_route(step: TEIRStep, expression: Expression, out_axes: tuple[int, ...] | None
-                 ) -> tuple[Route, RouteInto] | None:
-    """The plan's product as ``dot`` calls (into a new array, into ``out``),
-    or None unless ``step`` is one BLAS tile as the module's text says.  ``out_axes``:
-    the result's memory order, outermost first (None: a layout other than C or F)."""
+def dot_route(step: Step, expression: Expression, out_axes: tuple[int, ...]
+              ) -> tuple[Route, RouteInto] | None:
+    """The product of a plan of one step from its two operands into the result, as
+    ``dot`` calls (into a new array, into ``out``), or None unless the step qualifies
+    as the module's text says.  ``out_axes``: the result's memory order, outermost
+    first, of a contiguous result."""
+    if type(step) is ReduceStep:
+        # A matrix-vector product on the reduction kernel, whose call checks 19 arguments.
+        red = step.reduction
+        if (red.weighted and red.dtype.kind == "f" and step.dst == 2
+                and sorted(step.inputs) == [0, 1]):
+            return _vector_route(expression, red.dtype)
+        return None
+    if type(step) is not TEIRStep:
+        return None
     low = step.chosen.lowered
     prims = step.teir.primitives
     if not (low.serial and not low.limits_blas and len(low.loops) == 0
             and not step.chosen.packs and low.dtype.kind == "f"
             and prims.prim_first is Prim.ZERO
             and prims.prim_main is Prim.GEMM and prims.prim_last is Prim.NONE
-            and step.inputs == (0, 1) and out_axes in ((0, 1), (1, 0))):
+            and step.inputs == (0, 1) and step.dst == 2):
         return None
     if len(expression.inputs) != 2:
+        return None
+    if len(expression.output) <= 1:
+        return _vector_route(expression, low.dtype)
+    if out_axes not in ((0, 1), (1, 0)):
         return None
     t0, t1 = expression.inputs
     to = expression.output
@@ -87,6 +108,52 @@ def dot_route(step: TEIRStep, expression: Expression, out_axes: tuple[int, ...] 
         # new C-order array; the result is its transposed view.
         return _make(not swap, not tr, not tl, True)
     return _make(swap, tl, tr, False)
+
+
+def _vector_route(expression: Expression, dtype: np.dtype) -> tuple[Route, RouteInto] | None:
+    """A tiny matrix-vector product (``ij,j->i``, its transpose, either operand first) or
+    dot product (``i,i->``, into a 0-d array) as ``dot``, or None unless ``expression``
+    is one."""
+    if len(expression.inputs) != 2:
+        return None
+    t0, t1 = expression.inputs
+    to = expression.output
+    if len(t0) == len(t1) == 1 and t0 == t1 and to == "":
+        if expression.extent(t0) * dtype.itemsize > TINY_MV_BYTES:
+            return None
+        return _make_dot(dtype)
+    swap = len(t0) == 1  # the matrix is operand 1
+    mat, vec = (t1, t0) if swap else (t0, t1)
+    if not (len(mat) == len(set(mat)) == 2 and len(vec) == 1 and len(to) == 1
+            and vec in mat and to in mat and to != vec):
+        return None
+    extents = expression.extent_map
+    if extents[mat[0]] * extents[mat[1]] * dtype.itemsize > TINY_MV_BYTES:
+        return None
+    return _make(swap, mat != to + vec, False, False)
+
+
+def _make_dot(dtype: np.dtype) -> tuple[Route, RouteInto] | None:
+    """x.dot(y) of two vectors into a 0-d array (dot itself returns a numpy scalar)."""
+    if _QUIET is None:
+        return None
+
+    def route(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        r = np.empty((), dtype)
+        into(x, y, r)
+        return r
+
+    def into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        token = _errstate.set(_QUIET)
+        try:
+            if out.flags.carray:
+                x.dot(y, out=out)
+            else:
+                out[()] = x.dot(y)
+        finally:
+            _errstate.reset(token)
+
+    return route, into
 
 
 def _make(swap: bool, ta: bool, tb: bool, tout: bool) -> tuple[Route, RouteInto] | None:
