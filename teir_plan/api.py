@@ -41,6 +41,8 @@ class PlanCache:
         # byte strides and dtype, the thread count) -> its plan's Plan.run2.  A plain
         # dict, emptied when full: its lookup is most of such a call (see einsum).
         self.pairs: dict[Hashable, Callable[[np.ndarray, np.ndarray], np.ndarray | None]] = {}
+        # The same for one operand, without out= -> Plan.run1.
+        self.singles: dict[Hashable, Callable[[np.ndarray], np.ndarray | None]] = {}
         # The same with out= (its shape, byte strides and dtype last) -> Plan.run2_out.
         self.pairs_out: dict[Hashable, Callable[[np.ndarray, np.ndarray, np.ndarray],
                                                 np.ndarray | None]] = {}
@@ -95,6 +97,14 @@ class PlanCache:
             while len(self._direct) > self.maxsize:
                 self._direct.popitem(last=False)
 
+    def put_single(self, key: Hashable, plan: Plan, params: object) -> None:
+        with self._lock:
+            if params is not self._params:
+                return
+            if len(self.singles) >= self.maxsize:
+                self.singles.clear()
+            self.singles[key] = plan.run1
+
     def put_pair(self, key: Hashable, plan: Plan, params: object, with_out: bool = False
                  ) -> None:
         with self._lock:
@@ -111,6 +121,7 @@ class PlanCache:
             self._direct.clear()
             self.pairs.clear()
             self.pairs_out.clear()
+            self.singles.clear()
             self.hits = self.misses = 0
 
     def __len__(self) -> int:
@@ -129,6 +140,7 @@ class PlanCache:
                 self._direct.clear()
                 self.pairs.clear()
                 self.pairs_out.clear()
+                self.singles.clear()
                 self._params = params
 
 
@@ -285,6 +297,19 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
                     if r is not None:
                         cache.hits += 1
                         return r
+    elif (len(operands) == 1 and out is None and optimize is True and dtype is None
+          and epilogue is None and order == "K" and casting == "safe"
+          and type(subscripts) is str):
+        (x,) = operands  # the same for one operand (a transpose, a diagonal, a sum)
+        if type(x) is _ndarray:
+            cache = plan_cache
+            run1 = cache.singles.get((subscripts, x.shape, x.strides, x.dtype,
+                                      get_num_threads()))
+            if run1 is not None and _machine._current is cache._params:
+                r = run1(x)
+                if r is not None:
+                    cache.hits += 1
+                    return r
     direct = None
     if (dtype is None and (optimize is True or optimize is False) and order == "K"
             and casting == "safe" and epilogue is None and isinstance(subscripts, str)):
@@ -319,6 +344,10 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             elif addressable(out):  # written directly, not through a copy
                 plan_cache.put_pair(key + (out.shape, out.strides, out.dtype), p, params,
                                     with_out=True)
+        elif len(arrays) == 1 and optimize is True and out is None and arrays[0] is ops[0]:
+            x = arrays[0]
+            plan_cache.put_single((subscripts, x.shape, x.strides, x.dtype,
+                                   get_num_threads()), p, params)
     return p.execute(arrays, out)
 
 

@@ -239,3 +239,27 @@ def test_tiny_dot_products_take_dot_into_a_0d_array() -> None:
     np.testing.assert_allclose(got, np.dot(v, w), atol=1e-12)
     with pytest.raises(PlanError, match="operand 0"):
         p(v[::-1], w)
+
+
+@pytest.mark.parametrize("expr", ["ij->ji", "ii->i", "ij->i", "ij->", "ij->ij"])
+def test_one_operand_hot_paths_agree_with_numpy_for_every_layout(expr: str) -> None:
+    """tp.einsum's and a plan's one-operand hot paths: views stay views of the array
+    passed (writing them writes it), sums are numpy's, other layouts are planned apart
+    or refused by the plan."""
+    layouts = _layouts((6, 6))
+    p = tp.plan(expr, layouts[0])
+    for _ in range(2):
+        for x in layouts:
+            got = tp.einsum(expr, x)
+            np.testing.assert_allclose(got, _ref(expr, x), atol=1e-12)
+            if p.view is not None and x.flags.aligned and x.dtype.isnative:
+                assert np.shares_memory(got, x)
+            if x.strides == layouts[0].strides and x.dtype == np.float64 and x.dtype.isnative:
+                np.testing.assert_allclose(p(x), _ref(expr, x), atol=1e-12)
+            else:
+                with pytest.raises(PlanError, match="operand 0"):
+                    p(x)
+    if p.view is not None:
+        x = layouts[0].copy()
+        tp.einsum(expr, x)[...] = 7.0
+        assert (np.einsum(expr, x) == 7.0).all()

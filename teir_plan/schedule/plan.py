@@ -162,6 +162,7 @@ class Plan:
         # The last two plain arrays a call accepted, as (shape, byte strides, dtype) of
         # each, flat: a two-operand call that repeats them compares one tuple.
         self._last2: tuple[object, ...] | None = None
+        self._last1: tuple[object, ...] | None = None  # the same for one operand
 
     # ---- what the plan is -------------------------------------------------
     @property
@@ -247,7 +248,22 @@ class Plan:
                     r = None
                 if r is not None:
                     return r
+        elif len(operands) == 1 and out is None:
+            x = operands[0]
+            if type(x) is np.ndarray and self._last1 == (x.shape, x.strides, x.dtype):
+                r = self.run1(x)
+                if r is not None:
+                    return r
         return self.execute(self._check_operands(operands), out)
+
+    def run1(self, x: np.ndarray) -> np.ndarray | None:
+        """The result of a call without ``out`` on one plain array of a layout the plan
+        was made for (the caller has compared its shape, byte strides and dtype), or
+        None, having run nothing, when it is not aligned (the checked path reads a
+        copy of it)."""
+        if x.flags.aligned:
+            return self.execute((x,), None)
+        return None
 
     def run2_out(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray | None:
         """``out``, written, for two plain arrays and an ``out`` of layouts the plan was
@@ -420,6 +436,9 @@ class Plan:
                     f"Make a new plan with tp.plan for this layout"
                 )
             arrays.append(arr)
+        if len(arrays) == 1 and arrays[0] is operands[0] and type(arrays[0]) is np.ndarray:
+            x = arrays[0]
+            self._last1 = (x.shape, x.strides, x.dtype)
         if len(arrays) == 2:
             x, y = operands
             if (arrays[0] is x and arrays[1] is y and type(x) is np.ndarray
