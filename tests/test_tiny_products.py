@@ -263,3 +263,18 @@ def test_one_operand_hot_paths_agree_with_numpy_for_every_layout(expr: str) -> N
         x = layouts[0].copy()
         tp.einsum(expr, x)[...] = 7.0
         assert (np.einsum(expr, x) == 7.0).all()
+
+
+def test_alternatives_and_autotune_time_the_programs_themselves() -> None:
+    """A plan's alternatives (autotune's and explain(measure=True)'s) run their
+    candidates' programs on the executor, not dot; the answers are numpy's either way."""
+    a, b = RNG.standard_normal((2, 8, 8))
+    p = tp.plan("ij,jk->ik", a, b)
+    assert p._route is not None
+    for alt in p.alternatives:
+        assert alt._route is None
+        np.testing.assert_allclose(alt(a, b), a @ b, atol=1e-12)
+    for _ in range(2):
+        np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b, optimize="autotune"), a @ b,
+                                   atol=1e-12)
+    assert p.explain(measure=True).measured_seconds is not None

@@ -133,6 +133,7 @@ class Plan:
         options: dict,
         main: int | None,
         view: View | None = None,
+        dot: bool = True,
     ) -> None:
         self.expression = expression
         self.subscripts = subscripts
@@ -145,6 +146,10 @@ class Plan:
         # The result as a view of an operand (a permutation, a diagonal), returned by a
         # call without out= instead of running the steps.
         self.view = view
+        # Whether a tiny product may run on numpy's dot (schedule/tiny.py): not for the
+        # alternatives (with_candidate), which autotune and explain(measure=True) time
+        # as the programs they are.
+        self._dot = dot
         self.measured_seconds: float | None = None
         self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
         # The usual plan is one TEIR step from the operands into out, without packs or
@@ -196,7 +201,7 @@ class Plan:
         return Plan(
             expression=self.expression, subscripts=self.subscripts, operands=self.operands,
             out_spec=self.out_spec, steps=steps, buffers=self.buffers, options=self.options,
-            main=self._main,
+            main=self._main, dot=False,
         )
 
     @property
@@ -302,7 +307,7 @@ class Plan:
     @cached_property
     def _route(self) -> tuple[Route, RouteInto] | None:
         """A tiny product's plan run by numpy's dot (schedule/tiny.py), or None."""
-        if (len(self.steps) != 1 or self.buffers or self.view is not None
+        if (not self._dot or len(self.steps) != 1 or self.buffers or self.view is not None
                 or len(self.operands) != 2 or self._small_out is None):
             return None  # (_small_out: a result of another layout than C or F, or large)
         if any(s.dtype != self.out_spec.dtype for s in self.operands):
