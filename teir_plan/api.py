@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -16,12 +16,14 @@ from teir_plan.errors import EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads
 from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
+from teir_plan.planner import machine as _machine
 from teir_plan.planner.autotune import autotune
 from teir_plan.planner.machine import machine_params
 from teir_plan.schedule.build import build_plan, c_strides
 from teir_plan.schedule.plan import OperandSpec, Plan, addressable, as_operand
 
 PLAN_CACHE_SIZE = 512
+_ndarray = np.ndarray
 
 
 class PlanCache:
@@ -35,6 +37,15 @@ class PlanCache:
         # The same plans found by the arrays' own attributes (see _direct_key), for
         # tp.einsum's default options: a repeated call skips building the problem's key.
         self._direct: OrderedDict[Hashable, Plan] = OrderedDict()
+        # For a two-operand call with every default: (subscripts, each array's shape,
+        # byte strides and dtype, the thread count) -> its plan's Plan.run2.  A plain
+        # dict, emptied when full: its lookup is most of such a call (see einsum).
+        self.pairs: dict[Hashable, Callable[[np.ndarray, np.ndarray], np.ndarray | None]] = {}
+        # The same for one operand, without out= -> Plan.run1.
+        self.singles: dict[Hashable, Callable[[np.ndarray], np.ndarray | None]] = {}
+        # The same with out= (its shape, byte strides and dtype last) -> Plan.run2_out.
+        self.pairs_out: dict[Hashable, Callable[[np.ndarray, np.ndarray, np.ndarray],
+                                                np.ndarray | None]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -86,10 +97,31 @@ class PlanCache:
             while len(self._direct) > self.maxsize:
                 self._direct.popitem(last=False)
 
+    def put_single(self, key: Hashable, plan: Plan, params: object) -> None:
+        with self._lock:
+            if params is not self._params:
+                return
+            if len(self.singles) >= self.maxsize:
+                self.singles.clear()
+            self.singles[key] = plan.run1
+
+    def put_pair(self, key: Hashable, plan: Plan, params: object, with_out: bool = False
+                 ) -> None:
+        with self._lock:
+            if params is not self._params:
+                return
+            table: dict = self.pairs_out if with_out else self.pairs
+            if len(table) >= self.maxsize:
+                table.clear()
+            table[key] = plan.run2_out if with_out else plan.run2
+
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
             self._direct.clear()
+            self.pairs.clear()
+            self.pairs_out.clear()
+            self.singles.clear()
             self.hits = self.misses = 0
 
     def __len__(self) -> int:
@@ -106,6 +138,9 @@ class PlanCache:
             if self._params is not params:
                 self._data.clear()
                 self._direct.clear()
+                self.pairs.clear()
+                self.pairs_out.clear()
+                self.singles.clear()
                 self._params = params
 
 
@@ -238,6 +273,43 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
     >>> tp.einsum(a, [0, 1], a, [2, 1], [0, 2]).tolist()  # a @ a.T, interleaved
     [[5.0, 14.0], [14.0, 50.0]]
     """
+    if (len(operands) == 2 and optimize is True and dtype is None and epilogue is None
+            and order == "K" and casting == "safe" and type(subscripts) is str):
+        # The hot path of a repeated two-operand call: one dict lookup by the arrays'
+        # own attributes, no key object built beyond it (docs/decisions.md).
+        x, y = operands
+        if type(x) is _ndarray and type(y) is _ndarray:
+            cache = plan_cache
+            if out is None:
+                run2 = cache.pairs.get((subscripts, x.shape, x.strides, x.dtype, y.shape,
+                                        y.strides, y.dtype, get_num_threads()))
+                if run2 is not None and _machine._current is cache._params:
+                    r = run2(x, y)
+                    if r is not None:
+                        cache.hits += 1
+                        return r
+            elif type(out) is _ndarray:
+                run2_out = cache.pairs_out.get((
+                    subscripts, x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype,
+                    get_num_threads(), out.shape, out.strides, out.dtype))
+                if run2_out is not None and _machine._current is cache._params:
+                    r = run2_out(x, y, out)
+                    if r is not None:
+                        cache.hits += 1
+                        return r
+    elif (len(operands) == 1 and out is None and optimize is True and dtype is None
+          and epilogue is None and order == "K" and casting == "safe"
+          and type(subscripts) is str):
+        (x,) = operands  # the same for one operand (a transpose, a diagonal, a sum)
+        if type(x) is _ndarray:
+            cache = plan_cache
+            run1 = cache.singles.get((subscripts, x.shape, x.strides, x.dtype,
+                                      get_num_threads()))
+            if run1 is not None and _machine._current is cache._params:
+                r = run1(x)
+                if r is not None:
+                    cache.hits += 1
+                    return r
     direct = None
     if (dtype is None and (optimize is True or optimize is False) and order == "K"
             and casting == "safe" and epilogue is None and isinstance(subscripts, str)):
@@ -262,6 +334,20 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
                   casting)
     if direct is not None:
         plan_cache.put_direct(direct, p, params)
+        if (len(arrays) == 2 and optimize is True
+                and arrays[0] is ops[0] and arrays[1] is ops[1]):  # read in place
+            x, y = arrays
+            key = (subscripts, x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype,
+                   get_num_threads())
+            if out is None:
+                plan_cache.put_pair(key, p, params)
+            elif addressable(out):  # written directly, not through a copy
+                plan_cache.put_pair(key + (out.shape, out.strides, out.dtype), p, params,
+                                    with_out=True)
+        elif len(arrays) == 1 and optimize is True and out is None and arrays[0] is ops[0]:
+            x = arrays[0]
+            plan_cache.put_single((subscripts, x.shape, x.strides, x.dtype,
+                                   get_num_threads()), p, params)
     return p.execute(arrays, out)
 
 

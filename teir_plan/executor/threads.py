@@ -122,11 +122,19 @@ def set_num_threads(n: int) -> None:
     _num_threads = int(k)
 
 
-_local = threading.local()  # a calling thread's own count (thread_count), if it set one
+class _Local(threading.local):
+    """A calling thread's own count (thread_count), None if it set none.  The class's
+    None is what a thread that never set one reads: a missing attribute would raise an
+    AttributeError inside ``getattr(..., None)``, 0.3-0.6 us on every planned call."""
+
+    n: int | None = None
+
+
+_local = _Local()
 
 
 def get_num_threads() -> int:
-    return getattr(_local, "n", None) or _num_threads
+    return _local.n or _num_threads
 
 
 @contextmanager
@@ -134,7 +142,7 @@ def thread_count(n: int) -> Iterator[None]:
     """The calling thread plans and runs with ``n`` threads inside the block, whatever
     the process-wide count: for callers that run several contractions at once on their
     own threads (dask's threaded scheduler runs one task per core)."""
-    old = getattr(_local, "n", None)
+    old = _local.n
     limit: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
     _local.n = max(1, min(int(n), limit))
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -16,6 +16,7 @@ from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
 from teir_plan.schedule.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
+from teir_plan.schedule.tiny import Route, RouteInto, dot_route
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
 from teir_plan.teir.records import TEIR
@@ -132,6 +133,7 @@ class Plan:
         options: dict,
         main: int | None,
         view: View | None = None,
+        dot: bool = True,
     ) -> None:
         self.expression = expression
         self.subscripts = subscripts
@@ -144,6 +146,10 @@ class Plan:
         # The result as a view of an operand (a permutation, a diagonal), returned by a
         # call without out= instead of running the steps.
         self.view = view
+        # Whether a tiny product may run on numpy's dot (schedule/tiny.py): not for the
+        # alternatives (with_candidate), which autotune and explain(measure=True) time
+        # as the programs they are.
+        self._dot = dot
         self.measured_seconds: float | None = None
         self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
         # The usual plan is one TEIR step from the operands into out, without packs or
@@ -158,6 +164,10 @@ class Plan:
         # match its spec: a repeated call compares those instead of building a spec.
         self._seen: tuple[set[tuple[object, ...]], ...] = tuple(set() for _ in self.operands)
         self._seen_out: set[tuple[object, ...]] = set()  # the same for out= arrays
+        # The last two plain arrays a call accepted, as (shape, byte strides, dtype) of
+        # each, flat: a two-operand call that repeats them compares one tuple.
+        self._last2: tuple[object, ...] | None = None
+        self._last1: tuple[object, ...] | None = None  # the same for one operand
 
     # ---- what the plan is -------------------------------------------------
     @property
@@ -191,7 +201,7 @@ class Plan:
         return Plan(
             expression=self.expression, subscripts=self.subscripts, operands=self.operands,
             out_spec=self.out_spec, steps=steps, buffers=self.buffers, options=self.options,
-            main=self._main,
+            main=self._main, dot=False,
         )
 
     @property
@@ -228,7 +238,81 @@ class Plan:
 
     # ---- running it -------------------------------------------------------
     def __call__(self, *operands: object, out: np.ndarray | None = None) -> np.ndarray:
+        if len(operands) == 2:
+            # The hot path of a repeated call: the layouts accepted last time, compared
+            # as one tuple (an array's shape and strides are new tuples on each read).
+            x, y = operands
+            if (type(x) is np.ndarray and type(y) is np.ndarray and self._last2 ==
+                    (x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype)):
+                if out is None:
+                    r = self.run2(x, y)
+                elif (type(out) is np.ndarray
+                      and (out.shape, out.strides, out.dtype) in self._seen_out):
+                    r = self.run2_out(x, y, out)
+                else:
+                    r = None
+                if r is not None:
+                    return r
+        elif len(operands) == 1 and out is None:
+            x = operands[0]
+            if type(x) is np.ndarray and self._last1 == (x.shape, x.strides, x.dtype):
+                r = self.run1(x)
+                if r is not None:
+                    return r
         return self.execute(self._check_operands(operands), out)
+
+    def run1(self, x: np.ndarray) -> np.ndarray | None:
+        """The result of a call without ``out`` on one plain array of a layout the plan
+        was made for (the caller has compared its shape, byte strides and dtype), or
+        None, having run nothing, when it is not aligned (the checked path reads a
+        copy of it)."""
+        if x.flags.aligned:
+            return self.execute((x,), None)
+        return None
+
+    def run2_out(self, x: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+        """``out``, written, for two plain arrays and an ``out`` of layouts the plan was
+        made for and writes directly (the caller has compared their shapes, byte strides
+        and dtypes), after the checks of an ``out`` of a layout seen before
+        (:meth:`_check_out`); or None, having checked and run nothing, when an array is
+        not aligned: the caller then takes the checked path."""
+        if not (out.flags.aligned
+                and (self._route is not None or (x.flags.aligned and y.flags.aligned))):
+            return None
+        if not out.flags.writeable:
+            raise PlanError("out: array is read-only")
+        for i, arr in enumerate((x, y)):
+            if _overlap(out, arr):
+                raise PlanError(f"out: overlaps operand {i} in memory")
+        self.run((x, y), out)
+        return out
+
+    @cached_property
+    def run2(self) -> Callable[[np.ndarray, np.ndarray], np.ndarray | None]:
+        """The result of a call without ``out`` on two plain arrays of layouts the
+        plan was made for (the caller has compared their shapes, byte strides and
+        dtypes), or None, having run nothing, when one of them is not aligned: the
+        caller then takes the checked path, which reads it through a copy."""
+        route = self._route
+        if route is not None:
+            return route[0]  # dot reads any array
+
+        def run2(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+            if x.flags.aligned and y.flags.aligned:
+                return self.execute((x, y), None)
+            return None
+
+        return run2
+
+    @cached_property
+    def _route(self) -> tuple[Route, RouteInto] | None:
+        """A tiny product's plan run by numpy's dot (schedule/tiny.py), or None."""
+        if (not self._dot or len(self.steps) != 1 or self.buffers or self.view is not None
+                or len(self.operands) != 2 or self._small_out is None):
+            return None  # (_small_out: a result of another layout than C or F, or large)
+        if any(s.dtype != self.out_spec.dtype for s in self.operands):
+            return None
+        return dot_route(self.steps[0], self.expression, self._out_order)
 
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         """The result for checked ``arrays``: a view of an operand when the plan's result
@@ -252,6 +336,10 @@ class Plan:
         """Run on checked arrays (no checks: callers have done them)."""
         if type(out) is not np.ndarray:  # numpy.matrix's reshape stays 2-D, for one
             out = out.view(np.ndarray)
+        route = self._route
+        if route is not None:
+            route[1](arrays[0], arrays[1], out)
+            return
         if self._single is not None:
             run_lowered(self._single.chosen.lowered, [*arrays, out])
             return
@@ -353,6 +441,14 @@ class Plan:
                     f"Make a new plan with tp.plan for this layout"
                 )
             arrays.append(arr)
+        if len(arrays) == 1 and arrays[0] is operands[0] and type(arrays[0]) is np.ndarray:
+            x = arrays[0]
+            self._last1 = (x.shape, x.strides, x.dtype)
+        if len(arrays) == 2:
+            x, y = operands
+            if (arrays[0] is x and arrays[1] is y and type(x) is np.ndarray
+                    and type(y) is np.ndarray):
+                self._last2 = (x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype)
         return arrays
 
     def _check_out(self, out: np.ndarray, arrays: Sequence[np.ndarray]) -> bool:

@@ -1,0 +1,200 @@
+"""Tiny matrix products run by ``numpy.dot``: a cached 8 x 8 product's whole call.
+
+A plan whose one step is a single BLAS GEMM tile on its operands in place (no loops,
+no packs, no ReLU, small enough that OpenBLAS runs it on the calling thread) does, when
+it runs, what ``ndarray.dot`` does with the same operands: one ``?gemm`` call on numpy's
+own OpenBLAS, which the executor's BLAS tiles call too (:mod:`teir_plan.blaslib`).
+Through the executor that call also pays for the flat views of its arrays and numba's
+checks of a dozen arguments, more than the product itself for tiny operands
+(docs/decisions.md, "Tiny products on numpy.dot").  A plan whose one tile runs on the
+executor's own kernels instead (the vector kernels, the scalar loops) qualifies up to
+TINY_MNK_BYTES, below which ``dot``'s call is the cheaper one too.  Such a plan keeps the
+route made here (:func:`dot_route`), and its calls (:meth:`Plan.run`, and a call
+without ``out``) take it.
+
+Only plain two-operand products qualify: each operand and the result 2-D, with one
+index of each role (``ij,jk->ik`` and its transposes), so that the route is a ``dot``
+of the operands or their transposes (views), whatever their strides; the result is
+written in the layout the plan chose (``Plan.out_spec``, C or F order).  Matrix-vector
+products (``ij,j->i``, its transpose, either operand first) qualify too, up to a
+matrix of TINY_MV_BYTES, whether the plan runs them as one TEIR tile or on the
+reduction kernel (whose call checks 19 arguments), and so do dot products
+(``i,i->``) of vectors of up to TINY_MV_BYTES.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from teir_plan.frontend.expression import Expression
+from teir_plan.schedule.steps import ReduceStep, Step, TEIRStep
+from teir_plan.teir.enums import Prim
+
+try:  # numpy's floating-point error state, as np.errstate sets it (a context variable)
+    from numpy._core.umath import _extobj_contextvar as _errstate
+    from numpy._core.umath import _make_extobj
+
+    _QUIET: Any = _make_extobj(all="ignore")
+except (ImportError, TypeError):  # numpy 1.x: no route
+    _QUIET = None
+
+# The largest m n k (times the element's bytes) of a product the executor would run on
+# its own kernels that dot runs instead: 16384 in float64 (25^3), 32768 in float32
+# (docs/decisions.md).  A product the plan runs as one BLAS call is the same call either
+# way, at any size that runs on one thread.
+TINY_MNK_BYTES = 131072
+# The largest matrix (in bytes) of a matrix-vector product the reduction kernel or a
+# TEIR program would run that dot runs instead (docs/decisions.md).
+TINY_MV_BYTES = 131072
+
+# (x, y) -> the result, a new array in the plan's layout
+Route = Callable[[np.ndarray, np.ndarray], np.ndarray]
+# (x, y, out) -> None, out written (checked by the caller)
+RouteInto = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+
+
+def dot_route(step: Step, expression: Expression, out_axes: tuple[int, ...]
+              ) -> tuple[Route, RouteInto] | None:
+    """The product of a plan of one step from its two operands into the result, as
+    ``dot`` calls (into a new array, into ``out``), or None unless the step qualifies
+    as the module's text says.  ``out_axes``: the result's memory order, outermost
+    first, of a contiguous result."""
+    if type(step) is ReduceStep:
+        # A matrix-vector product on the reduction kernel, whose call checks 19 arguments.
+        red = step.reduction
+        if (red.weighted and red.dtype.kind == "f" and step.dst == 2
+                and sorted(step.inputs) == [0, 1]):
+            return _vector_route(expression, red.dtype)
+        return None
+    if type(step) is not TEIRStep:
+        return None
+    low = step.chosen.lowered
+    prims = step.teir.primitives
+    if not (low.serial and not low.limits_blas and len(low.loops) == 0
+            and not step.chosen.packs and low.dtype.kind == "f"
+            and prims.prim_first is Prim.ZERO
+            and prims.prim_main is Prim.GEMM and prims.prim_last is Prim.NONE
+            and step.inputs == (0, 1) and step.dst == 2):
+        return None
+    if len(expression.inputs) != 2:
+        return None
+    if len(expression.output) <= 1:
+        return _vector_route(expression, low.dtype)
+    if out_axes not in ((0, 1), (1, 0)):
+        return None
+    t0, t1 = expression.inputs
+    to = expression.output
+    if not all(len(t) == len(set(t)) == 2 for t in (t0, t1, to)):
+        return None
+    shared = set(t0) & set(t1)
+    if len(shared) != 1 or shared & set(to) or set(to) != (set(t0) | set(t1)) - shared:
+        return None
+    (k,) = shared
+    p, q = to[0], to[1]
+    mnk = expression.extent(p) * expression.extent(q) * expression.extent(k)
+    if not low.plain_blas and mnk * low.dtype.itemsize > TINY_MNK_BYTES:
+        return None
+    # The result's rows (p) come from the operand holding p: "left", as (p, k); the
+    # other, "right", as (k, q).
+    swap = p not in t0
+    left, right = (t1, t0) if swap else (t0, t1)
+    tl = left != p + k  # left is (k, p): its transpose
+    tr = right != k + q
+    if out_axes == (1, 0):
+        # Column-major result: its transpose (q, p) = right^T (q, k) @ left^T (k, p) is a
+        # new C-order array; the result is its transposed view.
+        return _make(not swap, not tr, not tl, True)
+    return _make(swap, tl, tr, False)
+
+
+def _vector_route(expression: Expression, dtype: np.dtype) -> tuple[Route, RouteInto] | None:
+    """A tiny matrix-vector product (``ij,j->i``, its transpose, either operand first) or
+    dot product (``i,i->``, into a 0-d array) as ``dot``, or None unless ``expression``
+    is one."""
+    if len(expression.inputs) != 2:
+        return None
+    t0, t1 = expression.inputs
+    to = expression.output
+    if len(t0) == len(t1) == 1 and t0 == t1 and to == "":
+        if expression.extent(t0) * dtype.itemsize > TINY_MV_BYTES:
+            return None
+        return _make_dot(dtype)
+    swap = len(t0) == 1  # the matrix is operand 1
+    mat, vec = (t1, t0) if swap else (t0, t1)
+    if not (len(mat) == len(set(mat)) == 2 and len(vec) == 1 and len(to) == 1
+            and vec in mat and to in mat and to != vec):
+        return None
+    extents = expression.extent_map
+    if extents[mat[0]] * extents[mat[1]] * dtype.itemsize > TINY_MV_BYTES:
+        return None
+    return _make(swap, mat != to + vec, False, False)
+
+
+def _make_dot(dtype: np.dtype) -> tuple[Route, RouteInto] | None:
+    """x.dot(y) of two vectors into a 0-d array (dot itself returns a numpy scalar)."""
+    if _QUIET is None:
+        return None
+
+    def route(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        r = np.empty((), dtype)
+        into(x, y, r)
+        return r
+
+    def into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        token = _errstate.set(_QUIET)
+        try:
+            if out.flags.carray:
+                x.dot(y, out=out)
+            else:
+                out[()] = x.dot(y)
+        finally:
+            _errstate.reset(token)
+
+    return route, into
+
+
+def _make(swap: bool, ta: bool, tb: bool, tout: bool) -> tuple[Route, RouteInto] | None:
+    """A.dot(B) with A the first operand (the second if ``swap``), transposed if ``ta``,
+    B the other, transposed if ``tb``; the result transposed if ``tout``.  numpy's
+    floating-point error state is set to ignore around the product, as the executor and
+    numpy.einsum ignore it (a product of inf and 0 is nan, with no RuntimeWarning or
+    FloatingPointError); None where that state cannot be set (numpy before 2.0)."""
+    if _QUIET is None:
+        return None
+
+    def route(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        token = _errstate.set(_QUIET)
+        try:
+            if swap:
+                x, y = y, x
+            r = (x.T if ta else x).dot(y.T if tb else y)
+        finally:
+            _errstate.reset(token)
+        return r.T if tout else r  # type: ignore[no-any-return]
+
+    def into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+        if swap:
+            x, y = y, x
+        x, y, out = (x.T if ta else x), (y.T if tb else y), (out.T if tout else out)
+        token = _errstate.set(_QUIET)
+        try:
+            if out.flags.carray:  # (dot's condition for out=: C order, aligned)
+                x.dot(y, out=out)
+            else:
+                np.matmul(x, y, out=out)
+        finally:
+            _errstate.reset(token)
+
+    if not (swap or ta or tb or tout):
+        def route_plain(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            token = _errstate.set(_QUIET)
+            try:
+                return x.dot(y)
+            finally:
+                _errstate.reset(token)
+
+        return route_plain, into
+    return route, into

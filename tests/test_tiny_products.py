@@ -1,0 +1,280 @@
+"""Tiny products on numpy's dot (schedule/tiny.py) and the two-operand hot paths
+(api.einsum's pair lookup, Plan.__call__'s last layouts): every answer is numpy's in
+float64, whatever arrays of the same shape but other strides, dtypes or byte orders come
+between cached calls, and bad input is refused with the same errors as the full path."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import teir_plan as tp
+from teir_plan.errors import DTypeError, EinsumError, PlanError
+
+RNG = np.random.default_rng(37)
+
+
+def _ref(expr: str, *ops: np.ndarray) -> np.ndarray:
+    return np.einsum(expr, *[np.asarray(o, np.float64) for o in ops])
+
+
+def _layouts(shape: tuple[int, int], dtype: object = np.float64) -> list[np.ndarray]:
+    """Arrays of one shape in many layouts: C, F, a strided slice, reversed axes, a
+    broadcast row (zero stride), an unaligned copy and a big-endian one."""
+    base = RNG.standard_normal(shape).astype(dtype)
+    big = RNG.standard_normal((shape[0] * 2, shape[1] * 3)).astype(dtype)
+    raw = np.zeros(base.nbytes + 1, np.uint8)[1:].view(base.dtype).reshape(shape)
+    raw[...] = base
+    return [base, np.asfortranarray(base), big[::2, 1::3], base[::-1, ::-1],
+            np.broadcast_to(base[0], shape), raw, base.astype(base.dtype.newbyteorder(">"))]
+
+
+EXPRS = ["ij,jk->ik", "ji,jk->ik", "ij,kj->ik", "ji,kj->ik", "ij,jk->ki", "jk,ij->ik",
+         "kj,ji->ki"]
+
+
+@pytest.mark.parametrize("expr", EXPRS)
+def test_tiny_products_take_dot_and_agree_with_numpy(expr: str) -> None:
+    (t0, t1) = expr.split("->")[0].split(",")
+    ext = {"i": 8, "j": 6, "k": 7}
+    a = RNG.standard_normal(tuple(ext[c] for c in t0))
+    b = RNG.standard_normal(tuple(ext[c] for c in t1))
+    p = tp.plan(expr, a, b)
+    assert p._route is not None, p.explain()
+    for _ in range(3):  # the first call checks, the next ones take the hot path
+        np.testing.assert_allclose(p(a, b), _ref(expr, a, b), atol=1e-12)
+        np.testing.assert_allclose(tp.einsum(expr, a, b), _ref(expr, a, b), atol=1e-12)
+        out = np.empty_like(p.empty_out())
+        assert p(a, b, out=out) is out
+        np.testing.assert_allclose(out, _ref(expr, a, b), atol=1e-12)
+
+
+def test_a_result_planned_column_major_is_written_column_major() -> None:
+    a, b = RNG.standard_normal((2, 8, 8))
+    p = tp.plan("ij,jk->ik", a, b, out=np.empty((8, 8), order="F"))
+    assert p._route is not None
+    for _ in range(2):
+        got = p(a, b)
+        assert got.strides == (8, 64)
+        np.testing.assert_allclose(got, a @ b, atol=1e-12)
+
+
+def test_changed_layouts_and_dtypes_between_cached_calls_get_right_answers() -> None:
+    """Alternating operands of one shape in every layout and dtype through tp.einsum
+    and a plan's own call: the hot paths must never reuse a plan made for another
+    layout, and a call they cannot take goes the checked way."""
+    a_all = _layouts((8, 5)) + [RNG.standard_normal((8, 5)).astype(np.float32)]
+    b_all = _layouts((5, 8)) + [RNG.standard_normal((5, 8)).astype(np.float32)]
+    tp.plan_cache.clear()
+    for _ in range(2):
+        for a, b in itertools.product(a_all, b_all):
+            tol = 1e-4 if np.float32 in (a.dtype, b.dtype) else 1e-12
+            np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b), _ref("ij,jk->ik", a, b),
+                                       rtol=tol, atol=tol)
+    c, d = RNG.standard_normal((8, 5)), RNG.standard_normal((5, 8))
+    p = tp.plan("ij,jk->ik", c, d)
+    for a, b in itertools.product(a_all, b_all):
+        np.testing.assert_allclose(p(c, d), c @ d, atol=1e-12)  # the plan's own layout
+        same = (a.dtype == np.float64 and a.dtype.isnative and a.strides == c.strides
+                and b.dtype == np.float64 and b.dtype.isnative and b.strides == d.strides)
+        if same:
+            np.testing.assert_allclose(p(a, b), _ref("ij,jk->ik", a, b), atol=1e-12)
+        else:
+            with pytest.raises(PlanError, match="this plan was made for"):
+                p(a, b)
+
+
+def test_an_array_changed_in_place_is_not_taken_for_its_old_layout() -> None:
+    a = RNG.standard_normal((8, 8))
+    b = RNG.standard_normal((8, 8))
+    p = tp.plan("ij,jk->ik", a, b)
+    for _ in range(2):
+        np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b), a @ b, atol=1e-12)
+        np.testing.assert_allclose(p(a, b), a @ b, atol=1e-12)
+    a.shape = (4, 16)
+    with pytest.raises(EinsumError):
+        tp.einsum("ij,jk->ik", a, b)
+    with pytest.raises(PlanError, match="shape differs"):
+        p(a, b)
+    a.shape = (8, 8)
+    b.dtype = np.int64  # the same bytes read as integers: numpy's answer for those
+    np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b), np.einsum("ij,jk->ik", a, b),
+                               rtol=1e-12)
+    with pytest.raises(PlanError, match="dtype differs"):
+        p(a, b)
+
+
+def test_mismatched_inputs_are_refused_after_cached_calls() -> None:
+    a, b = RNG.standard_normal((2, 8, 8))
+    p = tp.plan("ij,jk->ik", a, b)
+    for _ in range(2):
+        tp.einsum("ij,jk->ik", a, b)
+        p(a, b)
+    with pytest.raises(EinsumError):
+        tp.einsum("ij,jk->ik", a, RNG.standard_normal((7, 8)))
+    with pytest.raises(PlanError, match="operand 1"):
+        p(a, RNG.standard_normal((7, 8)))
+    with pytest.raises(PlanError, match="takes 2 operand"):
+        p(a)
+    with pytest.raises(PlanError, match="overlaps"):
+        p(a, b, out=a)
+    with pytest.raises(DTypeError):
+        p(a, b, out=np.empty((8, 8), np.float32))
+    frozen = np.empty((8, 8))
+    frozen.flags.writeable = False
+    with pytest.raises(PlanError, match="read-only"):
+        tp.einsum("ij,jk->ik", a, b, out=frozen)
+    with pytest.raises(PlanError, match="element strides"):
+        p(a, b, out=np.empty((8, 8), order="F"))
+
+
+@pytest.mark.parametrize("expr, shapes", [
+    ("ij,jk->ik", [(8, 8), (8, 8)]),  # with ReLU, below
+    ("bij,bjk->bik", [(3, 8, 8), (3, 8, 8)]),  # a batch: no single GEMM
+    ("ij,j->i", [(200, 200), (200,)]),  # a matrix-vector product beyond TINY_MV_BYTES
+    ("i,i->", [(20000,), (20000,)]),  # a dot product beyond TINY_MV_BYTES
+    ("ii,ij->ij", [(8, 8), (8, 8)]),  # a diagonal
+    ("ij,jk->ik", [(300, 300), (300, 300)]),  # large: the executor, BLAS held to 1 thread
+])
+def test_other_products_keep_the_executor(expr: str, shapes: list[tuple[int, ...]]) -> None:
+    ops = [RNG.standard_normal(s) for s in shapes]
+    relu = shapes == [(8, 8), (8, 8)]
+    p = tp.plan(expr, *ops, epilogue="relu" if relu else None)
+    assert p._route is None
+    ref = _ref(expr, *ops)
+    for _ in range(2):
+        got = p(*ops)
+        np.testing.assert_allclose(got, np.maximum(ref, 0) if relu else ref, atol=1e-9)
+        if not relu:
+            np.testing.assert_allclose(tp.einsum(expr, *ops), ref, atol=1e-9)
+
+
+def test_floating_point_errors_are_ignored_as_numpy_einsum_ignores_them() -> None:
+    """inf * 0 is nan with no RuntimeWarning or FloatingPointError (numpy.einsum's and
+    the executor's behaviour), and numpy's error state is the caller's again after."""
+    a = np.full((8, 8), np.inf)
+    b = np.zeros((8, 8))
+    p = tp.plan("ij,jk->ik", a, b)
+    assert p._route is not None
+    out = np.empty((8, 8))
+    with np.errstate(all="raise"):
+        for _ in range(2):
+            assert np.isnan(tp.einsum("ij,jk->ik", a, b)).all()
+            assert np.isnan(p(a, b)).all()
+            p(a, b, out=out)
+            assert np.isnan(out).all()
+        with pytest.raises(FloatingPointError):
+            a @ b  # noqa: B018 - the state is raise again
+    assert np.geterr()["invalid"] == "warn"
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (40, 40)])  # on dot; on the executor
+def test_out_is_checked_on_every_call_of_the_hot_paths(shape: tuple[int, int]) -> None:
+    """An out of a layout accepted before is still checked for what differs between
+    arrays of one layout: writability, overlap with the operands, alignment."""
+    a, b = RNG.standard_normal((2, *shape))
+    p = tp.plan("ij,jk->ik", a, b)
+    out = np.empty(shape)
+    for _ in range(3):
+        for call in (lambda o: tp.einsum("ij,jk->ik", a, b, out=o), lambda o: p(a, b, out=o)):
+            out[...] = np.nan
+            assert call(out) is out
+            np.testing.assert_allclose(out, a @ b, atol=1e-12)
+            with pytest.raises(PlanError, match="overlaps operand 0"):
+                call(a)
+            with pytest.raises(PlanError, match="overlaps operand 1"):
+                call(b)
+            frozen = np.empty(shape)
+            frozen.flags.writeable = False
+            with pytest.raises(PlanError, match="read-only"):
+                call(frozen)
+            raw = np.zeros(out.nbytes + 1, np.uint8)[1:].view(np.float64).reshape(shape)
+            assert call(raw) is raw  # unaligned: written through a copy
+            np.testing.assert_allclose(raw, a @ b, atol=1e-12)
+        with pytest.raises(PlanError, match="element strides"):
+            p(a, b, out=np.empty(shape, order="F"))  # (tp.einsum plans for that layout)
+        f = np.empty(shape, order="F")
+        np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b, out=f), a @ b, atol=1e-12)
+
+
+@pytest.mark.parametrize("expr", ["ij,j->i", "ji,j->i", "j,ij->i", "j,ji->i"])
+@pytest.mark.parametrize("n", [8, 16, 40])
+def test_tiny_matrix_vector_products_take_dot_and_agree_with_numpy(expr: str, n: int) -> None:
+    t0, t1 = expr.split("->")[0].split(",")
+    ext = {"i": n, "j": n + 3}
+    vec = RNG.standard_normal(n + 3)
+    ops = [RNG.standard_normal(tuple(ext[c] for c in t)) if len(t) == 2 else vec
+           for t in (t0, t1)]
+    p = tp.plan(expr, *ops)
+    assert p._route is not None, p.steps[0].describe()
+    out = np.empty(n)
+    for _ in range(3):
+        np.testing.assert_allclose(p(*ops), _ref(expr, *ops), atol=1e-12)
+        np.testing.assert_allclose(tp.einsum(expr, *ops), _ref(expr, *ops), atol=1e-12)
+        assert p(*ops, out=out) is out
+        np.testing.assert_allclose(out, _ref(expr, *ops), atol=1e-12)
+    strided = np.empty(2 * n)[::2]  # an out of another layout: its own plan, written
+    np.testing.assert_allclose(tp.einsum(expr, *ops, out=strided), _ref(expr, *ops),
+                               atol=1e-12)
+    for mat in _layouts(ops[0].shape if len(t0) == 2 else ops[1].shape):
+        args = [mat, vec] if len(t0) == 2 else [vec, mat]
+        np.testing.assert_allclose(tp.einsum(expr, *args), _ref(expr, *args), atol=1e-12)
+
+
+def test_tiny_dot_products_take_dot_into_a_0d_array() -> None:
+    v, w = RNG.standard_normal((2, 40))
+    p = tp.plan("i,i->", v, w)
+    assert p._route is not None, p.steps[0].describe()
+    out = np.empty(())
+    for x, y in [(v, w), (v[::-1], w), (np.broadcast_to(v[:1], (40,)), w), (v, w)]:
+        got = tp.einsum("i,i->", x, y)
+        assert type(got) is np.ndarray and got.shape == ()
+        np.testing.assert_allclose(got, np.dot(x, y), atol=1e-12)
+        assert tp.einsum("i,i->", x, y, out=out) is out
+        np.testing.assert_allclose(out, np.dot(x, y), atol=1e-12)
+    got = p(v, w)
+    assert type(got) is np.ndarray and got.shape == ()
+    np.testing.assert_allclose(got, np.dot(v, w), atol=1e-12)
+    with pytest.raises(PlanError, match="operand 0"):
+        p(v[::-1], w)
+
+
+@pytest.mark.parametrize("expr", ["ij->ji", "ii->i", "ij->i", "ij->", "ij->ij"])
+def test_one_operand_hot_paths_agree_with_numpy_for_every_layout(expr: str) -> None:
+    """tp.einsum's and a plan's one-operand hot paths: views stay views of the array
+    passed (writing them writes it), sums are numpy's, other layouts are planned apart
+    or refused by the plan."""
+    layouts = _layouts((6, 6))
+    p = tp.plan(expr, layouts[0])
+    for _ in range(2):
+        for x in layouts:
+            got = tp.einsum(expr, x)
+            np.testing.assert_allclose(got, _ref(expr, x), atol=1e-12)
+            if p.view is not None and x.flags.aligned and x.dtype.isnative:
+                assert np.shares_memory(got, x)
+            if x.strides == layouts[0].strides and x.dtype == np.float64 and x.dtype.isnative:
+                np.testing.assert_allclose(p(x), _ref(expr, x), atol=1e-12)
+            else:
+                with pytest.raises(PlanError, match="operand 0"):
+                    p(x)
+    if p.view is not None:
+        x = layouts[0].copy()
+        tp.einsum(expr, x)[...] = 7.0
+        assert (np.einsum(expr, x) == 7.0).all()
+
+
+def test_alternatives_and_autotune_time_the_programs_themselves() -> None:
+    """A plan's alternatives (autotune's and explain(measure=True)'s) run their
+    candidates' programs on the executor, not dot; the answers are numpy's either way."""
+    a, b = RNG.standard_normal((2, 8, 8))
+    p = tp.plan("ij,jk->ik", a, b)
+    assert p._route is not None
+    for alt in p.alternatives:
+        assert alt._route is None
+        np.testing.assert_allclose(alt(a, b), a @ b, atol=1e-12)
+    for _ in range(2):
+        np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b, optimize="autotune"), a @ b,
+                                   atol=1e-12)
+    assert p.explain(measure=True).measured_seconds is not None
