@@ -278,3 +278,11 @@ def test_alternatives_and_autotune_time_the_programs_themselves() -> None:
         np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, b, optimize="autotune"), a @ b,
                                    atol=1e-12)
     assert p.explain(measure=True).measured_seconds is not None
+
+
+def test_explain_says_when_calls_run_on_dot() -> None:
+    small = np.ones((8, 8))
+    assert "numpy's dot" in str(tp.explain("ij,jk->ik", small, small))
+    assert "numpy's dot" in str(tp.explain("ij,j->i", small, small[0]))
+    large = np.ones((300, 300))
+    assert "numpy's dot" not in str(tp.explain("ij,jk->ik", large, large))

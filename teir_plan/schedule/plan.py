@@ -314,6 +314,12 @@ class Plan:
             return None
         return dot_route(self.steps[0], self.expression, self._out_order)
 
+    @property
+    def runs_on_dot(self) -> bool:
+        """Whether the plan's calls run its one product as numpy's ``dot`` (a tiny
+        product: schedule/tiny.py) instead of through the executor."""
+        return self._route is not None
+
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         """The result for checked ``arrays``: a view of an operand when the plan's result
         is one and no ``out`` is given, else ``out`` (checked here) or a new array,
