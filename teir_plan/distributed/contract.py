@@ -35,7 +35,7 @@ from teir_plan.distributed.cluster import (
     current_client,
     task_threads,
 )
-from teir_plan.distributed.tasks import contract_blocks, relu_block
+from teir_plan.distributed.tasks import add_partials, contract_blocks, keep_partial, relu_block
 from teir_plan.errors import EinsumError, OperandTypeError
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize, pairwise
 from teir_plan.frontend.expression import parse
@@ -200,8 +200,13 @@ def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
         casting=dplan.casting, threads=dplan.task_threads, join_axes=join_axes)
     if split:
         n = len(step.output)
-        result = result.sum(axis=tuple(range(n, n + len(split))),
-                            split_every=dplan.split_every, dtype=dtype)
+        # dask's tree reduction, each task adding its blocks up in one new block
+        # (tasks.add_partials), where result.sum would copy each contraction's block
+        # once more and concatenate a reduction task's blocks before summing them.
+        result = da.reduction(result, keep_partial, add_partials,
+                              axis=tuple(range(n, n + len(split))), dtype=dtype,
+                              split_every=dplan.split_every, concatenate=False,
+                              meta=np.empty((0,) * n, dtype))
     return result
 
 
