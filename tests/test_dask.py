@@ -326,8 +326,8 @@ def test_pieces_read_in_place_count_against_the_cluster_s_limit_not_the_budget()
     assert step.choice.own_bytes <= step.budget_bytes < step.choice.task_bytes
     (given,) = tp.distributed.plan_dask("ki,kj->ij", x, x, memory_budget=16 << 20).steps
     assert dict(given.choice.chunks) == {"k": 250_000, "i": 8, "j": 8}
-    # abc,bda->dc in halves: a and c whole would read 2/3 as much, not half: the pieces
-    # count against the budget, and the tasks stay within it
+    # abc,bda->dc in halves: a and c whole would read 2/3 as much as the chunking within
+    # the budget, not half: the pieces count against the budget
     y = da.zeros((312, 24, 1024), chunks=(156, 24, 512), dtype=np.float32)
     z = da.zeros((24, 2048, 312), chunks=(24, 1024, 156), dtype=np.float32)
     (step,) = tp.distributed.plan_dask("abc,bda->dc", y, z).steps

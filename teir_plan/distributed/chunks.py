@@ -262,9 +262,9 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
     stays in a worker's memory while its tasks wait.  ``hold_limit``: with it, the
     budget bounds what a task allocates or has copied (:attr:`ChunkChoice.own_bytes`),
     and ``hold_limit`` what it holds with the operands' pieces it reads in place
-    (:attr:`ChunkChoice.task_bytes`), if the chunking so found reads at most half of
-    ``read_limit``; otherwise the budget bounds the latter.  (``loose_limit``: that
-    search alone, whatever it reads.)
+    (:attr:`ChunkChoice.task_bytes`), if the chunking so found reads at most half as
+    much as the one found with the budget bounding the latter; else that one.
+    (``loose_limit``: that search alone, whatever it reads.)
 
     >>> c = Contraction(("ik", "kj"), "ij", {"i": 4096, "j": 4096, "k": 65536}, 4)
     >>> ch = choose_chunks(c, {"i": 1024, "j": 1024, "k": 1024}, 256 << 20,
@@ -287,17 +287,16 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
 
     if hold_limit is not None and rechunk:
         # Pieces read in place escape the budget only where the chunking found so reads
-        # at most half the read limit: each piece a task reads from another worker is a
-        # copy held there, and a task holds all of its pieces at once (abc,bda->dc in
-        # halves, a and c whole in 2 tasks reading 2/3 as much: a worker peak of 81 MiB
-        # against 25 on the given chunks; gram and abcd,dbea read 1/8 and 1/4 as much,
-        # and peaked at 17 and 38 MiB against 487 and 266).
+        # at most half as much as the one found within the budget: each piece a task
+        # reads from another worker is a copy held there, and a task holds all of its
+        # pieces at once.  Measured worker peaks: gram and abcd,dbea read 1/8 and 1/4 as
+        # much, 78 and 38 MiB against 466 and 238; abc,bda->dc in halves (a and c
+        # whole, 2/3 as much) 81 against 25, ea,ebcd (a whole, 0.51) 777 against 768.
         loose = choose_chunks(contraction, given, budget_bytes, rates, split_every, rechunk,
                               read_limit, None, hold_limit)
-        if read_limit is not None and 2 * loose.read_bytes <= read_limit:
-            return loose
-        return choose_chunks(contraction, given, budget_bytes, rates, split_every, rechunk,
-                             read_limit)
+        strict = choose_chunks(contraction, given, budget_bytes, rates, split_every,
+                               rechunk, read_limit)
+        return loose if 2 * loose.read_bytes <= strict.read_bytes else strict
 
     def over(ch: ChunkChoice) -> bool:
         if loose_limit is None:
