@@ -341,7 +341,9 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
             options = []
             for c in contraction.indices:
                 t = {**chunks, c: -(-chunks[c] // 2)}
-                if chunks[c] > 1 and reads_within(t):
+                # Halving a summed index adds partial results: a reduction task may
+                # then hold more than the budget (bi,bj->ij, b from 5 to 3).
+                if chunks[c] > 1 and reads_within(t) and not over(choice(t)):
                     options.append((seconds(t), c, t))
                 t = dict(chunks)
                 while t[c] < ext[c]:
