@@ -310,6 +310,27 @@ def test_the_default_budget_is_what_a_task_of_the_given_chunks_holds() -> None:
     (step,) = dplan.steps
     as_given = ChunkChoice(step.choice.contraction, dict.fromkeys("ijk", 1024), 4, ())
     assert step.budget_bytes == max(as_given.task_bytes, MIN_BUDGET_BYTES)
+    # the operands' pieces a task reads in place count against the cluster's limit only
+    assert step.choice.own_bytes <= step.budget_bytes
+    assert step.choice.task_bytes <= dplan.cluster.task_budget
+
+
+def test_pieces_read_in_place_count_against_the_cluster_s_limit_not_the_budget() -> None:
+    """gram 2e6 x 64 in 250000 x 8 chunks: i and j whole from the pieces (each task
+    reads its 16 pieces once, a slab at a time), k as given: 8 contractions, where the
+    given chunks' 512 read every block 8 times.  With a budget given, the pieces count
+    against it as before."""
+    x = da.zeros((2_000_000, 64), chunks=(250_000, 8), dtype=np.float32)
+    (step,) = tp.distributed.plan_dask("ki,kj->ij", x, x).steps
+    assert dict(step.choice.chunks) == {"k": 250_000, "i": 64, "j": 64}
+    assert step.choice.own_bytes <= step.budget_bytes < step.choice.task_bytes
+    (given,) = tp.distributed.plan_dask("ki,kj->ij", x, x, memory_budget=16 << 20).steps
+    assert dict(given.choice.chunks) == {"k": 250_000, "i": 8, "j": 8}
+    # abc,bda->dc in halves: a and c whole would read 2/3 as much as the chunking within
+    # the budget, not half: the pieces count against the budget
+    y = da.zeros((312, 24, 1024), chunks=(156, 24, 512), dtype=np.float32)
+    z = da.zeros((24, 2048, 312), chunks=(24, 1024, 156), dtype=np.float32)
+    (step,) = tp.distributed.plan_dask("abc,bda->dc", y, z).steps
     assert step.choice.task_bytes <= step.budget_bytes
 
 

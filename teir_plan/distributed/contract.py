@@ -34,7 +34,7 @@ from teir_plan.distributed.cluster import (
     current_client,
     task_threads,
 )
-from teir_plan.distributed.tasks import contract_blocks, relu_block
+from teir_plan.distributed.tasks import add_partials, contract_blocks, keep_partial, relu_block
 from teir_plan.errors import EinsumError, OperandTypeError
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.frontend.expression import Expression, parse
@@ -200,8 +200,13 @@ def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
         casting=dplan.casting, threads=dplan.task_threads, join_axes=join_axes)
     if split:
         n = len(step.output)
-        result = result.sum(axis=tuple(range(n, n + len(split))),
-                            split_every=dplan.split_every, dtype=dtype)
+        # dask's tree reduction, each task adding its blocks up in one new block
+        # (tasks.add_partials), where result.sum would copy each contraction's block
+        # once more and concatenate a reduction task's blocks before summing them.
+        result = da.reduction(result, keep_partial, add_partials,
+                              axis=tuple(range(n, n + len(split))), dtype=dtype,
+                              split_every=dplan.split_every, concatenate=False,
+                              meta=np.empty((0,) * n, dtype))
     return result
 
 
@@ -271,8 +276,15 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
         # operand twice as often, and a worker peaked at 113 MiB against dask's 33).
         reads = None if memory_budget is not None else ChunkChoice(
             contraction, as_users, split_every, ()).read_bytes
+        # Unless given a budget, the operands' pieces a task reads in place (an index
+        # taken whole from their chunks) count against the cluster's limit only, not
+        # against the budget of the given chunks' task: they are the blocks the workers
+        # hold anyway, and the read limit bounds how often they are copied between
+        # workers (gram 2e6 x 64 in 250000 x 8 chunks: i and j whole, 8 tasks each
+        # reading its 16 pieces once, where 512 tasks read each block 8 times).
+        hold = None if memory_budget is not None else cluster.task_budget
         choice = choose_chunks(contraction, given, step_budget, rates, split_every, rechunk,
-                               reads)
+                               reads, hold)
         steps.append(DaskStep(tuple(positions), step_subscripts, choice, step_budget))
         chunks.append({c: choice.chunks[c] for c in out})
     return DaskPlan(subscripts, tuple(shapes), result_dtype, tuple(steps), cluster, casting,

@@ -168,6 +168,30 @@ def _piece(block: Any, letters: Sequence[str], at: dict[str, int]) -> np.ndarray
     return block
 
 
+def keep_partial(block: np.ndarray, axis: object = None, keepdims: bool = True,
+                 **_: object) -> np.ndarray:
+    """The first step of the partial sums' reduction: nothing, the block as it is (a
+    contraction task's result already has extent 1 along each split summed index,
+    where ``numpy.sum``'s first step would copy it: two result blocks held per task)."""
+    return block
+
+
+def add_partials(parts: Any, axis: Sequence[int] = (), keepdims: bool = False,
+                 **_: object) -> np.ndarray:
+    """A reduction task of the partial sums: the blocks dask passes as nested lists
+    (one level per split summed index, ``split_every`` at most in all) added up into one
+    new block, where ``numpy.sum``'s would concatenate them first (a copy of all of
+    them, beside them and their sum).  One block is returned as it is."""
+    leaves = _leaves(parts)
+    out = leaves[0] if len(leaves) == 1 else np.add(leaves[0], leaves[1])
+    for x in leaves[2:]:
+        np.add(out, x, out=out)
+    if not keepdims:
+        gone = {a % out.ndim for a in axis}
+        out = out.reshape(tuple(n for a, n in enumerate(out.shape) if a not in gone))
+    return out
+
+
 def relu_block(block: np.ndarray) -> np.ndarray:
     """The ReLU epilogue, applied once the partial results are summed: numpy.maximum with
     zero, as the executor's ReLU (NaN stays NaN)."""
