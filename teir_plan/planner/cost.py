@@ -406,10 +406,12 @@ BLAS_K_BLOCK = 384
 def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
     """How often one tile's BLAS calls read and write its C tile when the tile does not
     stay in L2: once to apply beta (zeroing it when beta = 0), then once per block of K
-    in each call (a BRGEMM tile is one call per batch-reduce member), and on ?gemm3m
-    once per block of K for each of its three real products."""
+    in each call (a BRGEMM tile is one call per batch-reduce member).  ?gemm3m's three
+    products are not counted here: priced so, deca,be->abcd in complex128 (C's 24 columns
+    12 MB apart, set_aliased) left its 504 x 24 x 84 tiles, which ran at twice the
+    speed of the plan the model then preferred first (docs/decisions.md)."""
     k, br = extent_at(c.extents, ch.k), extent_at(c.extents, ch.br)
-    return 1.0 + br * math.ceil(k / BLAS_K_BLOCK) * _gemm3m_passes(c, ch)
+    return 1.0 + br * math.ceil(k / BLAS_K_BLOCK)
 
 
 def _gemm3m_passes(c: Contraction, ch: Choice) -> int:
@@ -424,10 +426,10 @@ def _gemm3m_passes(c: Contraction, ch: Choice) -> int:
 def _panel_rereads(c: Contraction, ch: Choice, j: int, l2_bytes: int) -> int:
     """How often operand ``j`` of a BLAS tile is read from beyond L2 per call: on
     ?gemm3m, once per real product (GEMM3M_PASSES) when its panel (the tile's rows of
-    one batch-reduce member, K cut to BLAS' block BLAS_K_BLOCK) takes more than half of
-    L2 (the other operand's panel and C share it); else once.  Measured on dca,bd->abc
-    in complex64 (both cores): cgemm3m tiles of 512 x 24 x 384, their A panel 1.5 MiB,
-    48 GFLOP/s against 62-66 for the same tiles with K in blocks of 48."""
+    one batch-reduce member, K cut to BLAS' block BLAS_K_BLOCK) is larger than L2; else
+    once.  Measured on dca,bd->abc in complex64 (both cores): cgemm3m tiles of
+    512 x 24 x 384, their A panel 1.5 MiB, 48 GFLOP/s against 62-66 for the same tiles
+    with K in blocks of 48 (docs/decisions.md: half of L2 was too little)."""
     passes = _gemm3m_passes(c, ch)
     if passes == 1:
         return 1
@@ -436,7 +438,7 @@ def _panel_rereads(c: Contraction, ch: Choice, j: int, l2_bytes: int) -> int:
     for a in (ch.m, ch.n, ch.k):
         if a != NO_AXIS and ax[a].strides[j] != 0:
             panel *= min(ax[a].extent, BLAS_K_BLOCK) if a == ch.k else ax[a].extent
-    return passes if panel > l2_bytes // 2 else 1
+    return passes if panel > l2_bytes else 1
 
 
 def _accumulating_calls(c: Contraction, ch: Choice) -> float:
