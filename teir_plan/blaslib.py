@@ -39,6 +39,10 @@ GEMM3M_MIN_MNK = 65536 * 4
 # The cost model's speed-up of a 3M tile over ?gemm at the same shape: the lower end of
 # the measured 1.2-1.6x (a quarter fewer products would be 1.33x).
 GEMM3M_SPEEDUP = 1.2
+# OpenBLAS' 3M driver (driver/level3/gemm3m_level3.c) packs each operand's panel once per
+# real product, three times in all, each time from the operand itself: a panel that does
+# not stay in cache between the passes is read from memory three times (cost._traffic).
+GEMM3M_PASSES = 3
 
 
 @cache

@@ -506,3 +506,23 @@ def test_clongdouble_is_computed_by_numpy_and_says_so():
     got = tp.einsum("ij,jk->ik", a, b)
     assert got.dtype == np.clongdouble
     np.testing.assert_allclose(got, np.einsum("ij,jk->ik", a, b), rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_a_parallel_k_gram_matrix_sums_complex_blocks(dtype):
+    """A short complex output over a long K runs as private blocks per worker, summed at
+    the end (executor/partials.py), whose kernel types for complex elements too."""
+    from tests.test_parallel_k import _with_threads, gram_program
+
+    rng = np.random.default_rng(5)
+    ko, ki, m, n = 4, 96, 12, 10
+    a = _values(rng, (ko * ki, m), dtype)
+    b = _values(rng, (ko * ki, n), dtype)
+    prog = gram_program(dtype, ko, ki, m, n)
+    out = np.empty((n, m), dtype)
+    with _with_threads(2):
+        tp.execute(prog, a, b, out)
+        got = tp.einsum("ki,kj->ij", a, b)
+    want = _ref("ki,kj->ji", a, b)
+    np.testing.assert_allclose(out, want, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    np.testing.assert_allclose(got, want.T, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from teir_plan.executor.elements import relu_value
 from teir_plan.executor.entries import call_chunk
 from teir_plan.executor.walker import _chunk, _iterations
 from teir_plan.teir.parallel_k import PartialLayout
@@ -83,9 +84,8 @@ def add_partials(y, o2, parts, pitch, nparts, rows, zero, relu):  # type: ignore
                 acc[i] += y[ob + i * so]
         if relu:
             for i in range(n):
-                v = acc[i]
-                if not (v > 0 or v != v):  # numpy.maximum(v, 0): NaN stays NaN
-                    acc[i] = 0
+                # numpy.maximum(v, 0), NaN kept; typed for complex blocks too (elements.py)
+                acc[i] = relu_value(acc[i])
         if so == 1:  # a unit-stride row: a plain, vectorized copy
             for i in range(n):
                 y[ob + i] = acc[i]

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from teir_plan.blaslib import GEMM3M_PASSES, uses_gemm3m
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.machine import MachineParams
@@ -405,9 +406,39 @@ BLAS_K_BLOCK = 384
 def _blas_out_round_trips(c: Contraction, ch: Choice) -> float:
     """How often one tile's BLAS calls read and write its C tile when the tile does not
     stay in L2: once to apply beta (zeroing it when beta = 0), then once per block of K
-    in each call (a BRGEMM tile is one call per batch-reduce member)."""
+    in each call (a BRGEMM tile is one call per batch-reduce member).  ?gemm3m's three
+    products are not counted here: priced so, deca,be->abcd in complex128 (C's 24 columns
+    12 MB apart, set_aliased) left its 504 x 24 x 84 tiles, which ran at twice the
+    speed of the plan the model then preferred first (docs/decisions.md)."""
     k, br = extent_at(c.extents, ch.k), extent_at(c.extents, ch.br)
     return 1.0 + br * math.ceil(k / BLAS_K_BLOCK)
+
+
+def _gemm3m_passes(c: Contraction, ch: Choice) -> int:
+    """How often a BLAS tile's call packs each operand panel: GEMM3M_PASSES on ?gemm3m
+    (blaslib.uses_gemm3m, the executor's rule), else once."""
+    if ch.blas is None or c.dtype.kind != "c":
+        return 1
+    m, n, k = (extent_at(c.extents, a) for a in (ch.m, ch.n, ch.k))
+    return GEMM3M_PASSES if uses_gemm3m(c.dtype, m, n, k) else 1
+
+
+def _panel_rereads(c: Contraction, ch: Choice, j: int, l2_bytes: int) -> int:
+    """How often operand ``j`` of a BLAS tile is read from beyond L2 per call: on
+    ?gemm3m, once per real product (GEMM3M_PASSES) when its panel (the tile's rows of
+    one batch-reduce member, K cut to BLAS' block BLAS_K_BLOCK) is larger than L2; else
+    once.  Measured on dca,bd->abc in complex64 (both cores): cgemm3m tiles of
+    512 x 24 x 384, their A panel 1.5 MiB, 48 GFLOP/s against 62-66 for the same tiles
+    with K in blocks of 48 (docs/decisions.md: half of L2 was too little)."""
+    passes = _gemm3m_passes(c, ch)
+    if passes == 1:
+        return 1
+    ax = c.axes
+    panel = c.dtype.itemsize
+    for a in (ch.m, ch.n, ch.k):
+        if a != NO_AXIS and ax[a].strides[j] != 0:
+            panel *= min(ax[a].extent, BLAS_K_BLOCK) if a == ch.k else ax[a].extent
+    return passes if panel > l2_bytes else 1
 
 
 def _accumulating_calls(c: Contraction, ch: Choice) -> float:
@@ -572,6 +603,8 @@ def _traffic(c: Contraction, ch: Choice, params: MachineParams,
         traffic = max(traffic, distinct) * _short_run_factor(c, ch, j, runs)
         if cost.vector_operand >= 0 and j == cost.vector_operand:
             traffic *= _stream_factor(c, ch, cost.vector_operand)
+        elif j < 2 and cost.blas:
+            traffic *= _panel_rereads(c, ch, j, l2)
         if j == 2 and cost.streams:
             pass  # non-temporal stores: written once, never read for ownership
         elif j == 2:
