@@ -60,9 +60,12 @@ def _sizes(expr: str, text: str) -> list[tuple[int, ...]]:
     return [tuple(ext[c] for c in t) for t in terms]
 
 
+_DTYPES = ("float32", "float64", "complex64", "complex128")
+
+
 def _dtype(name: str) -> np.dtype:
-    if name not in ("float32", "float64"):
-        raise _Usage(f"--dtype: expected float32 or float64, got {name!r}")
+    if name not in _DTYPES:
+        raise _Usage(f"--dtype: expected one of {', '.join(_DTYPES)}, got {name!r}")
     return np.dtype(name)
 
 
@@ -115,17 +118,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise _Usage(f"--sizes: operand {i} would have shape {s}, more than this command "
                          f"allocates for random data ({_MAX_RANDOM_BYTES >> 30} GiB)")
     rng = np.random.default_rng(0)
-    ops = [rng.standard_normal(s).astype(dt) for s in shapes]
+    complex_ = dt.kind == "c"
+    ops = [(rng.standard_normal(s) + 1j * rng.standard_normal(s) if complex_
+            else rng.standard_normal(s)).astype(dt) for s in shapes]
     ext: dict[str, int] = {}
     for t, s in zip(args.expr.replace(" ", "").split("->")[0].split(","), shapes):
         ext.update(zip(t, s))
-    flops = 2 * float(np.prod(list(ext.values()) or [1]))  # multiply-adds over all indices
+    # Multiply-adds over all indices, two real flops each (a complex one: eight).
+    flops = (8 if complex_ else 2) * float(np.prod(list(ext.values()) or [1]))
     plan = tp.plan(args.expr, *ops)
     res = plan(*ops)
-    ref = np.einsum(args.expr, *[o.astype(np.float64) for o in ops])
+    wide = np.complex128 if complex_ else np.float64
+    ref = np.einsum(args.expr, *[o.astype(wide) for o in ops])
     err = float(np.abs(res - ref).max()) if res.size else 0.0
     scale = max(1.0, float(np.abs(ref).max())) if ref.size else 1.0
-    ok = err <= (1e-3 if dt == np.float32 else 1e-9) * scale
+    single = dt in (np.float32, np.complex64)
+    ok = err <= (1e-3 if single else 1e-9) * scale
     t_tp = _best(lambda: plan(*ops))
     t_np = _best(lambda: np.einsum(args.expr, *ops, optimize=True))
 
@@ -136,7 +144,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"teir_plan     {t_tp:.3e} s  {rate(t_tp):8.2f} GFLOP/s  "
           f"(predicted {plan.predicted_seconds:.3e} s)")
     print(f"numpy.einsum  {t_np:.3e} s  {rate(t_np):8.2f} GFLOP/s")
-    print(f"speed-up {t_np / t_tp:.2f}x; max abs error vs float64 numpy {err:.2e} "
+    print(f"speed-up {t_np / t_tp:.2f}x; max abs error vs {np.dtype(wide)} numpy {err:.2e} "
           f"({'ok' if ok else 'WRONG'})")
     return 0 if ok else 1
 

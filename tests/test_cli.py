@@ -76,6 +76,16 @@ def test_run_checks_against_numpy():
     assert r.stdout.count("GFLOP/s") == 2 and "(ok)" in r.stdout and "numpy.einsum" in r.stdout
 
 
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_run_and_explain_take_complex_dtypes(dtype):
+    r = _cli("run", "ab,bc->ac", "--sizes", "a=6,b=5,c=7", "--dtype", dtype)
+    assert r.returncode == 0, r.stderr
+    assert "(ok)" in r.stdout and "vs complex128 numpy" in r.stdout
+    r = _cli("explain", "ab,bc->ac", "--sizes", "a=6,b=5,c=7", "--dtype", dtype)
+    assert r.returncode == 0, r.stderr
+    assert f"data_type = {dtype}" in r.stdout
+
+
 def test_validate_etops_json(tmp_path):
     prog, *_ = ex.brgemm_contraction("float64")
     f = tmp_path / "program.json"
