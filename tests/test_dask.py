@@ -4,6 +4,7 @@ and a LocalCluster of worker processes."""
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -417,3 +418,35 @@ def test_a_memory_limit_picks_the_same_tree_as_tp_einsum() -> None:
                                _reference(subscripts, *arrays), rtol=1e-10, atol=1e-10)
     with pytest.raises(PlanError, match="memory_limit of 3 elements cannot be met"):
         tp.distributed.einsum(subscripts, *chunked, optimize=("dp", 3))
+
+
+def _exit_once(block: np.ndarray, marker: str) -> np.ndarray:
+    """Kill the worker running this the first time any block gets here (the marker file
+    is created atomically: exactly one worker dies), then pass blocks through."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return block
+    os._exit(1)
+
+
+def test_a_worker_killed_during_a_computation_still_gives_the_right_answer(tmp_path) -> None:
+    # A worker dies holding blocks teir_plan's tasks computed: dask's nanny restarts it
+    # and the scheduler runs the lost tasks again, teir_plan's included.
+    distributed = pytest.importorskip("distributed")
+    a, b = _random((240, 180)), _random((180, 200))
+    marker = str(tmp_path / "killed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, memory_limit="1GiB") as cluster, \
+            distributed.Client(cluster) as client:
+        pids = set(client.run(os.getpid).values())
+        x, y = da.from_array(a, chunks=(60, 45)), da.from_array(b, chunks=(45, 50))
+        # (meta given: dask would otherwise call _exit_once here to infer it)
+        result = tp.einsum("ik,kj->ij", x, y).map_blocks(_exit_once, marker,
+                                                         meta=np.empty((0, 0), a.dtype))
+        got = client.compute(result).result(timeout=120)
+        client.wait_for_workers(2, timeout=60)
+        # a worker did die, and the nanny started another in its place
+        assert len(pids - set(client.run(os.getpid).values())) == 1
+        np.testing.assert_allclose(got, _reference("ik,kj->ij", a, b), rtol=1e-10,
+                                   atol=1e-10)
