@@ -240,8 +240,12 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
     # In rounds: each round times every system back to back (see common.timeit), and a
     # system's time is its best over the rounds, so that a spell of load on a shared
     # machine during one system's turn does not decide a ratio.
-    for _ in range(rounds):
-        for sysname, fn in systems.items():
+    # Every other round in reverse order: the threads of a BLAS call keep spinning a
+    # while after it and slow the next system on a small machine (tp after cotengra:
+    # 9-13 ms against 5-6 after a pause), so no system always follows the same one.
+    for r in range(rounds):
+        order = list(systems.items())
+        for sysname, fn in (order if r % 2 == 0 else order[::-1]):
             best, med = timeit(fn, repeats)
             old = results.get(sysname, (math.inf, math.inf))
             results[sysname] = (min(best, old[0]), min(med, old[1]))
