@@ -191,8 +191,8 @@ def test_short_rows_back_to_back_in_windows(shape, split) -> None:  # type: igno
 @pytest.mark.parametrize("sub", ["ik,k->i", "ik->i"])
 @pytest.mark.parametrize("shape", [(4, 256), (7, 9000), (24, 4097), (9, 300)])
 def test_long_runs_four_outputs_a_pass(sub, shape, split) -> None:  # type: ignore[no-untyped-def]
-    """Runs long enough for the inner kernel's four-outputs-a-pass path (FOUR_MIN and
-    more), the outputs not a multiple of four, and split along the runs: every output
+    """Runs short and long (the inner kernel's one-output and four-outputs-a-pass
+    paths), the outputs not a multiple of four, and split along the runs: every output
     summed over exactly its share of each run, once."""
     rng = np.random.default_rng(shape[0])
     ops = [rng.standard_normal(shape).astype(np.float32)]

@@ -71,7 +71,6 @@ from teir_plan.tiles import (
 )
 
 RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
-FOUR_MIN = 256  # runs at least this long are summed four outputs at a time
 ROW_GROUP = 64  # rows accumulated into the block accumulator before the total
 GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
 
@@ -192,8 +191,8 @@ def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db
     # horizontal sum waits on its last loads: docs/decisions.md).  Weighted, the block
     # of weights is the outer loop and every four runs read it from L1: a weight vector
     # longer than the caches is then read from memory once a call, not once per four
-    # outputs.  (Runs shorter than FOUR_MIN would leave the four sums' loop scalar: LLVM
-    # vectorizes it only from more iterations than a single sum's.)
+    # outputs.  Unit-stride runs of at most RUN_BLOCK are summed one output at a time
+    # instead (_short_sums: LLVM vectorizes four sums only from longer runs).
     n = q1 - q0
     t = 0
     if run_sx == 1 and (run_sw == 1 or not weighted) and n <= RUN_BLOCK:
@@ -202,7 +201,7 @@ def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db
         else:
             _short_sums(x, xb + q0, sx, cnt, n, dst, db, sd, zero)
         return
-    if run_sx == 1 and (run_sw == 1 or not weighted) and n >= FOUR_MIN:
+    if run_sx == 1 and (run_sw == 1 or not weighted):  # (runs longer than RUN_BLOCK)
         four = cnt - cnt % 4
         if weighted:
             for u in range(four):

@@ -111,7 +111,8 @@ def tree_of(expr: Expression, opt: Optimize) -> ContractionTree:
     limit = opt.memory_limit
     if limit is None or _largest(tree) <= limit:
         return tree
-    if isinstance(opt.path, str) and len(expr.inputs) <= SIZE_SEARCH_MAX_OPERANDS:
+    searched = isinstance(opt.path, str) and len(expr.inputs) <= SIZE_SEARCH_MAX_OPERANDS
+    if searched:
         smallest = tree_for(expr.inputs, expr.output, expr.extent_map,
                             oe.paths.DynamicProgramming(minimize="size"))
         if _largest(smallest) <= limit:
@@ -119,8 +120,7 @@ def tree_of(expr: Expression, opt: Optimize) -> ContractionTree:
         tree = smallest
     node = max(tree.steps[:-1], key=lambda n: n.size)
     which = (f"neither the path {opt.path!r} nor the path of the smallest intermediates"
-             if isinstance(opt.path, str) and len(expr.inputs) <= SIZE_SEARCH_MAX_OPERANDS
-             else f"the path {opt.path!r}")
+             if searched else f"the path {opt.path!r}")
     raise PlanError(
         f"optimize: memory_limit of {limit} elements cannot be met: "
         f"step {node.node - tree.num_operands} "
