@@ -276,8 +276,18 @@ class Plan:
         and dtypes), after the checks of an ``out`` of a layout seen before
         (:meth:`_check_out`); or None, having checked and run nothing, when an array is
         not aligned: the caller then takes the checked path."""
-        if not (out.flags.aligned
-                and (self._route is not None or (x.flags.aligned and y.flags.aligned))):
+        route = self._route
+        if route is not None:
+            # dot reads and writes any alignment: only what refuses the call is checked.
+            if not out.flags.writeable:
+                raise PlanError("out: array is read-only")
+            if _overlap(out, x):
+                raise PlanError("out: overlaps operand 0 in memory")
+            if _overlap(out, y):
+                raise PlanError("out: overlaps operand 1 in memory")
+            route[1](x, y, out)
+            return out
+        if not (out.flags.aligned and x.flags.aligned and y.flags.aligned):
             return None
         if not out.flags.writeable:
             raise PlanError("out: array is read-only")

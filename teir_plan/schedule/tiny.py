@@ -196,5 +196,15 @@ def _make(swap: bool, ta: bool, tb: bool, tout: bool) -> tuple[Route, RouteInto]
             finally:
                 _errstate.reset(token)
 
-        return route_plain, into
+        def into_plain(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+            token = _errstate.set(_QUIET)
+            try:
+                if out.flags.carray:
+                    x.dot(y, out=out)
+                else:
+                    np.matmul(x, y, out=out)
+            finally:
+                _errstate.reset(token)
+
+        return route_plain, into_plain
     return route, into
