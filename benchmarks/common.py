@@ -86,10 +86,15 @@ def progress(i: int, n: int, label: str) -> None:
     sys.stderr.flush()
 
 
-def write_results(name: str, data: dict, markdown: str) -> Path:
+def write_results(name: str, data: dict, markdown: str, complete: bool = True) -> Path:
+    """Write ``name``'s results as ``{name}-latest.json`` and ``.md``, the files the docs
+    are generated from; a run of a subset of the cases, or one still in progress
+    (``complete=False``), goes to ``{name}-partial.*`` (not tracked) instead, so that it
+    never replaces a full table."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}-latest.json").write_text(json.dumps(data, indent=2, default=str))
-    path = RESULTS / f"{name}-latest.md"
+    stem = f"{name}-latest" if complete else f"{name}-partial"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(data, indent=2, default=str))
+    path = RESULTS / f"{stem}.md"
     path.write_text(markdown)
     return path
 

@@ -298,7 +298,7 @@ def main() -> None:
     md += [md_table(list(rows[0]), [list(r.values()) for r in rows]), "",
            f"Geometric mean of dask.array.einsum's time over tp's: {geo:.2f}x", ""]
     print(f"geomean x{geo:.2f}")
-    write_results("dask", data, "\n".join(md) + "\n")
+    write_results("dask", data, "\n".join(md) + "\n", complete=not names)
 
 
 if __name__ == "__main__":

@@ -244,7 +244,8 @@ def main() -> None:
     print(text)
     if not args.no_save:
         path = write_results("reductions", {"machine": info, "lscpu": cpu, "load": load,
-                                            "read_bandwidth": bw, "results": results}, text)
+                                            "read_bandwidth": bw, "results": results}, text,
+                             complete=args.cases == "all")
         print(f"saved {path}")
 
 

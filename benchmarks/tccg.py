@@ -413,7 +413,8 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
     path = write_results(name, {"dtype": str(dtype), "machine": info, "gemm_gflops": peak / 1e9,
                                   "bandwidth_gbs": bw / 1e9, "cases": records,
                                   "summary": summary, "timed_once": once,
-                                  "complete": final}, md)
+                                  "complete": final},
+                         md, complete=final and len(records) == len(load_cases()))
     return f"{md}\nresults: {path}"
 
 

@@ -376,7 +376,8 @@ def main() -> None:
     name = "trees" + ("-circuits" if args.circuits else "") + (
         f"-{dtype}" if args.circuits or dtype != np.float32 else "")
     path = write_results(name, {"machine": info, "dtype": str(dtype), "rows": rows_data,
-                                "geomean": geo, "geomean_layouts": geo_o}, md)
+                                "geomean": geo, "geomean_layouts": geo_o}, md,
+                         complete=not args.only)
     print(md)
     print(f"written {path}")
 
