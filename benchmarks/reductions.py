@@ -9,7 +9,9 @@ add.reduce (one thread), a numba prange sum or torch.sum (tp's thread count), wh
 is fastest.
 Each system is timed best of ``--repeats`` back to back, in ``--rounds`` rounds that
 take turns over the systems (a round of every system, then the next: a busy spell on a
-shared machine slows a round, not one system), the best of all rounds kept.
+shared machine slows a round, not one system), the best of all rounds kept.  Each
+system's timings start after a pause, so that no system runs beside the spinning
+threads of the one before it.
 
 Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
 [--threads T] [--no-calibrate] [--cases sums|contractions|all]
@@ -24,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import numba
@@ -34,6 +37,7 @@ import teir_plan as tp
 from benchmarks.common import machine, machine_md, md_table, timeit, write_results
 
 MiB = 1 << 20
+PAUSE_SECONDS = 0.25  # before each system's timings (see main)
 
 # (subscripts, shapes, numpy's own call, torch's own call); a None call: none fits.
 CASES: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]] = [
@@ -192,6 +196,11 @@ def main() -> None:
             bw[name] = max(bw.get(name, 0.0), rate)
         for case, _, _, _, calls in cases:
             for name, fn in calls.items():
+                # A pause first: OpenBLAS' threads spin about 0.1 s after a multi-threaded
+                # call (numpy's v @ x here) on the cores the next system needs.  tp's
+                # ik,k->i right after numpy's ki,k->i took 9.5 ms, after a pause 6.0
+                # (best of 12 each, loaded host).
+                time.sleep(PAUSE_SECONDS)
                 t = timeit(fn, args.repeats)[0]
                 best[case][name] = min(best[case].get(name, float("inf")), t)
         torch = torch_round(args.dtype, args.repeats, args.cases)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan import tiles
 from teir_plan.executor.checks import _check_reach
+from teir_plan.executor.reduce import _fetch_add
 from teir_plan.frontend.expression import parse
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.reduce import Reduction, plan_reduction
@@ -267,3 +268,36 @@ def test_the_explain_report_shows_the_reduce_step() -> None:
     assert r.cost is not None and r.cost["bound"] == "memory"
     assert "reduction kernels" in "\n".join(r.frontend)
     assert "Step 0: reduce" in str(r)
+
+
+@numba.njit(parallel=True)
+def _hand_out(nchunks, workers, taken):  # type: ignore[no-untyped-def]
+    """run_parallel's hand-out: each worker takes the next chunk until none is left."""
+    nxt = np.zeros(1, np.int64)
+    for _ in numba.prange(workers):
+        c = _fetch_add(nxt, 1)
+        while c < nchunks:
+            taken[c] += 1
+            c = _fetch_add(nxt, 1)
+
+
+@pytest.mark.parametrize("nchunks", [1, 2, 3, 8, 17])
+def test_every_chunk_is_handed_out_exactly_once(nchunks) -> None:  # type: ignore[no-untyped-def]
+    for workers in range(1, MAX_THREADS + 1):
+        taken = np.zeros(nchunks, np.int64)
+        _hand_out(nchunks, min(workers, nchunks), taken)
+        assert taken.tolist() == [1] * nchunks
+
+
+@pytest.mark.parametrize("sub", ["ij->", "ij->i", "ik,k->i", "ki,k->i"])
+def test_more_chunks_than_threads_match_numpy_in_float64(sub) -> None:  # type: ignore[no-untyped-def]
+    """Chunks taken by whichever worker is free: each chunk's partial sums (or outputs)
+    are still its own, added in chunk order."""
+    rng = np.random.default_rng(7)
+    shapes = {"ij->": [(3001, 97)], "ij->i": [(3001, 97)], "ik,k->i": [(9, 40_001), (40_001,)],
+              "ki,k->i": [(40_001, 9), (40_001,)]}[sub]
+    ops = [rng.standard_normal(s) for s in shapes]
+    for nthreads in range(1, MAX_THREADS + 1):
+        with using_threads(nthreads):
+            got = tp.einsum(sub, *ops)
+        np.testing.assert_allclose(got, np.einsum(sub, *ops), rtol=1e-12, atol=1e-10)

@@ -42,10 +42,9 @@ import os
 from contextlib import nullcontext
 from functools import cache
 
-import numba
 import numpy as np
-from numba import njit, prange
-from numba.extending import get_cython_function_address
+from numba import njit, prange, types
+from numba.extending import get_cython_function_address, intrinsic
 
 from teir_plan.blaslib import numpy_openblas
 from teir_plan.executor.blas import call_gemv
@@ -509,10 +508,23 @@ def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
     return c * total // nchunks, (c + 1) * total // nchunks
 
 
+@intrinsic
+def _fetch_add(typingctx, counter, inc):  # type: ignore[no-untyped-def]
+    """counter[0] += inc atomically (an int64 array of one element); the old value."""
+    sig = types.int64(counter, types.int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", ary.data, args[1], "seq_cst")
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
-                 nchunks, zero, gemv, split):
-    """``nchunks`` chunks over the workers.  SPLIT_OUTPUTS: each a contiguous share of
+                 nchunks, zero, gemv, split, workers):
+    """``nchunks`` chunks over ``workers`` threads, each taking the next chunk left
+    (:func:`_fetch_add`).  SPLIT_OUTPUTS: each a contiguous share of
     the output units, summed whole, into out.  SPLIT_SUMMED: each a contiguous share of
     the summed range, for every output, into a private partial result (out's elements
     in C order over kept, then the vector axis); the partials are then added in chunk
@@ -532,16 +544,25 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
     by_outputs = split == SPLIT_OUTPUTS
     partial = np.empty((1, 1) if by_outputs else (nchunks, nout), x.dtype)
     total_u = units(kind, kept, vec, x.itemsize)
-    for c in prange(nchunks):
-        if by_outputs:
-            u0, u1 = _chunk(c, total_u, nchunks)
-            if u0 < u1:
-                reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, 0,
-                             total_s, y, yo, 2, vec[2], zero, gemv)
-        else:
-            s0, s1 = _chunk(c, total_s, nchunks)
-            reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0, s1,
-                         partial[c], 0, 3, 1, zero, gemv)
+    # One prange iteration per thread, each taking the next chunk until none is left: a
+    # worker that another process holds up leaves its chunks to the others.  (numba's
+    # OpenMP layer runs a prange statically whatever set_parallel_chunksize says: with 8
+    # chunks on 2 threads, worker 0 always ran chunks 0-3, and a call waited on a held
+    # worker for its four.)
+    nxt = np.zeros(1, np.int64)
+    for _ in prange(min(workers, nchunks)):
+        c = _fetch_add(nxt, 1)
+        while c < nchunks:
+            if by_outputs:
+                u0, u1 = _chunk(c, total_u, nchunks)
+                if u0 < u1:
+                    reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, 0,
+                                 total_s, y, yo, 2, vec[2], zero, gemv)
+            else:
+                s0, s1 = _chunk(c, total_s, nchunks)
+                reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0,
+                             s1, partial[c], 0, 3, 1, zero, gemv)
+            c = _fetch_add(nxt, 1)
     if by_outputs:
         return
     kidx = np.zeros(max(nk, 1), np.int64)
@@ -618,11 +639,5 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
                          zero, gemv)
         return
     with blas, numba_threads(threads), parallel_region():
-        # Chunks handed out one at a time: a worker that another process holds up
-        # leaves its chunks to the others instead of the whole call waiting for it.
-        chunksize = numba.set_parallel_chunksize(1)
-        try:
-            run_parallel(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo,
-                         nchunks, zero, gemv, split)
-        finally:
-            numba.set_parallel_chunksize(chunksize)
+        run_parallel(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo,
+                     nchunks, zero, gemv, split, threads)
