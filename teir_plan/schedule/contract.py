@@ -395,9 +395,14 @@ def _contract_expanded(b: _Builder, expr: Expression, target: int, result: np.dt
     real = parts_dtype(result)
     out_view = parts_spec(b.specs[target])
     chosen = None
-    for w in (0, 1):  # the operand expanded; the other is read as its parts
+    # The operand expanded (the other is read as its parts), and the expansion's memory
+    # order: C order, or its matrices' rows outermost (the parts summed as the outermost
+    # K axis; ga,gb->ab packed the C-order expansion again into g r b q order).
+    for w, rows_first in ((0, False), (0, True), (1, False), (1, True)):
+        n = len(specs[w].shape)
         shape = (*specs[w].shape, 2, 2)
-        expanded = OperandSpec(shape, c_strides(shape), real)
+        expanded = OperandSpec(shape, strides_in_order(
+            shape, (n, *range(n), n + 1) if rows_first else range(n + 2)), real)
         views = [expanded if j == w else parts_spec(specs[j]) for j in (0, 1)]
         pterms = [t + r + q if j == w else t + r for j, t in enumerate(terms)]
         pext = {**ext, q: 2, r: 2}
@@ -413,7 +418,7 @@ def _contract_expanded(b: _Builder, expr: Expression, target: int, result: np.dt
     if chosen is None:
         return False
     w, expanded, views, pterms, ranked, expand = chosen
-    e = b.temp(f"operand {w} expanded", expanded.shape, real)
+    e = b.temp(f"operand {w} expanded", expanded.shape, real, strides=expanded.strides)
     b.steps.append(ExpandStep(w, e, f"operand {w}", real, expand))
     cands = [Candidate(x.teir, x.names, x.cost, x.contraction, x.choice, x.packs)
              for x in ranked]
