@@ -168,8 +168,9 @@ def build_plan(
             continue
         seconds = p.predicted_seconds
         if any(isinstance(st, ExpandStep) for st in p.steps):
-            # (against the complex product in every layout, not only its own)
-            seconds *= EXPAND_MARGIN
+            # Against the complex product in every layout, not only its own, and without
+            # the first layout's advantage: a change of form, not only of layout.
+            seconds *= EXPAND_MARGIN * (1.0 if scores else LAYOUT_MARGIN)
         if blocked:
             # Blocks run the same contraction into the same layout, through a stage in
             # cache; they save the staged plan's permute, not its compute or its reads.
