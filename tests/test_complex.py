@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import teir_plan as tp
 from teir_plan import blaslib
+from teir_plan.executor.complex_tiles import expand_parts
 from teir_plan.executor.lower import lower
 from tests import spec_examples
 from tests.gemm_programs import gemm_program
@@ -458,7 +459,9 @@ def test_every_complex_alternative_validates_and_agrees(problem: EinsumProblem) 
             teir = getattr(step, "teir", None)
             if teir is not None:
                 teir.validate()
-                assert teir.primitives.data_type.is_complex
+                # (a product expanded into a real one runs real programs: the parts)
+                assert teir.primitives.data_type.is_complex or any(
+                    s.kind == "expand" for s in alt.steps)
         assert_einsum_close(alt(*problem.operands), problem.subscripts, problem.operands, rdt)
     fresh = problem.fresh(problem.seed + 1)
     assert_einsum_close(p(*fresh), problem.subscripts, fresh, rdt)
@@ -526,3 +529,88 @@ def test_a_parallel_k_gram_matrix_sums_complex_blocks(dtype):
     want = _ref("ki,kj->ji", a, b)
     np.testing.assert_allclose(out, want, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
     np.testing.assert_allclose(got, want.T, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+
+
+# ---- a complex product expanded into a real one (schedule/contract._contract_expanded) ---
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_expand_parts_writes_each_element_as_its_real_matrix(dtype):
+    """Row 0 (re, im), row 1 (-im, re): bit for bit, infinities and NaNs included (no
+    product by 0 or 1 that would turn an infinity into a NaN)."""
+    rng = np.random.default_rng(12)
+    z = _values(rng, (5, 7), dtype)[:, ::2]  # not contiguous
+    z[0, 0] = complex(np.inf, 2.0)
+    z[1, 1] = complex(1.0, np.nan)
+    z[2, 2] = complex(-0.0, -np.inf)
+    e = np.empty((*z.shape, 2, 2), np.finfo(np.dtype(dtype)).dtype)
+    expand_parts(z, e)
+    want = np.stack([np.stack([z.real, z.imag], -1), np.stack([-z.imag, z.real], -1)], -2)
+    assert e.tobytes() == want.astype(e.dtype).tobytes()
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_a_short_k_complex_product_runs_expanded_and_agrees(dtype):
+    """A short summed index and a large result (cgemm's tiles of k = 4 are slow, the real
+    kernels stream the result): planned as one operand expanded, the other and the
+    result as their parts, a real program; into a new array, C order, or out= of any
+    order."""
+    rng = np.random.default_rng(13)
+    a, b = _values(rng, (4, 1000), dtype), _values(rng, (4, 1000), dtype)
+    plan = tp.plan("ga,gb->ab", a, b)
+    assert [s.kind for s in plan.steps] == ["expand", "teir"], plan.describe()
+    assert plan.teir.primitives.data_type.numpy == np.finfo(np.dtype(dtype)).dtype
+    assert "2 x 2 real matrices" in plan.steps[0].describe()
+    assert "predicted" in plan.steps[0].describe()
+    assert_einsum_close(tp.einsum("ga,gb->ab", a, b), "ga,gb->ab", [a, b], dtype)
+    assert_einsum_close(tp.einsum("ga,gb->ab", a, b, order="C"), "ga,gb->ab", [a, b], dtype)
+    for order in "CF":
+        out = np.full((1000, 1000), SENTINEL, dtype, order=order)
+        assert tp.einsum("ga,gb->ab", a, b, out=out) is out
+        assert_einsum_close(out, "ga,gb->ab", [a, b], dtype)
+    text = str(plan.explain())
+    assert "expand operand" in text
+
+
+@pytest.fixture
+def always_expand(monkeypatch):
+    """Every product of two complex operands that can be expanded is: the planner's
+    choice taken out of the comparison, to check the expanded programs themselves."""
+    from teir_plan import api
+    from teir_plan.schedule import contract
+
+    monkeypatch.setattr(contract, "EXPAND_MARGIN", 1e-12)
+    api.plan_cache.clear()
+    yield
+    api.plan_cache.clear()
+
+
+_EXPANDED = [("ij,jk->ik", [(40, 30), (30, 50)]), ("ij,jk->ki", [(3, 4), (4, 5)]),
+             ("ij,j->i", [(30, 64), (64,)]), ("ij,ij->ij", [(20, 30), (20, 30)]),
+             ("bij,bjk->bik", [(4, 24, 20), (4, 20, 28)]), ("i,j->ij", [(7,), (9,)]),
+             ("ij,ij->", [(20, 30), (20, 30)])]
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("expr,shapes", _EXPANDED + [
+    (c[0], [tuple(min(int(v), 12) for k, v in (s.split("=") for s in c[1].split(","))
+                  if k in t) for t in c[0].split("->")[0].split(",")]) for c in _TCCG[1::3]],
+    ids=lambda x: x if isinstance(x, str) else "")
+def test_expanded_products_agree_with_numpy(always_expand, dtype, expr, shapes):
+    """The expanded form on every kind of tile, with a NaN and infinities in either part:
+    numpy's formula, so numpy's NaNs and infinities."""
+    rng = np.random.default_rng(14)
+    ins = expr.split("->")[0].split(",")
+    ext: dict[str, int] = {}
+    for t, s in zip(ins, shapes):
+        ext.update(zip(t, s))
+    ops = [_values(rng, tuple(ext[c] for c in t), dtype) for t in ins]
+    plan = tp.plan(expr, *ops)
+    assert [s.kind for s in plan.steps] == ["expand", "teir"], plan.describe()
+    assert_einsum_close(plan(*ops), expr, ops, dtype)
+    a, b = ops
+    a.reshape(-1)[0] = complex(np.nan, a.reshape(-1)[0].imag)
+    b.reshape(-1)[-1] = complex(b.reshape(-1)[-1].real, np.inf)
+    a.reshape(-1)[-1] = complex(-np.inf, 1.0)
+    _assert_same_classes(plan(a, b), _ref(expr, a, b),
+                         1e-3 if dtype == "complex64" else 1e-10, False)

@@ -45,3 +45,15 @@ def copy_alias(dtype: np.dtype) -> np.dtype | None:
     """The real type a Copy program of ``dtype`` runs as, moving each element whole
     (complex64: float64, 8 bytes), or None: it runs as itself."""
     return np.dtype(np.float64) if np.dtype(dtype) == np.complex64 else None
+
+
+def expand_parts(z: np.ndarray, e: np.ndarray) -> None:
+    """Write each element of the complex array ``z`` as the real 2 x 2 matrix that
+    multiplies a complex number's (re, im) from the left: ``e[..., s, p]`` of the real
+    dtype of ``z``'s parts, ``e[..., 0, :] = (re, im)``, ``e[..., 1, :] = (-im, re)``.
+    A complex product ``sum_s x[..., s] e[..., s, p]`` over ``x``'s parts is then real
+    arithmetic: (xr zr - xi zi, xr zi + xi zr), numpy's formula, so infinities and NaNs
+    come out as numpy's.  (``1j * z`` would not do for the second row: inf * 0 is NaN.)"""
+    np.copyto(e[..., 0, :].view(z.dtype)[..., 0], z)
+    np.negative(z.imag, out=e[..., 1, 0])
+    np.copyto(e[..., 1, 1], z.real)

@@ -24,6 +24,7 @@ from teir_plan.frontend.expression import Expression, parse
 from teir_plan.planner.machine import MachineParams
 from teir_plan.schedule.alternatives import FreeLayout, LayoutOption, free_layout
 from teir_plan.schedule.contract import (
+    EXPAND_MARGIN,
     FLOAT_TYPES,
     TOP_CANDIDATES,
     Proof,
@@ -40,6 +41,7 @@ from teir_plan.schedule.plan import OperandSpec, Plan
 from teir_plan.schedule.steps import (
     CastStep,
     CopyStep,
+    ExpandStep,
     FillStep,
     NumpyStep,
     TEIRStep,
@@ -165,6 +167,10 @@ def build_plan(
             scores.append(math.inf)
             continue
         seconds = p.predicted_seconds
+        if any(isinstance(st, ExpandStep) for st in p.steps):
+            # Against the complex product in every layout, not only its own, and without
+            # the first layout's advantage: a change of form, not only of layout.
+            seconds *= EXPAND_MARGIN * (1.0 if scores else LAYOUT_MARGIN)
         if blocked:
             # Blocks run the same contraction into the same layout, through a stage in
             # cache; they save the staged plan's permute, not its compute or its reads.

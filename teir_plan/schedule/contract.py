@@ -33,6 +33,7 @@ from teir_plan.schedule.steps import (
     BlockedStep,
     BufferSpec,
     Candidate,
+    ExpandStep,
     ReduceStep,
     Step,
     TEIRStep,
@@ -40,6 +41,12 @@ from teir_plan.schedule.steps import (
 from teir_plan.teir.records import TEIR
 
 TOP_CANDIDATES = 8
+# How much faster (predicted) a complex product expanded into a real one must be than the
+# complex product itself: the model's error on that comparison.  Against single cgemm3m
+# calls of the whole product (aebf,fdec->abcd, eafd,fbec->abcd in complex64) the expansion
+# was predicted 1.17-1.41x faster and measured 0.70-0.77x; where it pays (dega,gfbc->abcdef
+# and its siblings, ec,abed->abcd) it was predicted 1.7-2.2x and measured 2-3x.
+EXPAND_MARGIN = 1.5
 FLOAT_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -319,9 +326,11 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
     z = complex_operand(specs, result)
     terms, out_term = list(expr.inputs), expr.output
     q = parts_letter(terms, out_term)
-    if z is None or q is None or any(  # (an index summed in one operand: see _contract)
+    if q is None or any(  # (an index summed in one operand: see _contract)
             c not in out_term and sum(c in t for t in terms) == 1 for t in terms for c in t):
         return False
+    if z is None:
+        return _contract_expanded(b, expr, target, result, opt, threads, params)
     ext = expr.extent_map
     real, kept = parts_dtype(result), 1 - z
 
@@ -351,6 +360,80 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
     sub = f"{','.join(pterms)}->{out_term + q} ({q}: the parts of complex operand {z})"
     _add_teir_step(b, sub, (0, 1), target, cands, "contract", views)
     return True
+
+
+def _contract_expanded(b: _Builder, expr: Expression, target: int, result: np.dtype,
+                       opt: Optimize, threads: int, params: MachineParams) -> bool:
+    """Add a product of two complex operands as a real contraction, when predicted cheaper
+    than the complex one: one operand expanded into its elements' real 2 x 2 matrices
+    (:func:`teir_plan.executor.complex_tiles.expand_parts`, a step of its own), the other
+    and the result taken as their parts (:mod:`teir_plan.schedule.parts`).  The real
+    product has the complex one's 4 real multiply-adds per complex one, on the real
+    kernels: the vector kernel and its streamed output, which BLAS' cgemm/zgemm tiles of
+    a short K lack (``dega,gfbc->abcdef`` complex64: 250-370 GFLOP/s against 90-130 for
+    the cgemm plan and 100-150 for numpy, loaded).  False when it does not apply or is
+    not predicted cheaper (then the caller plans the complex product)."""
+    specs = [b.specs[i] for i in range(len(expr.inputs))]
+    terms, out_term = list(expr.inputs), expr.output
+    if len(specs) != 2 or result.kind != "c" or any(s.dtype != result for s in specs):
+        return False
+    q = parts_letter(terms, out_term)
+    r = parts_letter([*terms, q or ""], out_term)
+    if q is None or r is None:
+        return False
+    ext = expr.extent_map
+
+    def best(c: Contraction, top: int) -> list:
+        return rank(c, params, threads, top=top, expansions=b.expansions) if opt.search \
+            else [plain(c, params)]
+
+    lays = [layout_from(t, s, ext) for t, s in zip(terms, specs)]
+    c = with_dtype(describe(lays[0], lays[1], layout_from(out_term, b.specs[target], ext)),
+                   result)
+    ranked = best(c, 1)
+    seconds = ranked[0].cost.seconds if ranked else math.inf
+    real = parts_dtype(result)
+    out_view = parts_spec(b.specs[target])
+    chosen = None
+    # The operand expanded (the other is read as its parts), and the expansion's memory
+    # order: C order, or its matrices' rows outermost (the parts summed as the outermost
+    # K axis; ga,gb->ab packed the C-order expansion again into g r b q order).
+    for w, rows_first in ((0, False), (0, True), (1, False), (1, True)):
+        n = len(specs[w].shape)
+        shape = (*specs[w].shape, 2, 2)
+        expanded = OperandSpec(shape, strides_in_order(
+            shape, (n, *range(n), n + 1) if rows_first else range(n + 2)), real)
+        views = [expanded if j == w else parts_spec(specs[j]) for j in (0, 1)]
+        pterms = [t + r + q if j == w else t + r for j, t in enumerate(terms)]
+        pext = {**ext, q: 2, r: 2}
+        lays = [layout_from(t, v, pext) for t, v in zip([*pterms, out_term + q],
+                                                        [*views, out_view])]
+        ranked = best(with_dtype(describe(lays[0], lays[1], lays[2]), real), b.top)
+        if not ranked:
+            continue
+        expand = expand_seconds(specs[w], params)
+        if (expand + ranked[0].cost.seconds) * EXPAND_MARGIN < seconds:
+            seconds = (expand + ranked[0].cost.seconds) * EXPAND_MARGIN
+            chosen = (w, expanded, views, pterms, ranked, expand)
+    if chosen is None:
+        return False
+    w, expanded, views, pterms, ranked, expand = chosen
+    e = b.temp(f"operand {w} expanded", expanded.shape, real, strides=expanded.strides)
+    b.steps.append(ExpandStep(w, e, f"operand {w}", real, expand))
+    cands = [Candidate(x.teir, x.names, x.cost, x.contraction, x.choice, x.packs)
+             for x in ranked]
+    sub = (f"{','.join(pterms)}->{out_term + q} ({r}, {q}: operand {w}'s 2 x 2 real "
+           f"matrices; {r}: the parts of operand {1 - w}, {q}: the result's)")
+    _add_teir_step(b, sub, (e, 1) if w == 0 else (0, e), target, cands, "contract",
+                   [*views, out_view])
+    return True
+
+
+def expand_seconds(spec: OperandSpec, params: MachineParams) -> float:
+    """:func:`teir_plan.executor.complex_tiles.expand_parts`' predicted seconds: three
+    numpy passes, each reading the operand and writing over the lines of the expansion
+    (twice the operand's bytes), priced at the memory bandwidth as a cast."""
+    return 3 * 3 * math.prod(spec.shape) * spec.dtype.itemsize / params.dram_bytes_per_second
 
 
 def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,

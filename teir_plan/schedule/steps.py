@@ -14,6 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
+from teir_plan.executor.complex_tiles import expand_parts
 from teir_plan.executor.execute import run_blocked, run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.frontend.contraction import Contraction
@@ -105,6 +106,21 @@ class CastStep(Step):
     def describe(self) -> str:
         predicted = f" (predicted {self.seconds * 1e6:.1f} us)" if self.seconds else ""
         return f"cast {self.label} to {self.dtype}{predicted}"
+
+
+@dataclass(frozen=True)
+class ExpandStep(CastStep):
+    """A complex operand written as the real matrices of its elements
+    (:func:`teir_plan.executor.complex_tiles.expand_parts`): the other operand of a complex
+    product then meets it in a real contraction."""
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        expand_parts(buffers[self.src], buffers[self.dst])
+
+    def describe(self) -> str:
+        predicted = f" (predicted {self.seconds * 1e6:.1f} us)" if self.seconds else ""
+        return (f"expand {self.label} into its elements' 2 x 2 real matrices "
+                f"({self.dtype}){predicted}")
 
 
 @dataclass(frozen=True)
