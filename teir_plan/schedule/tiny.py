@@ -178,15 +178,7 @@ def _make(swap: bool, ta: bool, tb: bool, tout: bool) -> tuple[Route, RouteInto]
     def into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
         if swap:
             x, y = y, x
-        x, y, out = (x.T if ta else x), (y.T if tb else y), (out.T if tout else out)
-        token = _errstate.set(_QUIET)
-        try:
-            if out.flags.carray:  # (dot's condition for out=: C order, aligned)
-                x.dot(y, out=out)
-            else:
-                np.matmul(x, y, out=out)
-        finally:
-            _errstate.reset(token)
+        _dot_into((x.T if ta else x), (y.T if tb else y), (out.T if tout else out))
 
     if not (swap or ta or tb or tout):
         def route_plain(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -196,15 +188,17 @@ def _make(swap: bool, ta: bool, tb: bool, tout: bool) -> tuple[Route, RouteInto]
             finally:
                 _errstate.reset(token)
 
-        def into_plain(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
-            token = _errstate.set(_QUIET)
-            try:
-                if out.flags.carray:
-                    x.dot(y, out=out)
-                else:
-                    np.matmul(x, y, out=out)
-            finally:
-                _errstate.reset(token)
-
-        return route_plain, into_plain
+        return route_plain, _dot_into
     return route, into
+
+
+def _dot_into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
+    """x @ y into ``out``, numpy's floating-point error state ignored around it."""
+    token = _errstate.set(_QUIET)
+    try:
+        if out.flags.carray:  # (dot's condition for out=: C order, aligned)
+            x.dot(y, out=out)
+        else:
+            np.matmul(x, y, out=out)
+    finally:
+        _errstate.reset(token)
