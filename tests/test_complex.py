@@ -229,6 +229,38 @@ def test_nan_and_inf_in_either_part_propagate_as_in_numpy(dtype, expr, shapes, b
         assert same.all()
 
 
+@pytest.mark.parametrize("dtype", COMPLEX)
+@pytest.mark.parametrize("expr,shape", [
+    ("ij->i", (6, 7)),            # tiny: numpy's add.reduce
+    ("ij->", (6, 7)),
+    ("ij->i", (300, 70)),         # the reduction kernel on the parts
+    ("ij->j", (300, 70)),
+    ("ij->", (300, 70)),
+    ("ijk->k", (40, 30, 20)),     # a TEIR program on the parts
+    ("ijk->ki", (40, 30, 20)),
+])
+def test_complex_sums_keep_an_infinite_part_as_numpy_adds_it(dtype, expr, shape):
+    """A complex sum adds parts: an element inf + 1j sums to inf + (finite)j, not to the
+    NaN imaginary part a product with complex ones (inf * 0) would give."""
+    rng = np.random.default_rng(8)
+    x = _values(rng, shape, dtype)
+    flat = x.reshape(-1)
+    flat[3] = complex(np.inf, 1.0)
+    flat[-2] = complex(2.0, -np.inf)
+    flat[len(flat) // 2] = complex(np.nan, 0.5)
+    for arr in (x, x[::-1], np.asfortranarray(x)):
+        got = tp.einsum(expr, arr)
+        want = np.einsum(expr, arr.astype(np.complex128))
+        for part in ("real", "imag"):
+            g, w = getattr(got, part), getattr(want, part)
+            np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+            np.testing.assert_array_equal(np.isposinf(g), np.isposinf(w))
+            np.testing.assert_array_equal(np.isneginf(g), np.isneginf(w))
+            fin = np.isfinite(w)
+            tol = 1e-4 if dtype == "complex64" else 1e-10
+            np.testing.assert_allclose(g[fin], w[fin], rtol=tol, atol=tol)
+
+
 # ---- planning and tp.einsum ------------------------------------------------------------
 
 _EXPRS = [("ij,jk->ik", [(64, 48), (48, 80)]), ("trus,pqtu->pqrs", [(4, 6, 8, 10), (3, 5, 4, 8)]),

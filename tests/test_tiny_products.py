@@ -286,3 +286,105 @@ def test_explain_says_when_calls_run_on_dot() -> None:
     assert "numpy's dot" in str(tp.explain("ij,j->i", small, small[0]))
     large = np.ones((300, 300))
     assert "numpy's dot" not in str(tp.explain("ij,jk->ik", large, large))
+
+
+SUMS = ["ij->j", "ij->i", "ij->", "ijk->ki", "ijk->j", "ijk->"]
+
+
+@pytest.mark.parametrize("expr", SUMS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiny_sums_take_add_reduce_and_agree_with_numpy(expr: str, dtype: type) -> None:
+    """One-operand sums of tiny operands run as numpy's add.reduce over a transposed
+    view, for every layout of the operand and into every out= (C, F, strided, 0-d)."""
+    term = expr.split("->")[0]
+    shape = (6, 7, 5)[:len(term)]
+    x = RNG.standard_normal(shape).astype(dtype)
+    p = tp.plan(expr, x)
+    assert p.numpy_call == "add.reduce", p.steps[0].describe()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    ref = _ref(expr, x)
+    for _ in range(3):  # the first call checks, the next ones take the hot path
+        np.testing.assert_allclose(p(x), ref, rtol=tol, atol=tol)
+        np.testing.assert_allclose(tp.einsum(expr, x), ref, rtol=tol, atol=tol)
+        out = p.empty_out()
+        assert p(x, out=out) is out
+        np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+    outs = [np.empty(ref.shape, dtype)]
+    if ref.ndim == 2:
+        outs += [np.empty(ref.shape, dtype, order="F"),
+                 np.empty((ref.shape[0] * 2, ref.shape[1]), dtype)[::2]]
+    for out in outs:
+        assert tp.einsum(expr, x, out=out) is out
+        np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+    for y in (x[::-1], np.asfortranarray(x), np.swapaxes(x, 0, -1).copy().swapaxes(0, -1)):
+        np.testing.assert_allclose(tp.einsum(expr, y), _ref(expr, y), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_tiny_sums_propagate_nan_and_inf_without_warnings(dtype: type) -> None:
+    x = RNG.standard_normal((6, 7)).astype(dtype)
+    x[1, 2] = np.nan
+    x[3, 4] = np.inf
+    x[4, 4] = -np.inf  # column 4: inf - inf = nan
+    big = np.full((6, 7), np.finfo(np.dtype(dtype).type(0).real.dtype).max / 2, dtype)
+    with np.errstate(all="raise"):
+        for _ in range(2):
+            for arr in (x, big):
+                for expr in ("ij->j", "ij->i", "ij->"):
+                    got = tp.einsum(expr, arr)
+                    ref = np.einsum(expr, arr.astype(np.complex128 if np.iscomplexobj(arr)
+                                                     else np.float64))
+                    # big: the float64 reference is finite where the dtype's sum is inf
+                    if arr is x:
+                        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+                        np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    assert np.geterr()["over"] == "warn"
+
+
+PRODUCTS = ["ij,ij->ij", "ij,j->ij", "j,ij->ij", "i,j->ij", "ij,ji->ij", "ij,jk->ijk",
+            "ij,ij->ji"]
+
+
+@pytest.mark.parametrize("expr", PRODUCTS)
+def test_tiny_products_without_a_summed_index_take_multiply(expr: str) -> None:
+    t0, t1 = expr.split("->")[0].split(",")
+    ext = {"i": 6, "j": 6, "k": 5}
+    a = RNG.standard_normal(tuple(ext[c] for c in t0))
+    b = RNG.standard_normal(tuple(ext[c] for c in t1))
+    p = tp.plan(expr, a, b)
+    assert p.numpy_call == "multiply", p.steps[0].describe()
+    ref = _ref(expr, a, b)
+    for _ in range(3):
+        np.testing.assert_array_equal(p(a, b), ref)  # one product per element: exact
+        np.testing.assert_array_equal(tp.einsum(expr, a, b), ref)
+        out = p.empty_out()
+        assert p(a, b, out=out) is out
+        np.testing.assert_array_equal(out, ref)
+        f = np.empty(ref.shape, order="F")
+        assert tp.einsum(expr, a, b, out=f) is f
+        np.testing.assert_array_equal(f, ref)
+    relu = tp.plan(expr, a, b, epilogue="relu")
+    assert relu.numpy_call is None
+    np.testing.assert_array_equal(relu(a, b), np.maximum(ref, 0))
+    with np.errstate(all="raise"):
+        inf = np.full_like(a, np.inf)
+        zero = np.zeros_like(b)
+        assert np.isnan(tp.einsum(expr, inf, zero)).all()
+
+
+@pytest.mark.parametrize("expr, shapes", [
+    ("ij->j", [(200, 200)]),  # beyond TINY_UFUNC_BYTES: the reduction kernel
+    ("ij,ij->ij", [(200, 200), (200, 200)]),
+    ("ij,jk->ijk", [(40, 40), (40, 40)]),
+])
+def test_larger_sums_and_products_keep_the_executor(expr: str, shapes: list) -> None:
+    ops = [RNG.standard_normal(s) for s in shapes]
+    p = tp.plan(expr, *ops)
+    assert p.numpy_call is None
+    np.testing.assert_allclose(p(*ops), _ref(expr, *ops), atol=1e-9)
+
+
+def test_explain_names_the_numpy_call() -> None:
+    small = np.ones((8, 8))
+    assert "numpy's add.reduce" in str(tp.explain("ij->j", small))
+    assert "numpy's multiply" in str(tp.explain("ij,j->ij", small, small[0]))

@@ -605,17 +605,29 @@ def _flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
     return flat, origin
 
 
+def _typed(view: tuple[np.ndarray, int], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A flat view and offset in the reduction's element type: a complex array summed as
+    its parts (schedule/parts.py) is addressed in real elements, twice as many."""
+    arr, offset = view
+    if arr.dtype == dtype:
+        return view
+    return arr.view(dtype), offset * arr.itemsize // dtype.itemsize
+
+
 def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
                   origins: tuple[int, int, int], weighted: bool, split: int,
-                  x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
+                  x: np.ndarray, w: np.ndarray | None, y: np.ndarray,
+                  dtype: np.dtype | None = None) -> None:
     """Run a reduction planned by :mod:`teir_plan.planner.reduce` on ``x`` (and the
     weights ``w``) into ``y``: arrays of the layouts its tables were proven for.
     ``origins``: element offsets of the first element each table addresses, from each
-    array's first element (x, w, out)."""
-    xf, xo = _flat(x)
-    yf, yo = flat_view(y)
+    array's first element (x, w, out), in elements of ``dtype`` (the arrays' own when
+    None; the real type of complex arrays summed as their parts)."""
+    dt = x.dtype if dtype is None else dtype
+    xf, xo = _typed(_flat(x), dt)
+    yf, yo = _typed(flat_view(y), dt)
     if w is not None:
-        wf, wo = _flat(w)
+        wf, wo = _typed(_flat(w), dt)
     else:
         wf, wo = xf, 0
     xo, wo, yo = xo + origins[0], wo + origins[1], yo + origins[2]

@@ -73,7 +73,7 @@ class Reduction:
         from teir_plan.executor.reduce import run_reduction  # the planner loads no numba
 
         run_reduction(self.kind, kept, vec, summed, self.origins, self.weighted, self.split,
-                      x, w, y)
+                      x, w, y, self.dtype)
 
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or

@@ -187,11 +187,11 @@ def frontend_notes(plan: Plan) -> list[str]:
                              f"axis)")
             for p in st.chosen.packs:
                 notes.append(f"step {k}: {p.describe()} before the TEIR program runs")
-    if plan.runs_on_dot:
-        notes.append("calls run step 0 as numpy's dot on the operands (views, no copy): "
-                     "for a product this small one BLAS call through numpy costs less "
-                     "than the executor's call (its checks and flat views); the step "
-                     "below is what autotune and explain(measure=True) time")
+    if plan.numpy_call is not None:
+        notes.append(f"calls run step 0 as numpy's {plan.numpy_call} on the operands "
+                     "(views, no copy): for a call this small numpy's call costs less "
+                     "than the executor's (its checks and flat views); the step below "
+                     "is what autotune and explain(measure=True) time")
     free = _free_layout_note(plan)
     if free:
         notes.append(free)

@@ -167,6 +167,7 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     lays = [layout_from(t, b.specs[i], extents) for t, i in zip(terms, ids)]
     out_lay = layout_from(out_term, b.specs[dst], extents)
     sub = label or ",".join(terms) + "->" + out_term
+    views: list[OperandSpec] | None = None
     if len(lays) == 1:
         summed = [c for c in lays[0].indices if c not in out_term and extents[c] > 1]
         if not summed:
@@ -176,9 +177,23 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
                      for p in plan_copy(moves, dtype, params, threads, relu)]
             _add_teir_step(b, sub, (ids[0],), dst, cands, "permute")
             return
+        q = parts_letter(terms, out_term) if dtype.kind == "c" else None
+        if q is not None:
+            # A complex sum is the sums of its parts: a real sum over the operand's parts
+            # into the result's (schedule/parts.py).  numpy adds complex numbers so, and
+            # an infinite part stays inf + 0j; summed as a product with complex ones,
+            # inf * (1 + 0j) has the imaginary part inf * 0 = NaN.
+            views = [parts_spec(b.specs[ids[0]]), parts_spec(b.specs[dst])]
+            ext = {**extents, q: 2}
+            lays = [layout_from(terms[0] + q, views[0], ext)]
+            out_lay = layout_from(out_term + q, views[1], ext)
+            dtype = parts_dtype(dtype)
+            sub += f" ({q}: the parts)"
         ones = b.temp("ones", (1,), dtype, kind="const", fill=1.0)
         lays.append(Layout("", (), ()))
         ids = [ids[0], ones]
+        if views is not None:
+            views.insert(1, b.specs[ones])
         role = "reduce"
     else:
         role = "contract"
@@ -201,14 +216,15 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
             b.buffers.pop()  # the constant of ones, unused
         _add_reduce_step(b, sub, tuple(ids[j] for j in order), dst, red,
                          [lays[j] for j in order], out_lay,
-                         ranked[0].cost.seconds if ranked else None)
+                         ranked[0].cost.seconds if ranked else None,
+                         None if views is None else [views[0], views[-1]])
         return
     if not ranked:  # every candidate would cost more than the ceiling
         b.outpriced = True
         return
     cands = [Candidate(r.teir, r.names, r.cost, r.contraction, r.choice, r.packs)
              for r in ranked]
-    _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role)
+    _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role, views)
 
 
 def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contraction,
@@ -280,11 +296,15 @@ def _reduction_for(lays: list[Layout], out: Layout, dtype: np.dtype, params: Mac
 
 def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
                      red: Reduction, lays: list[Layout], out: Layout,
-                     teir_seconds: float | None) -> None:
+                     teir_seconds: float | None,
+                     views: list[OperandSpec] | None = None) -> None:
     """Add a :class:`ReduceStep`, proving (now or with the plan's other proofs) that its
     tables stay inside the buffers: the layouts' reach inside each buffer, and the
-    tables' offsets spanning exactly the layouts' (they address the same elements)."""
-    arrays = [(_ArraySpec.of(b.specs[i]), lay) for i, lay in zip((*inputs, dst), (*lays, out))]
+    tables' offsets spanning exactly the layouts' (they address the same elements).
+    ``views``: the layouts the tables address the buffers as, when not the buffers' own
+    (a complex buffer's parts)."""
+    specs = views or [b.specs[i] for i in (*inputs, dst)]
+    arrays = [(_ArraySpec.of(spec), lay) for spec, lay in zip(specs, (*lays, out))]
     tensors = (0, 1, 2)[:len(inputs)] + (2,)
 
     def run() -> None:

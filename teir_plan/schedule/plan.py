@@ -16,7 +16,15 @@ from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
 from teir_plan.schedule.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
-from teir_plan.schedule.tiny import Route, RouteInto, dot_route
+from teir_plan.schedule.tiny import (
+    Route,
+    Route1,
+    RouteInto,
+    RouteInto1,
+    dot_route,
+    multiply_route,
+    sum_route,
+)
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
 from teir_plan.teir.records import TEIR
@@ -266,6 +274,9 @@ class Plan:
         was made for (the caller has compared its shape, byte strides and dtype), or
         None, having run nothing, when it is not aligned (the checked path reads a
         copy of it)."""
+        route = self._route1
+        if route is not None:
+            return route[0](x)  # add.reduce reads any array
         if x.flags.aligned:
             return self.execute((x,), None)
         return None
@@ -277,24 +288,18 @@ class Plan:
         (:meth:`_check_out`); or None, having checked and run nothing, when an array is
         not aligned: the caller then takes the checked path."""
         route = self._route
-        if route is not None:
-            # dot reads and writes any alignment: only what refuses the call is checked.
-            if not out.flags.writeable:
-                raise PlanError("out: array is read-only")
-            if _overlap(out, x):
-                raise PlanError("out: overlaps operand 0 in memory")
-            if _overlap(out, y):
-                raise PlanError("out: overlaps operand 1 in memory")
-            route[1](x, y, out)
-            return out
-        if not (out.flags.aligned and x.flags.aligned and y.flags.aligned):
+        # dot reads and writes any alignment; the executor's kernels need aligned arrays.
+        if route is None and not (out.flags.aligned and x.flags.aligned and y.flags.aligned):
             return None
         if not out.flags.writeable:
             raise PlanError("out: array is read-only")
         for i, arr in enumerate((x, y)):
             if _overlap(out, arr):
                 raise PlanError(f"out: overlaps operand {i} in memory")
-        self.run((x, y), out)
+        if route is not None:
+            route[1](x, y, out)
+        else:
+            self.run((x, y), out)
         return out
 
     @cached_property
@@ -315,20 +320,45 @@ class Plan:
         return run2
 
     @cached_property
+    def _routable(self) -> bool:
+        """Whether the plan is one step from operands of the result's dtype, which a
+        tiny call may run on numpy instead (schedule/tiny.py)."""
+        return (self._dot and len(self.steps) == 1 and not self.buffers
+                and self.view is None
+                and all(s.dtype == self.out_spec.dtype for s in self.operands))
+
+    @cached_property
     def _route(self) -> tuple[Route, RouteInto] | None:
-        """A tiny product's plan run by numpy's dot (schedule/tiny.py), or None."""
-        if (not self._dot or len(self.steps) != 1 or self.buffers or self.view is not None
-                or len(self.operands) != 2 or self._small_out is None):
-            return None  # (_small_out: a result of another layout than C or F, or large)
-        if any(s.dtype != self.out_spec.dtype for s in self.operands):
+        """A tiny two-operand plan run by numpy's dot or multiply (schedule/tiny.py), or
+        None."""
+        return self._route_named[1] if self._route_named is not None else None
+
+    @cached_property
+    def _route_named(self) -> tuple[str, tuple[Route, RouteInto]] | None:
+        if not self._routable or len(self.operands) != 2:
             return None
-        return dot_route(self.steps[0], self.expression, self._out_order)
+        if self._small_out is not None:  # (None: a result of another layout than C or F)
+            dot = dot_route(self.steps[0], self.expression, self._out_order)
+            if dot is not None:
+                return "dot", dot
+        mul = multiply_route(self.steps[0], self.expression, self.empty_out)
+        return ("multiply", mul) if mul is not None else None
+
+    @cached_property
+    def _route1(self) -> tuple[Route1, RouteInto1] | None:
+        """A tiny one-operand sum run by numpy's add.reduce (schedule/tiny.py), or None."""
+        if not self._routable or len(self.operands) != 1:
+            return None
+        return sum_route(self.steps[0], self.expression, self.out_spec.dtype, self.empty_out)
 
     @property
-    def runs_on_dot(self) -> bool:
-        """Whether the plan's calls run its one product as numpy's ``dot`` (a tiny
-        product: schedule/tiny.py) instead of through the executor."""
-        return self._route is not None
+    def numpy_call(self) -> str | None:
+        """The numpy function (``dot``, ``multiply``, ``add.reduce``) the plan's calls run
+        its one step as, instead of the executor (a tiny call: schedule/tiny.py), or
+        None."""
+        if self._route1 is not None:
+            return "add.reduce"
+        return self._route_named[0] if self._route_named is not None else None
 
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         """The result for checked ``arrays``: a view of an operand when the plan's result
@@ -355,6 +385,10 @@ class Plan:
         route = self._route
         if route is not None:
             route[1](arrays[0], arrays[1], out)
+            return
+        route1 = self._route1
+        if route1 is not None:
+            route1[1](arrays[0], out)
             return
         if self._single is not None:
             run_lowered(self._single.chosen.lowered, [*arrays, out])

@@ -24,6 +24,7 @@ reduction kernel (whose call checks 19 arguments), and so do dot products
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -50,10 +51,19 @@ TINY_MNK_BYTES = 131072
 # TEIR program would run that dot runs instead (docs/decisions.md).
 TINY_MV_BYTES = 131072
 
+# The largest operand (in bytes) of a one-operand sum, and the largest result of a
+# product without a summed index (``ij,j->ij``, ``i,j->ij``), that numpy's add.reduce
+# and multiply run instead of the executor (docs/decisions.md).
+TINY_UFUNC_BYTES = 131072
+
 # (x, y) -> the result, a new array in the plan's layout
 Route = Callable[[np.ndarray, np.ndarray], np.ndarray]
 # (x, y, out) -> None, out written (checked by the caller)
 RouteInto = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+# The same for one operand: x -> the result; (x, out) -> None
+Route1 = Callable[[np.ndarray], np.ndarray]
+RouteInto1 = Callable[[np.ndarray, np.ndarray], None]
+Empty = Callable[[], np.ndarray]  # a new result in the plan's layout
 
 
 def dot_route(step: Step, expression: Expression, out_axes: tuple[int, ...]
@@ -202,3 +212,87 @@ def _dot_into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
             np.matmul(x, y, out=out)
     finally:
         _errstate.reset(token)
+
+
+def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
+              ) -> tuple[Route1, RouteInto1] | None:
+    """A tiny one-operand sum (``ij->j``, ``ijk->ki``, ``ij->``) as numpy's
+    ``add.reduce`` over a transposed view of the operand (kept axes in the result's
+    order, then the summed ones), or None unless the plan's one step is the reduction
+    kernel on an operand (of ``dtype``, the result's) of distinct indices of at most
+    TINY_UFUNC_BYTES.  ``empty`` makes the result of a call without ``out``."""
+    if _QUIET is None or type(step) is not ReduceStep:
+        return None
+    red = step.reduction
+    if red.weighted or dtype.kind not in "fc" or step.inputs != (0,) or step.dst != 1:
+        return None
+    if len(expression.inputs) != 1:
+        return None
+    (term,) = expression.inputs
+    out = expression.output
+    if len(set(term)) != len(term) or len(set(out)) != len(out) or not set(out) <= set(term):
+        return None
+    extents = expression.extent_map
+    if math.prod(extents[c] for c in term) * dtype.itemsize > TINY_UFUNC_BYTES:
+        return None
+    perm = tuple(term.index(c) for c in out) + tuple(
+        i for i, c in enumerate(term) if c not in out)
+    axes = tuple(range(len(out), len(term)))
+
+    def into(x: np.ndarray, r: np.ndarray) -> None:
+        token = _errstate.set(_QUIET)
+        try:
+            np.add.reduce(x.transpose(perm), axis=axes, out=r)
+        finally:
+            _errstate.reset(token)
+
+    def route(x: np.ndarray) -> np.ndarray:
+        r = empty()
+        into(x, r)
+        return r
+
+    return route, into
+
+
+def multiply_route(step: Step, expression: Expression, empty: Empty
+                   ) -> tuple[Route, RouteInto] | None:
+    """A tiny product of two operands without a summed index (``ij,ij->ij``,
+    ``ij,j->ij``, ``i,j->ij``) as numpy's ``multiply`` of views of the operands with the
+    result's axes (transposed, a new axis where an operand lacks one), or None unless
+    the plan's one step is a TEIR program without ReLU writing at most TINY_UFUNC_BYTES.
+    Each element is one product, as the executor computes it: the same values."""
+    if _QUIET is None or type(step) is not TEIRStep:
+        return None
+    low = step.chosen.lowered
+    if (low.dtype.kind not in "fc" or step.teir.primitives.prim_last is not Prim.NONE
+            or step.inputs != (0, 1) or step.dst != 2 or len(expression.inputs) != 2):
+        return None
+    out = expression.output
+    terms = expression.inputs
+    if (any(len(set(t)) != len(t) for t in (*terms, out))
+            or set(terms[0]) | set(terms[1]) != set(out)):
+        return None
+    extents = expression.extent_map
+    if math.prod(extents[c] for c in out) * low.dtype.itemsize > TINY_UFUNC_BYTES:
+        return None
+    # Per operand: its axes in the result's order, then a new axis per missing index.
+    views = []
+    for t in terms:
+        perm = tuple(t.index(c) for c in out if c in t)
+        index = tuple(slice(None) if c in t else None for c in out)
+        views.append((perm, index))
+    (p0, i0), (p1, i1) = views
+
+    def into(x: np.ndarray, y: np.ndarray, r: np.ndarray) -> None:
+        token = _errstate.set(_QUIET)
+        try:
+            np.multiply(x.transpose(p0)[i0], y.transpose(p1)[i1], out=r)
+        finally:
+            _errstate.reset(token)
+
+    def route(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        r = empty()
+        into(x, y, r)
+        return r
+
+    return route, into
