@@ -388,3 +388,39 @@ def test_explain_names_the_numpy_call() -> None:
     small = np.ones((8, 8))
     assert "numpy's add.reduce" in str(tp.explain("ij->j", small))
     assert "numpy's multiply" in str(tp.explain("ij,j->ij", small, small[0]))
+
+
+@pytest.mark.parametrize("expr, shapes, call", [
+    ("ii->", [(7, 7)], "einsum"),
+    ("iij->j", [(6, 6, 5)], "einsum"),
+    ("iji->ij", [(6, 5, 6)], None),  # a diagonal without a sum: a view
+    ("ij,ij->", [(6, 7), (6, 7)], "einsum"),
+    ("ijk,jk->i", [(6, 5, 4), (5, 4)], "einsum"),
+    ("jk,ijk->i", [(5, 4), (6, 5, 4)], "einsum"),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_tiny_diagonal_and_weighted_sums_take_numpys_einsum(expr: str, shapes: list,
+                                                            call: str | None,
+                                                            dtype: type) -> None:
+    ops = [RNG.standard_normal(s).astype(dtype) for s in shapes]
+    if np.dtype(dtype).kind == "c":
+        ops = [o + 1j * RNG.standard_normal(o.shape) for o in ops]
+    p = tp.plan(expr, *ops)
+    if np.dtype(dtype).kind == "f" or len(ops) == 1:  # (complex weighted sums: TEIR)
+        assert p.numpy_call == call, [s.describe() for s in p.steps]
+    ref = np.einsum(expr, *[o.astype(np.complex128) for o in ops])
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for _ in range(3):
+        np.testing.assert_allclose(p(*ops), ref, rtol=tol, atol=tol)
+        np.testing.assert_allclose(tp.einsum(expr, *ops), ref, rtol=tol, atol=tol)
+        out = p.empty_out()
+        assert p(*ops, out=out) is out
+        np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+    if ref.ndim:
+        strided = np.empty((ref.shape[0] * 2, *ref.shape[1:]), ops[0].dtype)[::2]
+        assert tp.einsum(expr, *ops, out=strided) is strided
+        np.testing.assert_allclose(strided, ref, rtol=tol, atol=tol)
+    flipped = [o[::-1] for o in ops]
+    np.testing.assert_allclose(tp.einsum(expr, *flipped),
+                               np.einsum(expr, *[o.astype(np.complex128) for o in flipped]),
+                               rtol=tol, atol=tol)

@@ -24,6 +24,7 @@ from teir_plan.schedule.tiny import (
     dot_route,
     multiply_route,
     sum_route,
+    weighted_sum_route,
 )
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
@@ -342,7 +343,11 @@ class Plan:
             if dot is not None:
                 return "dot", dot
         mul = multiply_route(self.steps[0], self.expression, self.empty_out)
-        return ("multiply", mul) if mul is not None else None
+        if mul is not None:
+            return "multiply", mul
+        summed = weighted_sum_route(self.steps[0], self.expression, self.out_spec.dtype,
+                                    self.empty_out)
+        return ("einsum", summed) if summed is not None else None
 
     @cached_property
     def _route1(self) -> tuple[Route1, RouteInto1] | None:
@@ -353,11 +358,12 @@ class Plan:
 
     @property
     def numpy_call(self) -> str | None:
-        """The numpy function (``dot``, ``multiply``, ``add.reduce``) the plan's calls run
-        its one step as, instead of the executor (a tiny call: schedule/tiny.py), or
-        None."""
+        """The numpy function (``dot``, ``multiply``, ``add.reduce``, ``einsum``) the
+        plan's calls run its one step as, instead of the executor (a tiny call:
+        schedule/tiny.py), or None."""
         if self._route1 is not None:
-            return "add.reduce"
+            return "add.reduce" if len(set(self.expression.inputs[0])) == len(
+                self.expression.inputs[0]) else "einsum"
         return self._route_named[0] if self._route_named is not None else None
 
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:

@@ -20,6 +20,13 @@ products (``ij,j->i``, its transpose, either operand first) qualify too, up to a
 matrix of TINY_MV_BYTES, whether the plan runs them as one TEIR tile or on the
 reduction kernel (whose call checks 19 arguments), and so do dot products
 (``i,i->``) of vectors of up to TINY_MV_BYTES.
+
+Below TINY_UFUNC_BYTES, the reduction kernel's other calls and the products without a
+summed index take numpy's own loops too: a one-operand sum as ``add.reduce`` over a
+transposed view (:func:`sum_route`), a product without a summed index as ``multiply``
+of views with the result's axes (:func:`multiply_route`), and a diagonal's sum or a
+weighted sum of more than two axes as ``numpy.einsum`` itself, its C loop without a
+path search (:func:`weighted_sum_route`).  :attr:`Plan.numpy_call` names the function.
 """
 
 from __future__ import annotations
@@ -226,15 +233,17 @@ def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
     red = step.reduction
     if red.weighted or dtype.kind not in "fc" or step.inputs != (0,) or step.dst != 1:
         return None
-    if len(expression.inputs) != 1:
+    if len(expression.inputs) != 1 or _operand_bytes(expression, dtype) > TINY_UFUNC_BYTES:
         return None
     (term,) = expression.inputs
     out = expression.output
-    if len(set(term)) != len(term) or len(set(out)) != len(out) or not set(out) <= set(term):
+    if len(set(out)) != len(out) or not set(out) <= set(term):
         return None
-    extents = expression.extent_map
-    if math.prod(extents[c] for c in term) * dtype.itemsize > TINY_UFUNC_BYTES:
-        return None
+    if len(set(term)) != len(term):  # a diagonal (ii->, iij->j)
+        into1 = _einsum_into(expression)
+        if into1 is None:
+            return None
+        return lambda x: _new(empty, into1, x), into1  # type: ignore[arg-type]
     perm = tuple(term.index(c) for c in out) + tuple(
         i for i, c in enumerate(term) if c not in out)
     axes = tuple(range(len(out), len(term)))
@@ -296,3 +305,52 @@ def multiply_route(step: Step, expression: Expression, empty: Empty
         return r
 
     return route, into
+
+
+def weighted_sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
+                       ) -> tuple[Route, RouteInto] | None:
+    """A tiny operand times weights along its summed indices (``ij,ij->``,
+    ``ijk,jk->i``: the reduction kernel's weighted sums that are not a matrix-vector
+    product of two 2-D operands) as numpy.einsum's own loop, or None unless the plan's
+    one step is that kernel on operands of at most TINY_UFUNC_BYTES in all."""
+    if type(step) is not ReduceStep or not step.reduction.weighted or dtype.kind not in "fc":
+        return None
+    if sorted(step.inputs) != [0, 1] or step.dst != 2 or len(expression.inputs) != 2:
+        return None
+    if _operand_bytes(expression, dtype) > TINY_UFUNC_BYTES:
+        return None
+    into = _einsum_into(expression)
+    if into is None:
+        return None
+    return (lambda x, y: _new(empty, into, x, y)), into  # type: ignore[arg-type]
+
+
+def _operand_bytes(expression: Expression, dtype: np.dtype) -> int:
+    extents = expression.extent_map
+    return sum(math.prod(extents[c] for c in t) for t in expression.inputs) * dtype.itemsize
+
+
+def _new(empty: Empty, into: Callable[..., None], *ops: np.ndarray) -> np.ndarray:
+    r = empty()
+    into(*ops, r)
+    return r
+
+
+def _einsum_into(expression: Expression) -> Callable[..., None] | None:
+    """numpy.einsum of the expression (no optimize: its C loop, no path search) into
+    ``out``, the last argument; None when an index is not one of numpy's 52 letters."""
+    subscripts = expression.subscripts
+    if _QUIET is None or not all(c in _NUMPY_LETTERS for c in subscripts if c not in ",->"):
+        return None
+
+    def into(*arrays: np.ndarray) -> None:
+        token = _errstate.set(_QUIET)
+        try:
+            np.einsum(subscripts, *arrays[:-1], out=arrays[-1])
+        finally:
+            _errstate.reset(token)
+
+    return into
+
+
+_NUMPY_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
