@@ -14,6 +14,7 @@ numbers, dtypes and blocks.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -191,13 +192,20 @@ def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
     join_axes = tuple(tuple(ax for ax, c in enumerate(ix)
                             if (c in summed and c not in split) or c in kept)
                       for ix in step.inputs)
-    result = da.blockwise(
-        contract_blocks, out_ind, *pairs,
-        adjust_chunks={c: 1 for c in split}, new_axes={c: ext[c] for c in kept},
-        dtype=dtype,
-        meta=np.empty((0,) * len(out_ind), dtype),
-        subscripts=step.subscripts, partial_axes=len(split), result_dtype=dtype,
-        casting=dplan.casting, threads=dplan.task_threads, join_axes=join_axes)
+    with warnings.catch_warnings():
+        # dask warns when a blockwise has ten times more blocks than its largest input:
+        # here the task grid is the planner's choice (chunks.py), which explain reports
+        # with its task count; the warning would name nothing the caller can change.
+        from dask.array.core import PerformanceWarning
+
+        warnings.simplefilter("ignore", PerformanceWarning)
+        result = da.blockwise(
+            contract_blocks, out_ind, *pairs,
+            adjust_chunks={c: 1 for c in split}, new_axes={c: ext[c] for c in kept},
+            dtype=dtype,
+            meta=np.empty((0,) * len(out_ind), dtype),
+            subscripts=step.subscripts, partial_axes=len(split), result_dtype=dtype,
+            casting=dplan.casting, threads=dplan.task_threads, join_axes=join_axes)
     if split:
         n = len(step.output)
         # dask's tree reduction, each task adding its blocks up in one new block
