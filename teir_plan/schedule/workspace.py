@@ -10,7 +10,7 @@ memory whose pages are already mapped.
 The pool is bounded (``WORKSPACE_LIMIT_BYTES`` of idle buffers; the buffers given
 back longest ago are freed first when it is exceeded) and thread-safe: a buffer is owned
 by one call between :meth:`Workspace.borrow` and :meth:`Workspace.give_back`.  One
-buffer larger than the bound, the one given back last, is kept besides, up to
+buffer larger than the bound, the one given back most recently, is kept besides, up to
 ``last_limit_bytes`` (an eighth of physical memory by default): a loop over a result
 larger than the bound (a 1.5 GB complex128 TCCG result) would otherwise fault its
 pages in again on every call.
@@ -56,10 +56,10 @@ def _physical_bytes() -> int:
         return 0
 
 
-# One buffer larger than WORKSPACE_LIMIT_BYTES (the one given back last) is kept besides,
-# up to this size: a
-# fresh 1.5 GB result faulted in on every call of dega,gfbc->abcdef in complex128 took
-# 172 ms against 108 into mapped pages (AMD EPYC, 2 threads; docs/decisions.md).
+# One buffer larger than WORKSPACE_LIMIT_BYTES (the newest such) is kept besides, up to
+# this size: a fresh 1.5 GB result faulted in on every call of dega,gfbc->abcdef in
+# complex128 took 172 ms against 108 into mapped pages (AMD EPYC, 2 threads;
+# docs/decisions.md).
 LAST_LIMIT_BYTES = max(WORKSPACE_LIMIT_BYTES, _physical_bytes() // 8)
 _ALIGN = 64  # bytes: a cache line, more than any dtype needs
 LINE = _ALIGN
