@@ -202,7 +202,7 @@ def test_a_local_cluster_of_processes_runs_it() -> None:
 def _pool_limit() -> int:
     from teir_plan.schedule.workspace import workspace
 
-    return workspace.limit_bytes + workspace.idle_bytes()
+    return workspace.limit_bytes + workspace.last_limit_bytes + workspace.idle_bytes()
 
 
 @settings(max_examples=60, deadline=None)

@@ -135,3 +135,43 @@ def test_the_buffer_given_back_last_stays_when_the_pool_is_full() -> None:
     again = ws.borrow((3 << 20,), np.uint8)
     assert np.shares_memory(big, again)
     assert ws.idle_bytes() <= 5 << 20
+
+
+def test_the_buffer_given_back_last_stays_beyond_the_limit() -> None:
+    """One buffer larger than the limit (a 1.5 GB complex128 result over a 1 GiB pool),
+    up to ``last_limit_bytes``, is kept besides the others, also when smaller buffers
+    are given back after it (a plan's temporaries): a loop over such a result would
+    otherwise fault its pages in on every call."""
+    ws = Workspace(limit_bytes=2 << 20, last_limit_bytes=8 << 20)
+    small = ws.borrow((1 << 20,), np.uint8)
+    big = ws.lend((6 << 20,), np.uint8)
+    ptr = big.ctypes.data
+    del big
+    ws.give_back(small)
+    assert ws.idle_bytes() == ws._idle[0].nbytes + ws._idle[1].nbytes >= 7 << 20
+    again = ws.lend((6 << 20,), np.uint8)
+    assert again.ctypes.data == ptr
+    del again
+    huge = ws.borrow((9 << 20,), np.uint8)  # beyond last_limit_bytes: not kept
+    ws.give_back(huge)
+    assert ws.idle_bytes() <= 8 << 20
+    ws.limit_bytes = ws.last_limit_bytes = 0  # as a dask worker sets it: nothing kept
+    ws.trim()
+    assert ws.idle_bytes() == 0
+
+
+def test_a_result_larger_than_the_pool_limit_reuses_its_memory(monkeypatch) -> None:
+    monkeypatch.setattr(workspace, "limit_bytes", 2 << 20)
+    monkeypatch.setattr(workspace, "last_limit_bytes", 64 << 20)
+    workspace.clear()
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((300, 40)) + 1j * rng.standard_normal((300, 40))
+    b = rng.standard_normal((40, 200)) + 1j * rng.standard_normal((40, 200))
+    c = tp.einsum("ij,jk->ikj", a, b)  # 38 MB of complex128
+    ptr = c.ctypes.data
+    del c
+    again = tp.einsum("ij,jk->ikj", a, b)
+    assert again.ctypes.data == ptr  # written into the already-mapped memory
+    np.testing.assert_allclose(again, np.einsum("ij,jk->ikj", a, b), rtol=1e-12)
+    del again
+    workspace.clear()

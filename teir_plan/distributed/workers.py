@@ -77,7 +77,7 @@ def _limit_pool(limit_bytes: int) -> None:
     per 4 KiB, a few ms per task of tens of MiB."""
     from teir_plan.schedule.workspace import workspace
 
-    workspace.limit_bytes = limit_bytes
+    workspace.limit_bytes = workspace.last_limit_bytes = limit_bytes
     workspace.trim()
 
 

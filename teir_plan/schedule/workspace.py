@@ -9,7 +9,11 @@ memory whose pages are already mapped.
 
 The pool is bounded (``WORKSPACE_LIMIT_BYTES`` of idle buffers; the buffers given
 back longest ago are freed first when it is exceeded) and thread-safe: a buffer is owned
-by one call between :meth:`Workspace.borrow` and :meth:`Workspace.give_back`.
+by one call between :meth:`Workspace.borrow` and :meth:`Workspace.give_back`.  One
+buffer larger than the bound, the one given back most recently, is kept besides, up to
+``last_limit_bytes`` (an eighth of physical memory by default): a loop over a result
+larger than the bound (a 1.5 GB complex128 TCCG result) would otherwise fault its
+pages in again on every call.
 
 Results returned to the caller come from the pool too (:meth:`Workspace.lend`):
 such an array's memory goes back to the pool only when the array and every view
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +46,21 @@ from teir_plan.forks import renew_after_fork
 POOL_MIN_BYTES = 1 << 20
 # Idle bytes the pool keeps at most.
 WORKSPACE_LIMIT_BYTES = 1 << 30
+
+
+def _physical_bytes() -> int:
+    """The machine's physical memory, or 0 where the OS does not say (not POSIX)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+# One buffer larger than WORKSPACE_LIMIT_BYTES (the newest such) is kept besides, up to
+# this size: a fresh 1.5 GB result faulted in on every call of dega,gfbc->abcdef in
+# complex128 took 172 ms against 108 into mapped pages (AMD EPYC, 2 threads;
+# docs/decisions.md).
+LAST_LIMIT_BYTES = max(WORKSPACE_LIMIT_BYTES, _physical_bytes() // 8)
 _ALIGN = 64  # bytes: a cache line, more than any dtype needs
 LINE = _ALIGN
 
@@ -65,8 +85,12 @@ def carve(raw: np.ndarray, shapes: Sequence[tuple[int, ...]], dtype: np.dtype) -
 class Workspace:
     """A bounded, thread-safe pool of large scratch buffers."""
 
-    def __init__(self, limit_bytes: int = WORKSPACE_LIMIT_BYTES) -> None:
+    def __init__(self, limit_bytes: int = WORKSPACE_LIMIT_BYTES,
+                 last_limit_bytes: int | None = None) -> None:
         self.limit_bytes = limit_bytes
+        # One idle buffer beyond limit_bytes, up to this size, is kept besides.
+        self.last_limit_bytes = (max(limit_bytes, LAST_LIMIT_BYTES)
+                                 if last_limit_bytes is None else last_limit_bytes)
         self._idle: list[np.ndarray] = []  # raw uint8 buffers nobody is using
         # Re-entrant: a lent array freed by the garbage collector while this thread
         # holds the lock (any allocation may run a collection) gives its memory back
@@ -136,10 +160,16 @@ class Workspace:
             self._idle = self._within_limit([*self._idle, raw])
 
     def _within_limit(self, idle: list[np.ndarray]) -> list[np.ndarray]:
-        total = sum(b.nbytes for b in idle)
-        while idle and total > self.limit_bytes:
-            total -= idle.pop(0).nbytes
-        return idle
+        """The newest of ``idle`` (oldest first) within ``limit_bytes``, and besides them
+        the newest buffer larger than ``limit_bytes`` but within ``last_limit_bytes``."""
+        large = [b for b in idle if self.limit_bytes < b.nbytes <= self.last_limit_bytes]
+        kept_large = large[-1] if large else None
+        rest = [b for b in idle if b is not kept_large]
+        total = sum(b.nbytes for b in rest)
+        while rest and total > self.limit_bytes:
+            total -= rest.pop(0).nbytes
+        kept = {id(b) for b in rest}
+        return [b for b in idle if b is kept_large or id(b) in kept]
 
     def trim(self) -> None:
         """Free idle buffers (the oldest first) until they are within ``limit_bytes``:
