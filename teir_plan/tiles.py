@@ -148,6 +148,27 @@ def output_chunks(units: int, threads: int) -> int:
 # ?gemv: LLVM's vectorized loop needs more iterations before it runs at all, and left
 # ki,k->i's rows of 24 float32 one element at a time (11 ns a row against 1-2 on ?gemv).
 GEMV_MAX_NB = 64
+
+
+def dot_four_min_bytes(vector_bytes: int) -> int:
+    """The shortest weighted unit-stride run (in bytes) the inner reduction kernel sums
+    four outputs a pass on a target of ``vector_bytes`` vectors; shorter ones are summed
+    one output at a time (runs longer than the kernel's RUN_BLOCK are always four a
+    pass).  Four rows are read as four streams at once; one row at a time, its
+    horizontal sum waits on its last loads.  On a Zen 5, 64 MB of float32 rows (from
+    memory, one core), one at a time against four a pass: with 64-byte vectors rows of
+    1024 (4 KiB) 36 against 40 GB/s, 4096 33-36 against 45-46 (float64 rows of 4096
+    37 against 54), rows of 256 35 against 33; with 32-byte vectors four a pass was
+    slower up to 16 KiB (rows of 1024 float32 44 against 35 GB/s, 4096 40 against 39)
+    and faster only at 32 KiB (float64 rows of 4096, 33 against 46): docs/decisions.md.
+
+    >>> dot_four_min_bytes(64), dot_four_min_bytes(32)
+    (4096, 32768)
+    """
+    return 4096 if vector_bytes >= 64 else 32768
+
+
+DOT_FOUR_MIN_BYTES = dot_four_min_bytes(VEC_BYTES)
 # Unweighted rows shorter than this, back to back in memory (ij->j with j = 3 or 24),
 # are summed as windows of whole rows, FLAT_WINDOW elements or so, each window one long
 # row of the rows kernel: one element at a time they took 11 ns a row of 24, TEIR's

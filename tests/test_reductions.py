@@ -206,6 +206,31 @@ def test_long_runs_four_outputs_a_pass(sub, shape, split) -> None:  # type: igno
         assert_einsum_close(res, sub, ops, np.float32)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 4096), (7, 1024), (13, 2048), (30, 513)])
+def test_weighted_runs_four_a_pass_below_the_run_block(shape, dtype) -> None:  # type: ignore[no-untyped-def]
+    """ij,j->i (and its rows strided, a row gap after each) with rows of at most RUN_BLOCK
+    elements: four outputs a pass from DOT_FOUR_MIN_BYTES on, one at a time below, every
+    output written once, on one thread and split over several."""
+    rng = np.random.default_rng(shape[1])
+    x = rng.standard_normal((shape[0], shape[1] + 3)).astype(dtype)
+    v = rng.standard_normal(shape[1]).astype(dtype)
+    for ops in ([np.ascontiguousarray(x[:, :shape[1]]), v], [x[:, :shape[1]], v]):
+        for nthreads in range(1, MAX_THREADS + 1):
+            res = np.full(shape[0], np.nan, dtype)
+            red = reduce_directly("ij,j->i", ops, res, tiles.SPLIT_OUTPUTS, nthreads)
+            assert red is not None and red.kind == tiles.KIND_INNER
+            assert_einsum_close(res, "ij,j->i", ops, dtype)
+
+
+def test_weighted_runs_four_a_pass_from_a_width_dependent_length() -> None:
+    """Rows of 4 KiB and more four a pass with 64-byte vectors, only rows of 32 KiB with
+    32-byte ones (measured: docs/decisions.md); the compiled kernels read the target's."""
+    assert tiles.dot_four_min_bytes(64) == 4096
+    assert tiles.dot_four_min_bytes(32) == tiles.dot_four_min_bytes(16) == 32768
+    assert tiles.dot_four_min_bytes(tiles.VEC_BYTES) == tiles.DOT_FOUR_MIN_BYTES
+
+
 @pytest.mark.parametrize(("sub", "shapes", "kernel"), [
     ("ij->j", [(100_000, 300)], "rows kernel"),
     ("ij->i", [(100_000, 300)], "inner kernel"),

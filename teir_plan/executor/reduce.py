@@ -58,6 +58,7 @@ from teir_plan.executor.threads import (
 )
 from teir_plan.tiles import (
     CHUNKS_PER_THREAD,
+    DOT_FOUR_MIN_BYTES,
     FLAT_MAX_NB,
     FLAT_WINDOW,
     KIND_INNER,
@@ -191,10 +192,12 @@ def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db
     # of weights is the outer loop and every four runs read it from L1: a weight vector
     # longer than the caches is then read from memory once a call, not once per four
     # outputs.  Unit-stride runs of at most RUN_BLOCK are summed one output at a time
-    # instead (_short_sums: LLVM vectorizes four sums only from longer runs).
+    # instead (_short_sums: LLVM vectorizes four sums only from longer runs), but for
+    # weighted runs of at least DOT_FOUR_MIN_BYTES (tiles.dot_four_min_bytes).
     n = q1 - q0
     t = 0
-    if run_sx == 1 and (run_sw == 1 or not weighted) and n <= RUN_BLOCK:
+    four_dots = weighted and cnt >= 4 and n * x.itemsize >= DOT_FOUR_MIN_BYTES
+    if run_sx == 1 and (run_sw == 1 or not weighted) and n <= RUN_BLOCK and not four_dots:
         if weighted:
             _short_dots(x, xb + q0, sx, cnt, n, w, wb + q0, dst, db, sd, zero)
         else:
