@@ -5,6 +5,9 @@ and its cache, and the explain report naming which of them ranked a plan."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from dataclasses import fields, replace
 
@@ -17,7 +20,14 @@ from teir_plan.isa import VectorTarget
 from teir_plan.planner import calibrate as measure
 from teir_plan.planner import machine
 from teir_plan.planner.calibrate import QuickMeasurements, params_from_quick
-from teir_plan.planner.machine import MachineParams, default_params, set_machine_params
+from teir_plan.planner.gemm_rate import gemm_efficiency
+from teir_plan.planner.machine import (
+    AVX2_BLAS_GEMM_EFFICIENCY,
+    DEFAULT_GEMM_EFFICIENCY,
+    MachineParams,
+    default_params,
+    set_machine_params,
+)
 from teir_plan.render.report import build_report
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
@@ -198,6 +208,61 @@ def test_a_narrower_blas_does_not_scale_the_vector_kernel_down() -> None:
     for kernel, blas in ((64, 64), (64, None), (32, 64)):
         q = replace(FAKE, kernel_vector_bytes=kernel, blas_vector_bytes=blas)
         assert params_from_quick(q).vec_flops_f32 == pytest.approx(92.5e9)
+
+
+def test_first_use_takes_the_efficiency_table_of_blas_kernels_width() -> None:
+    # BLAS' fractions of peak are its kernels': a BLAS of 32-byte kernels (OpenBLAS'
+    # Haswell kernels, also what it runs on Zen 5) gets the table measured with them, not
+    # the reference's 64-byte one; an unknown BLAS is taken to run the kernels' width.
+    for kernel, blas, table in ((32, 32, AVX2_BLAS_GEMM_EFFICIENCY),
+                                (64, 32, AVX2_BLAS_GEMM_EFFICIENCY),
+                                (32, None, AVX2_BLAS_GEMM_EFFICIENCY),
+                                (16, None, AVX2_BLAS_GEMM_EFFICIENCY),
+                                (64, 64, DEFAULT_GEMM_EFFICIENCY),
+                                (64, None, DEFAULT_GEMM_EFFICIENCY),
+                                (0, None, DEFAULT_GEMM_EFFICIENCY)):
+        q = replace(FAKE, kernel_vector_bytes=kernel, blas_vector_bytes=blas)
+        assert params_from_quick(q).gemm_efficiency == table, (kernel, blas)
+
+
+def test_isa_defaults_take_the_efficiency_table_of_blas_width() -> None:
+    assert default_params(AVX2, threads=2).gemm_efficiency == AVX2_BLAS_GEMM_EFFICIENCY
+    assert default_params(NEON, threads=2).gemm_efficiency == AVX2_BLAS_GEMM_EFFICIENCY
+    assert default_params(AVX512, threads=2).gemm_efficiency == DEFAULT_GEMM_EFFICIENCY
+    assert default_params(AVX2, threads=2, blas_target=AVX512).gemm_efficiency == (
+        DEFAULT_GEMM_EFFICIENCY)
+
+
+def test_a_32_byte_blas_rates_long_short_k_calls_above_short_strided_ones() -> None:
+    # Tucker's last step (abc,ai,bj,ck->ijk, 32 -> 96) on OpenBLAS' Haswell kernels, one
+    # core: 18 calls of 96 x 512 x 32 ran in 508-527 us, 288 calls of 96 x 32 x 32 into
+    # a strided C in 578-642.  The reference's table (64-byte kernels) orders them the
+    # other way, 0.73 against 0.88 of the peak.
+    avx2 = params_from_quick(replace(FAKE, kernel_vector_bytes=32, blas_vector_bytes=32))
+    assert gemm_efficiency(avx2, 96, 512, 32) > gemm_efficiency(avx2, 96, 32, 32)
+    ref = MachineParams.reference()
+    assert gemm_efficiency(ref, 96, 512, 32) < gemm_efficiency(ref, 96, 32, 32)
+
+
+def test_an_avx2_host_plans_tuckers_last_step_on_few_blas_calls(tmp_path) -> None:
+    # Planned for an AVX2 host (numba's haswell target, BLAS at AVX2 width: the defaults
+    # derived from the ISA), the intermediate written i j c: the step runs on a few calls
+    # whose N is long, not on 512 calls of N 18 into a strided out.  In a subprocess: the
+    # vector target is read once per process.  Planning only (nothing compiled).
+    code = (
+        "import numpy as np, teir_plan as tp\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = np.ascontiguousarray(rng.standard_normal((96, 96, 32))).transpose(0, 2, 1)\n"
+        "ck = rng.standard_normal((32, 96))\n"
+        "c = tp.plan('icj,ck->ijk', x, ck, order='C').main_step.chosen\n"
+        "print(tp.machine_params().source, c.cost.tile_calls)\n")
+    env = dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="",
+               TEIR_PLAN_AUTOCALIBRATE="0", TEIR_PLAN_CACHE_DIR=str(tmp_path))
+    env.pop("TEIR_PLAN_VECTOR_BYTES", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=300, check=True).stdout.split()
+    assert out[0] == "isa"
+    assert int(out[1]) <= 96
 
 
 def test_blas_vector_width_from_openblas_core_name(monkeypatch) -> None:

@@ -31,6 +31,7 @@ from teir_plan.planner.machine import (
     GRID_MAX_FLOPS,
     MachineParams,
     _l2_bytes,
+    blas_efficiency_table,
 )
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.vec import vec_efficiency
@@ -236,9 +237,10 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
     """First-use parameters: the measured fields as measured, and what hangs on them
     scaled by the measured-to-reference ratio: the vector kernel's rate by the BLAS peak
     (on the reference it runs at 0.98 of BLAS' peak), the LLC and packing rates by the
-    in-cache copy rate.  The efficiency table is a fraction of the peak, so the
-    reference's keeps its meaning; the loop, tile and parallel-region costs stay the
-    reference's.
+    in-cache copy rate.  The efficiency table is a fraction of the peak: the one measured
+    with BLAS kernels of the width this BLAS runs (``machine.blas_efficiency_table``: the
+    kernels' width when BLAS' is not known), since the fractions differ between widths;
+    the loop, tile and parallel-region costs stay the reference's.
 
     Where BLAS' kernels use narrower vectors than teir_plan's (OpenBLAS' AVX2 kernels on
     AMD's Zen 5: BLAS at 131 GFLOP/s a core, the AVX-512 vector kernel at 288), the vector
@@ -258,6 +260,7 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         ref,
         gemm_flops_f32=m.gemm_flops_f32,
         gemm_flops_f64=m.gemm_flops_f64,
+        gemm_efficiency=blas_efficiency_table(m.blas_vector_bytes or m.kernel_vector_bytes),
         vec_flops_f32=ref.vec_flops_f32 * f32 * wider,
         vec_flops_f64=ref.vec_flops_f64 * f64 * wider,
         dram_bytes_per_second=m.dram_bytes_per_second,
