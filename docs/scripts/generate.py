@@ -368,9 +368,10 @@ def readme(example_output: str) -> str:
             machines.append(class_label(data["machine"]))
     if machines:
         classes = list(dict.fromkeys(machines))
+        how = ("read them as that machine's" if len(classes) == 1 else
+               "read each table as its own machine's")
         parts.insert(0, f"These numbers come from {' and '.join(classes)}: a plan's speed "
-                     "depends on the CPU, its vector ISA and the threads, so read them as "
-                     f"{'that machine' if len(classes) == 1 else 'those machines'}'s. The "
+                     f"depends on the CPU, its vector ISA and the threads, so {how}. The "
                      "performance page keeps a table for each machine class with results.")
     return fill(path, text, "benchmarks/results", "\n\n".join(parts) or
                 "No benchmark results yet: run `make bench`.")
