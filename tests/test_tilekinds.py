@@ -4,12 +4,14 @@ because both loop over the same kinds."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.machine import AVX2_BLAS_GEMM_EFFICIENCY, MachineParams
 from teir_plan.tilekinds import BY_NAME, GEMM_KINDS, KINDS, GemmTile, choose, lowered_kind
 from teir_plan.tilekinds import table as K
 from teir_plan.tilekinds.blas import blas_call
@@ -188,3 +190,24 @@ def test_the_table_schema() -> None:
     assert len(BY_NAME) == len(KINDS)
     modes = [k.mode for k in GEMM_KINDS if not k.vector]
     assert len(set(modes)) == len(modes)
+
+
+def test_a_blas_tile_whose_c_columns_are_shorter_than_a_line_pays_a_line_each() -> None:
+    """hfgm,mf->hgm's tiles (hg 64 x f 8, one column): into a C of stride 1000 each of
+    BLAS' 64 columns of one element is a line of its own, read for ownership and
+    written back; into a contiguous C the 64 elements are 4 lines.  (With the efficiency
+    table of 32-byte BLAS kernels, which rates 1 x 64 x 8 and 64 x 1 x 8 alike.)"""
+    params = dataclasses.replace(MachineParams.reference(),
+                                 gemm_efficiency=AVX2_BLAS_GEMM_EFFICIENCY)
+    dtype = np.dtype(np.float32)
+    blas_kind = BY_NAME["blas"]
+    assert blas_kind.price is not None
+
+    def seconds(c: tuple[int, int]) -> float:
+        t = GemmTile(64, 1, 8, 1, (1, 64), (1, 0), c, 4)
+        blas = blas_call(t.m, t.n, t.k, t.a, t.b, t.c)
+        assert blas is not None
+        return blas_kind.price(t, 1, PriceArgs(params, dtype, 2 * 64 * 8, True, blas)).seconds
+
+    lines = 2 * (64 - 4) * 64 / params.llc_bytes_per_second
+    assert seconds((1000, 0)) - seconds((1, 0)) >= 0.99 * lines

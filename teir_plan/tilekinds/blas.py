@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from teir_plan.blaslib import GEMM3M_SPEEDUP, gemm3m_available, uses_gemm3m
+from teir_plan.isa import LINE_BYTES
 from teir_plan.planner.gemm_rate import best_gemm_efficiency, gemm_efficiency
 from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import (
@@ -172,7 +173,16 @@ def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
         packed += k * nn * br * gather_bytes(b_op, isz)
     if blas.ldc == 0:
         packed += 2 * m * n * gather_bytes(t.c, isz)
-    return Price(p.flops / rate + packed / params.pack_bytes_per_second, packed_bytes=packed)
+    seconds = p.flops / rate + packed / params.pack_bytes_per_second
+    if blas.ldc and blas.ldc != mm and mm * isz < LINE_BYTES:
+        # Each of C's nn columns, shorter than a line, is a line of its own: read for
+        # ownership and written back, beyond the lines the efficiency table's tiles
+        # (C contiguous) touch.  1 x 64 x 8 float32 calls into a C of stride 1000 took
+        # 277 ns against 94 for 64 x 1 x 8 into a contiguous C (AMD EPYC Zen 5, one
+        # core, OpenBLAS' Haswell kernels; docs/decisions.md).
+        lines = nn - -(-mm * nn * isz // LINE_BYTES)
+        seconds += 2 * lines * LINE_BYTES / params.llc_bytes_per_second
+    return Price(seconds, packed_bytes=packed)
 
 
 def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
