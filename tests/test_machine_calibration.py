@@ -180,6 +180,23 @@ def test_a_calibration_cached_before_sources_is_a_full_one(fresh) -> None:
     assert loaded.gemm_flops_f32 == 100e9
 
 
+def test_a_first_use_estimate_cached_in_an_earlier_form_is_measured_again(fresh) -> None:
+    """An estimate cached before its efficiency table followed BLAS' kernel width is not
+    used (the next planning call measures one); a full calibration of that time is."""
+    first = params_from_quick(FAKE)
+    assert machine.save_params(first) and machine._load() == first
+    data = json.loads((fresh / "machine.json").read_text())
+    entry = data[machine.machine_key()]
+    assert entry["first_use_form"] == machine.FIRST_USE_FORM
+    del entry["first_use_form"]
+    (fresh / "machine.json").write_text(json.dumps(data))
+    assert machine._load() is None
+    entry.update(calibrated=True, source="calibrated")
+    (fresh / "machine.json").write_text(json.dumps(data))
+    loaded = machine._load()
+    assert loaded is not None and loaded.source == "calibrated"
+
+
 def test_quick_parameters_scale_what_they_do_not_measure() -> None:
     p = params_from_quick(FAKE, machine="m", measured_at="t")
     # Measured fields as measured.

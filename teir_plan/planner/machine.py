@@ -655,6 +655,14 @@ def machine_params() -> MachineParams:
         return _current
 
 
+# The form of a cached first-use estimate: 2 since its efficiency table is the one of
+# BLAS' kernel width (blas_efficiency_table).  An estimate cached in an earlier form is
+# not used: the first planning call measures a new one (a second or so), as on a new
+# machine, so that a user who planned before gets the same plans as a new one.  A full
+# calibration measures its table and stays.
+FIRST_USE_FORM = 2
+
+
 def _load() -> MachineParams | None:
     try:
         data = json.loads(cache_file().read_text())
@@ -665,6 +673,8 @@ def _load() -> MachineParams | None:
         known = {k: v for k, v in entry.items() if k in fields}
         if "source" not in known:  # cached before sources were recorded: a full run
             known["source"] = "calibrated" if known.get("calibrated") else "first-use"
+        if known["source"] == "first-use" and entry.get("first_use_form") != FIRST_USE_FORM:
+            return None
         # An N,N table alone (calibrated before forms were measured) is completed by
         # MachineParams; a table of another grid raises PlanError: not usable.
         return MachineParams(**known)
@@ -698,6 +708,8 @@ def save_params(params: MachineParams) -> bool:
         if params.source == "first-use" and isinstance(old, dict) and old.get("calibrated"):
             return False
         data[key] = asdict(params)
+        if params.source == "first-use":
+            data[key]["first_use_form"] = FIRST_USE_FORM
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(path)
