@@ -272,6 +272,17 @@ def _fits(options: list[tuple[int, list[tuple[int, ...]]]], room: list[int]) -> 
     return pick(0, list(room))
 
 
+def as_type(view: tuple[np.ndarray, int], dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """A flat view (:func:`flat_view`) and offset in a program's element type: a complex64
+    Copy program runs on float64 words (lower: copy_alias), a real program or reduction
+    on a complex array addresses its parts (schedule/parts.py), whose offsets are twice
+    its elements'."""
+    arr, offset = view
+    if arr.dtype == dtype:
+        return view
+    return arr.view(dtype), offset * arr.itemsize // dtype.itemsize
+
+
 def flat_view(arr: np.ndarray) -> tuple[np.ndarray, int]:
     """A writable-typed 1-D view of the memory ``arr`` spans, and the index of its first
     element in that view.  The kernels never write through views of inputs."""

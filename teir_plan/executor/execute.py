@@ -14,7 +14,7 @@ from teir_plan.executor.blocked import (
 )
 from teir_plan.executor.blocked import run_blocked as run_blocks_parallel
 from teir_plan.executor.cache import _seen, first_call
-from teir_plan.executor.checks import check_arrays, flat_view
+from teir_plan.executor.checks import as_type, check_arrays, flat_view
 from teir_plan.executor.lower import Lowered, Partials, lower, prefetch_ahead
 from teir_plan.executor.partials import add_partials, block_pitch, run_partials, workers_for
 from teir_plan.executor.threads import (
@@ -70,16 +70,6 @@ def execute(teir: TEIR, *arrays: np.ndarray) -> None:
     run_lowered(lower(teir), arrays)
 
 
-def _as_type(view: tuple[np.ndarray, int], dtype: np.dtype) -> tuple[np.ndarray, int]:
-    """A flat view and offset in the program's element type: a complex64 Copy program runs
-    on float64 words (lower: copy_alias), a real program on a complex array addresses its
-    parts (schedule/parts.py), whose offsets are twice its elements'."""
-    arr, offset = view
-    if arr.dtype == dtype:
-        return view
-    return arr.view(dtype), offset * arr.itemsize // dtype.itemsize
-
-
 def _runner(run):  # type: ignore[no-untyped-def]
     """``run``, announced before its first compile (see cache.first_call)."""
     if id(run) not in _seen:
@@ -94,12 +84,12 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         return
     if low.partials is not None and _run_partials(low.partials, arrays):
         return
-    x0, o0 = _as_type(flat_view(arrays[0]), low.dtype)
+    x0, o0 = as_type(flat_view(arrays[0]), low.dtype)
     if low.num_tensors == 3:
-        x1, o1 = _as_type(flat_view(arrays[1]), low.dtype)
+        x1, o1 = as_type(flat_view(arrays[1]), low.dtype)
     else:
         x1, o1 = x0, 0
-    y, o2 = _as_type(flat_view(arrays[-1]), low.dtype)
+    y, o2 = as_type(flat_view(arrays[-1]), low.dtype)
     tile = low.tile  # shared by every call of the program: the kernels only read it
     if o0 or o1 or o2:
         tile = tile.copy()
@@ -162,9 +152,9 @@ def _run_partials(p: Partials, arrays: tuple[np.ndarray, ...] | list[np.ndarray]
     workers = workers_for(p.layout, low.parallel_iterations, threads, dtype.itemsize)
     if workers < 2 or low.npar == 0:
         return False
-    x0, o0 = _as_type(flat_view(arrays[0]), dtype)
-    x1, o1 = _as_type(flat_view(arrays[1]), dtype)
-    y, o2 = _as_type(flat_view(arrays[-1]), dtype)
+    x0, o0 = as_type(flat_view(arrays[0]), dtype)
+    x1, o1 = as_type(flat_view(arrays[1]), dtype)
+    y, o2 = as_type(flat_view(arrays[-1]), dtype)
     tile = low.tile.copy()
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, 0
     pitch = block_pitch(p.layout.elements, dtype.itemsize)
@@ -235,16 +225,16 @@ def _run_serial(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     dtype = low.dtype
     x0, o0 = flat_view(arrays[0])
     if x0.dtype != dtype:
-        x0, o0 = _as_type((x0, o0), dtype)
+        x0, o0 = as_type((x0, o0), dtype)
     if low.num_tensors == 3:
         x1, o1 = flat_view(arrays[1])
         if x1.dtype != dtype:
-            x1, o1 = _as_type((x1, o1), dtype)
+            x1, o1 = as_type((x1, o1), dtype)
     else:
         x1, o1 = x0, 0
     y, o2 = flat_view(arrays[-1])
     if y.dtype != dtype:
-        y, o2 = _as_type((y, o2), dtype)
+        y, o2 = as_type((y, o2), dtype)
     tile = low.tile
     if o0 or o1 or o2:
         tile = tile.copy()

@@ -48,7 +48,7 @@ from numba.extending import get_cython_function_address, intrinsic
 
 from teir_plan.blaslib import numpy_openblas
 from teir_plan.executor.blas import call_gemv
-from teir_plan.executor.checks import flat_view
+from teir_plan.executor.checks import as_type, flat_view
 from teir_plan.executor.threads import (
     blas_threads,
     get_num_threads,
@@ -608,15 +608,6 @@ def _flat(arr: np.ndarray) -> tuple[np.ndarray, int]:
     return flat, origin
 
 
-def _typed(view: tuple[np.ndarray, int], dtype: np.dtype) -> tuple[np.ndarray, int]:
-    """A flat view and offset in the reduction's element type: a complex array summed as
-    its parts (schedule/parts.py) is addressed in real elements, twice as many."""
-    arr, offset = view
-    if arr.dtype == dtype:
-        return view
-    return arr.view(dtype), offset * arr.itemsize // dtype.itemsize
-
-
 def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
                   origins: tuple[int, int, int], weighted: bool, split: int,
                   x: np.ndarray, w: np.ndarray | None, y: np.ndarray,
@@ -627,10 +618,10 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     array's first element (x, w, out), in elements of ``dtype`` (the arrays' own when
     None; the real type of complex arrays summed as their parts)."""
     dt = x.dtype if dtype is None else dtype
-    xf, xo = _typed(_flat(x), dt)
-    yf, yo = _typed(flat_view(y), dt)
+    xf, xo = as_type(_flat(x), dt)
+    yf, yo = as_type(flat_view(y), dt)
     if w is not None:
-        wf, wo = _typed(_flat(w), dt)
+        wf, wo = as_type(_flat(w), dt)
     else:
         wf, wo = xf, 0
     xo, wo, yo = xo + origins[0], wo + origins[1], yo + origins[2]

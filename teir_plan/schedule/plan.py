@@ -21,6 +21,7 @@ from teir_plan.schedule.tiny import (
     Route1,
     RouteInto,
     RouteInto1,
+    diagonal_sum_route,
     dot_route,
     multiply_route,
     sum_route,
@@ -203,11 +204,7 @@ class Plan:
                 return [self]
             # The plan's own steps on the executor, as autotune and explain(measure=True)
             # time them (and the tests check them), not the tiny call's numpy route.
-            return [Plan(
-                expression=self.expression, subscripts=self.subscripts,
-                operands=self.operands, out_spec=self.out_spec, steps=self.steps,
-                buffers=self.buffers, options=self.options, main=self._main, dot=False,
-            )]
+            return [self._on_executor(self.steps)]
         return [self.with_candidate(c) for c in step.alternatives]
 
     def with_candidate(self, cand: Candidate) -> Plan:
@@ -215,6 +212,11 @@ class Plan:
         assert self._main is not None
         steps = list(self.steps)
         steps[self._main] = steps[self._main].with_choice(cand)  # type: ignore[attr-defined]
+        return self._on_executor(steps)
+
+    def _on_executor(self, steps: Sequence[Step]) -> Plan:
+        """This plan with ``steps``, its calls always on the executor (never a tiny
+        call's numpy route): what autotune and explain(measure=True) time."""
         return Plan(
             expression=self.expression, subscripts=self.subscripts, operands=self.operands,
             out_spec=self.out_spec, steps=steps, buffers=self.buffers, options=self.options,
@@ -359,20 +361,28 @@ class Plan:
 
     @cached_property
     def _route1(self) -> tuple[Route1, RouteInto1] | None:
-        """A tiny one-operand sum run by numpy's add.reduce (schedule/tiny.py), or None."""
+        """A tiny one-operand sum run by numpy's add.reduce or einsum (schedule/tiny.py),
+        or None."""
+        return self._route1_named[1] if self._route1_named is not None else None
+
+    @cached_property
+    def _route1_named(self) -> tuple[str, tuple[Route1, RouteInto1]] | None:
         if not self._routable or len(self.operands) != 1:
             return None
-        return sum_route(self.steps[0], self.expression, self.out_spec.dtype, self.empty_out)
+        args = (self.steps[0], self.expression, self.out_spec.dtype, self.empty_out)
+        summed = sum_route(*args)
+        if summed is not None:
+            return "add.reduce", summed
+        diagonal = diagonal_sum_route(*args)
+        return ("einsum", diagonal) if diagonal is not None else None
 
     @property
     def numpy_call(self) -> str | None:
         """The numpy function (``dot``, ``multiply``, ``add.reduce``, ``einsum``) the
         plan's calls run its one step as, instead of the executor (a tiny call:
         schedule/tiny.py), or None."""
-        if self._route1 is not None:
-            return "add.reduce" if len(set(self.expression.inputs[0])) == len(
-                self.expression.inputs[0]) else "einsum"
-        return self._route_named[0] if self._route_named is not None else None
+        named = self._route1_named or self._route_named
+        return named[0] if named is not None else None
 
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         """The result for checked ``arrays``: a view of an operand when the plan's result

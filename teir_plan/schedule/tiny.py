@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -230,20 +231,14 @@ def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
     TINY_UFUNC_BYTES.  ``empty`` makes the result of a call without ``out``."""
     if _QUIET is None or type(step) is not ReduceStep:
         return None
-    red = step.reduction
-    if red.weighted or dtype.kind not in "fc" or step.inputs != (0,) or step.dst != 1:
+    if step.reduction.weighted or step.inputs != (0,) or step.dst != 1:
         return None
-    if len(expression.inputs) != 1 or _operand_bytes(expression, dtype) > TINY_UFUNC_BYTES:
+    if not _one_operand_sum(expression, dtype):
         return None
     (term,) = expression.inputs
     out = expression.output
-    if len(set(out)) != len(out) or not set(out) <= set(term):
-        return None
-    if len(set(term)) != len(term):  # a diagonal (ii->, iij->j)
-        into1 = _einsum_into(expression)
-        if into1 is None:
-            return None
-        return lambda x: _new(empty, into1, x), into1  # type: ignore[arg-type]
+    if len(set(term)) != len(term):
+        return None  # a diagonal: diagonal_sum_route
     perm = tuple(term.index(c) for c in out) + tuple(
         i for i, c in enumerate(term) if c not in out)
     axes = tuple(range(len(out), len(term)))
@@ -255,12 +250,34 @@ def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
         finally:
             _errstate.reset(token)
 
-    def route(x: np.ndarray) -> np.ndarray:
-        r = empty()
-        into(x, r)
-        return r
+    return partial(_new, empty, into), into
 
-    return route, into
+
+def diagonal_sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
+                       ) -> tuple[Route1, RouteInto1] | None:
+    """A tiny sum over a diagonal (``ii->``, ``iij->j``) as numpy.einsum's own loop, or
+    None unless the plan's one step is the reduction kernel on such an operand of at
+    most TINY_UFUNC_BYTES."""
+    if type(step) is not ReduceStep or step.reduction.weighted:
+        return None
+    if not _one_operand_sum(expression, dtype):
+        return None
+    (term,) = expression.inputs
+    if len(set(term)) == len(term):
+        return None  # no diagonal: sum_route
+    into = _einsum_into(expression)
+    return None if into is None else (partial(_new, empty, into), into)
+
+
+def _one_operand_sum(expression: Expression, dtype: np.dtype) -> bool:
+    """Whether ``expression`` sums one operand (of the result's ``dtype``, float or
+    complex) of at most TINY_UFUNC_BYTES into distinct indices of it."""
+    if len(expression.inputs) != 1 or dtype.kind not in "fc":
+        return False
+    (term,) = expression.inputs
+    out = expression.output
+    return (len(set(out)) == len(out) and set(out) <= set(term)
+            and _operand_bytes(expression, dtype) <= TINY_UFUNC_BYTES)
 
 
 def multiply_route(step: Step, expression: Expression, empty: Empty
@@ -299,12 +316,7 @@ def multiply_route(step: Step, expression: Expression, empty: Empty
         finally:
             _errstate.reset(token)
 
-    def route(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        r = empty()
-        into(x, y, r)
-        return r
-
-    return route, into
+    return partial(_new, empty, into), into
 
 
 def weighted_sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
@@ -320,9 +332,7 @@ def weighted_sum_route(step: Step, expression: Expression, dtype: np.dtype, empt
     if _operand_bytes(expression, dtype) > TINY_UFUNC_BYTES:
         return None
     into = _einsum_into(expression)
-    if into is None:
-        return None
-    return (lambda x, y: _new(empty, into, x, y)), into  # type: ignore[arg-type]
+    return None if into is None else (partial(_new, empty, into), into)
 
 
 def _operand_bytes(expression: Expression, dtype: np.dtype) -> int:
@@ -331,6 +341,7 @@ def _operand_bytes(expression: Expression, dtype: np.dtype) -> int:
 
 
 def _new(empty: Empty, into: Callable[..., None], *ops: np.ndarray) -> np.ndarray:
+    """``into`` the operands' result, written into a new array from ``empty``."""
     r = empty()
     into(*ops, r)
     return r
