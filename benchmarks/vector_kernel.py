@@ -59,18 +59,21 @@ def _runs(m: int, n: int, k: int, rng: np.random.Generator):  # type: ignore[no-
 
 def _far_rows(length: int, rows: int, k: int, rng: np.random.Generator
               ) -> tuple[int, list[np.ndarray], Lowered]:
-    """Tiles ``length`` long along a vector operand of K rows ``total`` elements apart
+    """Tiles ``length`` long along a vector operand of K rows ``ld`` elements apart
     (about 8 MiB in all), ``rows`` rows of a small operand in cache, into an out of rows
-    ``total`` apart: out[r, v] = sum_p V[p, v] S[r, p], one tile per ``length`` of v."""
+    ``ld`` apart: out[r, v] = sum_p V[p, v] S[r, p], one tile per ``length`` of v.  The
+    rows are a line longer than the tiles' span, so that no two share their cache sets
+    (rows a power of two apart would: that is the cost model's business, not the
+    kernel's)."""
     tiles = max(1, int(2 * 2**20 / (k * length)))
-    total = tiles * length
+    ld = tiles * length + 16
     prog = TEIR.from_fields(
         data_type="float32", prim_first="zero", prim_main="gemm", prim_last="none",
         dim_types=["m", "m", "n", "k"], exec_types=["seq", "prim", "prim", "prim"],
         dim_sizes=[tiles, length, rows, k],
-        strides=[[length, 1, 0, total], [0, 0, k, 1], [length, 1, total, 0]])
-    arrays = [rng.random(k * total).astype(np.float32), rng.random(rows * k).astype(np.float32),
-              np.zeros(rows * total, np.float32)]
+        strides=[[length, 1, 0, ld], [0, 0, k, 1], [length, 1, ld, 0]])
+    arrays = [rng.random(k * ld).astype(np.float32), rng.random(rows * k).astype(np.float32),
+              np.zeros(rows * ld, np.float32)]
     return tiles, arrays, lower(prog, True)
 
 
