@@ -8,7 +8,16 @@ machine slows both.  It prints the vector target the kernels were generated for:
 with ``NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=`` to generate AVX2 code on an AVX-512
 machine (numpy's BLAS picks its own kernels: ``OPENBLAS_CORETYPE`` chooses them).
 
-Run: .venv/bin/python -m benchmarks.vector_kernel [--rounds N]
+``--sweep`` instead measures the kernel alone on tiles of several vector lengths, rows
+and K, in two settings: the calibration's program (the vector operand's m x k block in
+cache, one contiguous run; the other operand and out stream) and tiles along a long
+vector operand whose K rows are far apart (the rows of a tensor several MiB large, as a
+tree's first step reads them).  Each tile's rate is divided by what the model predicts
+for it: the rate the calibration derives (the 432 x 24 x 36 tile's rate over its
+``vec_efficiency``) times the tile's ``vec_efficiency``; 1.00 is a tile the model
+prices right.
+
+Run: .venv/bin/python -m benchmarks.vector_kernel [--rounds N] [--sweep]
 """
 
 from __future__ import annotations
@@ -21,14 +30,21 @@ import numpy as np
 import teir_plan as tp
 from benchmarks.common import machine
 from teir_plan.executor.execute import run_lowered
-from teir_plan.executor.lower import lower
+from teir_plan.executor.lower import Lowered, lower
 from teir_plan.isa import target
 from teir_plan.planner.calibrate import calibration_program
+from teir_plan.planner.machine import MachineParams
+from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.vec import KIND as VEC
+from teir_plan.tilekinds.vec import vec_efficiency
 
 # Tiles the vector kernel takes in the TCCG set: efbad,cf's blocks, dbea,ec's, a long
 # thin tile and a squarer one.
 SHAPES = [(432, 24, 36), (96, 96, 96), (1024, 24, 96), (256, 48, 128)]
+# The sweep's vector lengths, rows and K.
+LENGTHS = (32, 48, 64, 96, 128, 192, 256, 512, 1024)
+ROWS = (8, 24, 32, 64)
+KS = (32, 96)
 
 
 def _runs(m: int, n: int, k: int, rng: np.random.Generator):  # type: ignore[no-untyped-def]
@@ -41,14 +57,84 @@ def _runs(m: int, n: int, k: int, rng: np.random.Generator):  # type: ignore[no-
     return reps, arrays, vec, blas
 
 
+def _far_rows(length: int, rows: int, k: int, rng: np.random.Generator
+              ) -> tuple[int, list[np.ndarray], Lowered]:
+    """Tiles ``length`` long along a vector operand of K rows ``ld`` elements apart
+    (about 8 MiB in all), ``rows`` rows of a small operand in cache, into an out of rows
+    ``ld`` apart: out[r, v] = sum_p V[p, v] S[r, p], one tile per ``length`` of v.  The
+    rows are a line longer than the tiles' span, so that no two share their cache sets
+    (rows a power of two apart would: that is the cost model's business, not the
+    kernel's)."""
+    tiles = max(1, int(2 * 2**20 / (k * length)))
+    ld = tiles * length + 16
+    prog = TEIR.from_fields(
+        data_type="float32", prim_first="zero", prim_main="gemm", prim_last="none",
+        dim_types=["m", "m", "n", "k"], exec_types=["seq", "prim", "prim", "prim"],
+        dim_sizes=[tiles, length, rows, k],
+        strides=[[length, 1, 0, ld], [0, 0, k, 1], [length, 1, ld, 0]])
+    arrays = [rng.random(k * ld).astype(np.float32), rng.random(rows * k).astype(np.float32),
+              np.zeros(rows * ld, np.float32)]
+    return tiles, arrays, lower(prog, True)
+
+
+def _best(low: Lowered, arrays: list[np.ndarray], rounds: int) -> float:
+    run_lowered(low, arrays)  # compile and warm
+    best = float("inf")
+    for _ in range(rounds):
+        t = time.perf_counter()
+        run_lowered(low, arrays)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def sweep(rounds: int) -> None:
+    rng = np.random.default_rng(0)
+    tile_s = MachineParams.reference().tile_seconds
+
+    def rate(m: int, n: int, k: int, tiles: int, seconds: float) -> float:
+        return 2 * m * n * k / max(seconds / tiles - tile_s, 1e-12)
+
+    reps, arrays, vec, _ = _runs(432, 24, 36, rng)
+    full = rate(432, 24, 36, reps, _best(vec, arrays, rounds)) / vec_efficiency(432, 24, 36, 4)
+    print(f"vector kernel at full efficiency (432 x 24 x 36 / its vec_efficiency): "
+          f"{full / 1e9:.1f} GFLOP/s")
+    print("| length | rows | k | vec_efficiency | V in cache GFLOP/s | measured / model "
+          "| V rows far apart GFLOP/s | measured / model |")
+    print("|---|---|---|---|---|---|---|---|")
+    for k in KS:
+        for rows in ROWS:
+            for length in LENGTHS:
+                eff = vec_efficiency(length, rows, k, 4)
+                cells = []
+                try:
+                    reps, arrays, vec, _ = _runs(length, rows, k, rng)
+                    r = rate(length, rows, k, reps, _best(vec, arrays, rounds))
+                    cells += [f"{r / 1e9:.1f}", f"{r / (full * eff):.2f}"]
+                except AssertionError:
+                    cells += ["-", "-"]
+                tiles, arrays, low = _far_rows(length, rows, k, rng)
+                if low.kind is VEC:
+                    r = rate(length, rows, k, tiles, _best(low, arrays, rounds))
+                    cells += [f"{r / 1e9:.1f}", f"{r / (full * eff):.2f}"]
+                else:
+                    cells += ["-", "-"]
+                print(f"| {length} | {rows} | {k} | {eff:.2f} | " + " | ".join(cells) + " |",
+                      flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--sweep", action="store_true",
+                    help="the kernel alone against the model on short and long tiles")
     args = ap.parse_args()
     tp.set_num_threads(1)
     info = machine()
     print(f"{info.get('cpu')}: kernels for {target().describe()}, one thread, float32, "
-          f"best of {args.rounds} rounds in turns")
+          f"best of {args.rounds} rounds{'' if args.sweep else ' in turns'}")
+    if args.sweep:
+        sweep(args.rounds)
+        return
     rng = np.random.default_rng(0)
     print("| m x n x k | vector kernel GFLOP/s | BLAS GFLOP/s | kernel / BLAS |")
     print("|---|---|---|---|")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
+from teir_plan.planner import reduce as reduce_planner
 from teir_plan.schedule.steps import ReduceStep
 from tests.test_trees import tracked_borrows
 
@@ -50,9 +51,12 @@ def test_operands_with_negative_and_gapped_strides() -> None:
     np.testing.assert_allclose(got, np.linalg.multi_dot(ops), rtol=1e-10, atol=1e-12)
 
 
-def test_a_network_with_packs_and_a_reduction_runs_in_segments() -> None:
+def test_a_network_with_packs_and_a_reduction_runs_in_segments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A scalar network: its steps (some with packs) in one call, the final reduction
-    on its own kernel; results and peak memory as step by step."""
+    on its own kernel; results and peak memory as step by step.  (The reduction's call
+    priced as one executor call's, so that this small one stays a reduction step.)"""
+    monkeypatch.setattr(reduce_planner, "REDUCE_CALLS", 1.0)
     rng = np.random.default_rng(5)
     expr = "abc,cde,efa,bdf->"
     ops = [rng.standard_normal((5, 6, 7)), rng.standard_normal((7, 8, 5)),

@@ -255,6 +255,19 @@ def test_a_pre_reduction_runs_on_the_reduce_step() -> None:
     assert_einsum_close(p(a, b), "ijx,jk->ik", [a, b], np.float32)
 
 
+def test_a_tree_s_small_weighted_sums_run_as_teir_steps_in_one_call() -> None:
+    """A weighted sum of a few dozen elements inside a tree: the reduction's call from
+    Python costs several executor calls (planner/reduce.py: REDUCE_CALLS), so the TEIR
+    program, which also runs with the tree's other steps in one compiled call, is
+    chosen; priced at one call the kernel tied it and took the step."""
+    rng = np.random.default_rng(4)
+    ops = [rng.standard_normal(s, dtype=np.float32) for s in ((8, 12), (12,), (8, 7))]
+    p = tp.plan("yv,v,yo->o", *ops, optimize=[(0, 1), (0, 1)])
+    assert [s.kind for s in p.steps] == ["teir", "teir"]
+    assert p._one_call is not None
+    assert_einsum_close(p(*ops), "yv,v,yo->o", ops, np.float32)
+
+
 def test_dtype_and_out_of_another_dtype() -> None:
     rng = np.random.default_rng(3)
     x = rng.standard_normal((300, 200), dtype=np.float32)

@@ -11,7 +11,7 @@ summed element.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -41,6 +41,12 @@ RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
 NARROW_ROW = 64
 NARROW_ELEMENT_SECONDS = 0.4e-9
+# A reduction step's call from Python, in executor calls (``call_seconds``, a TEIR
+# step's): flat views of its three arrays and the dispatch of the kernel's nineteen
+# arguments (executor/reduce.py: run_reduction) cost more than one (docs/decisions.md).
+# Priced so among a tree's steps (called_from_python); a plan's lone step that is a small
+# reduction runs on numpy instead (schedule/tiny.py), at about one call.
+REDUCE_CALLS = 3.0
 
 KINDS = {R.KIND_INNER: "inner", R.KIND_ROWS: "rows"}
 SPLITS = {R.SPLIT_NONE: "one thread", R.SPLIT_OUTPUTS: "outputs split over the threads",
@@ -168,6 +174,14 @@ def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
                      tuple(vec) if vec else None,  # type: ignore[arg-type]
                      tuple(map(tuple, summed)), tuple(origins),  # type: ignore[arg-type]
                      w is not None, split, cost)
+
+
+def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
+    """``red`` priced as a step of a tree, called from Python at REDUCE_CALLS executor
+    calls (a TEIR step among them may also run in one compiled call with the others)."""
+    extra = (REDUCE_CALLS - 1) * params.call_seconds
+    return replace(red, cost=replace(red.cost, seconds=red.cost.seconds + extra,
+                                     overhead_seconds=red.cost.overhead_seconds + extra))
 
 
 def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], weighted: bool,

@@ -25,7 +25,7 @@ from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.cost import read_factors
 from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.reduce import Reduction, plan_reduction
+from teir_plan.planner.reduce import Reduction, called_from_python, plan_reduction
 from teir_plan.planner.search import plain, rank
 from teir_plan.schedule.parts import complex_operand, parts_dtype, parts_letter, parts_spec
 from teir_plan.schedule.plan import OperandSpec
@@ -105,6 +105,9 @@ class _Builder:
         # searched step with no candidate under it makes the whole plan pointless.
         self.ceiling = ceiling
         self.outpriced = False
+        # Whether the steps being added are a tree's (schedule/tree_plan.py): a
+        # reduction among them runs from Python, not on numpy's tiny routes.
+        self.tree = False
         self.steps: list[Step] = []
         self.buffers: list[BufferSpec] = []
         self.specs: dict[int, OperandSpec] = {}
@@ -205,6 +208,8 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     # as a reduction kernel instead (one pass over the operand): whichever is cheaper.
     reduction = None if relu or block_order is not None else _reduction_for(
         lays if role == "contract" else lays[:1], out_lay, dtype, params, threads)
+    if reduction is not None and b.tree:
+        reduction = (called_from_python(reduction[0], params), reduction[1])
     ranked = rank(c, params, threads, relu_last=relu, top=b.top,
                   expansions=b.expansions, ceiling=b.ceiling) if optimize else [
         plain(c, params, relu_last=relu)

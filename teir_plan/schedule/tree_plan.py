@@ -155,6 +155,7 @@ def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype:
     layouts = choose_layouts(tree, b, ids, target, dtype, threads, params) if opt.search \
         else TreeLayouts((), 0.0, 0.0, tree=tree)
     buf = dict(enumerate(ids))
+    b.tree = True  # (a reduction among a tree's steps runs from Python: contract.py)
     for node in tree.steps:
         if node.node == tree.root:
             dst = target
@@ -169,8 +170,10 @@ def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype:
                   [buf[c] for c in node.children], node.term, dst, dtype, opt.search,
                   relu and last, step_threads(tree, node.node, dtype, threads), params)
         if b.outpriced:
+            b.tree = False
             return layouts  # this step alone costs more than the ceiling
         buf[node.node] = dst
+    b.tree = False
     return layouts
 
 
@@ -277,6 +280,7 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
             return known[0]
         n = tree.nodes[node]
         scratch = _Builder(b.n, [], 1, b.expansions, ceiling)
+        scratch.tree = True
         scratch.specs = dict(b.specs)
         scratch.buffers = list(b.buffers)  # (new buffers' ids follow b's)
         srcs = []
