@@ -231,6 +231,44 @@ def test_weighted_runs_four_a_pass_from_a_width_dependent_length() -> None:
     assert tiles.dot_four_min_bytes(tiles.VEC_BYTES) == tiles.DOT_FOUR_MIN_BYTES
 
 
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("rows", "run", "stride"), [(5001, 7, 7), (777, 3, 3), (4096, 5, 11),
+                                                     (300, 6, 6)])
+def test_short_weighted_runs_of_a_strided_axis_run_on_gemv_transposed(rows, run, stride,
+                                                                      dtype, split) -> None:  # type: ignore[no-untyped-def]
+    """``iu,u->i`` with u a unit-stride run shorter than a line (longer ones run on the
+    inner kernel) and i strided (gaps when the stride is longer than the run): each
+    output one dot product, on BLAS' ?gemv transposed, in
+    every split; NaN times a zero weight stays NaN and an infinity propagates."""
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, stride)).astype(dtype)[:, :run]
+    w = rng.standard_normal(run).astype(dtype)
+    w[1] = 0
+    x[7, 1] = np.nan
+    x[9, 0] = np.inf
+    res = np.full(rows, -1.0, dtype)
+    red = reduce_directly("iu,u->i", [x, w], res, split, MAX_THREADS)
+    assert red is not None and red.kind == tiles.KIND_ROWS
+    assert tiles.uses_gemv(red.kind, *red.tables[1:], True)
+    with np.errstate(invalid="ignore"):
+        want = np.einsum("iu,u->i", x.astype(np.float64), w.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(res), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(res), np.isinf(want))
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(res[ok], want[ok], rtol=1e-5 if dtype == "float32" else 1e-12,
+                               atol=1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:
+    """Overlapping runs (a run longer than the vector axis' stride) would give BLAS an
+    lda below m: the rows kernel sums them."""
+    vec = np.array([100, 4, 1])
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[8, 1, 1]]), True)
+    assert tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), True)
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), False)
+
+
 @pytest.mark.parametrize(("sub", "shapes", "kernel"), [
     ("ij->j", [(100_000, 300)], "rows kernel"),
     ("ij->i", [(100_000, 300)], "inner kernel"),

@@ -385,10 +385,12 @@ def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  
 
 
 @njit(cache=True, nogil=True)
-def _gemv_rows(x, xb, st, nb, w, wb, wst, s0, s1, acc, gemv, iparams, consts):  # type: ignore[no-untyped-def]
-    """acc[:nb] = sum_{s0 <= r < s1} w[wb + r*wst] x[xb + r*st : +nb] by BLAS ?gemv (the
-    rows are the columns of an nb x (s1 - s0) column-major matrix), for rows too short
-    for LLVM's vectorized loop: OpenBLAS' kernel keeps the sums in registers."""
+def _gemv_rows(x, xb, st, nb, vs, w, wb, wst, s0, s1, acc, gemv, iparams, consts):  # type: ignore[no-untyped-def]
+    """acc[:nb] = sum_{s0 <= r < s1} w[wb + r*wst] x[xb + r*st + t*vs] (t < nb) by BLAS
+    ?gemv: with vs = 1 the rows are the columns of an nb x (s1 - s0) column-major matrix
+    (rows too short for LLVM's vectorized loop: OpenBLAS' kernel keeps the sums in
+    registers); else (st = 1, the summed runs no longer than vs) the runs are the
+    columns of an (s1 - s0) x nb one, transposed (tiles.uses_gemv)."""
     for t in range(nb):
         acc[t] = 0
     width = gemv[1]
@@ -399,7 +401,8 @@ def _gemv_rows(x, xb, st, nb, w, wb, wst, s0, s1, acc, gemv, iparams, consts):  
     r = s0
     while r < s1:
         cnt = min(s1 - r, GEMV_MAX_ROWS)
-        for i, v in enumerate((nb, cnt, st, wst, 1, ord("N"))):
+        shape = (nb, cnt, st, wst, 1, ord("N")) if vs == 1 else (cnt, nb, vs, wst, 1, ord("T"))
+        for i, v in enumerate(shape):
             if width == 8:
                 iparams[i] = v
             else:
@@ -492,8 +495,8 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
                 for t in range(nb):
                     acc[t] += x[xb + r * nb + t]
         elif gemv[0] != 0:
-            _gemv_rows(x, xb, summed[0, 1], nb, w, wo, summed[0, 2], s0, s1, acc, gemv, iparams,
-                       consts)
+            _gemv_rows(x, xb, summed[0, 1], nb, vs, w, wo, summed[0, 2], s0, s1, acc, gemv,
+                       iparams, consts)
         else:
             _rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
         db = do + _place(kept, dcol, o, kidx) + start * dvec

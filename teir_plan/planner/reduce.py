@@ -41,6 +41,14 @@ RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
 NARROW_ROW = 64
 NARROW_ELEMENT_SECONDS = 0.4e-9
+# A strided vector axis (rows whose elements lie apart) is read one element at a time,
+# each line once per summed element: 0.3 ns an element beyond the reads.  Weighted, with
+# a short unit-stride run per output (``iu,u->i``, tiles.uses_gemv), BLAS' ?gemv
+# transposed takes it instead: 0.8 ns an output beyond the reads.  Measured on one core
+# (AMD EPYC Zen 5, float32, 177k outputs): runs of 8 492 against 231-255 us (numpy's
+# own x @ w, threaded, 107-110), runs of 3 190-240 against 111-120.
+STRIDED_ELEMENT_SECONDS = 0.3e-9
+GEMV_T_OUTPUT_SECONDS = 0.8e-9
 # A reduction step's call from Python, in executor calls (``call_seconds``, a TEIR
 # step's): flat views of its three arrays and the dispatch of the kernel's nineteen
 # arguments (executor/reduce.py: run_reduction) cost more than one (docs/decisions.md).
@@ -201,10 +209,14 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         tables = (np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3))
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
             starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
+        elif vec[2] != 1 and R.uses_gemv(kind, *tables, weighted):
+            starts = nout * GEMV_T_OUTPUT_SECONDS  # a short dot product per output
         else:
             narrow = vec[1] < NARROW_ROW and not R.uses_gemv(kind, *tables, weighted)
             per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
             starts = units * nsum * per_row
+            if vec[2] != 1:  # strided rows: one element at a time
+                starts += nout * nsum * STRIDED_ELEMENT_SECONDS
     if threads <= 1 or read < PARALLEL_MIN_BYTES:
         splits = [R.SPLIT_NONE]
     elif units >= 4 * threads or (units >= threads and nsum < 2 * threads):
