@@ -26,6 +26,7 @@ from numba import njit, prange
 
 import teir_plan as tp
 from teir_plan.executor.reduce import RUN_BLOCK
+from teir_plan.planner.calibrate import best_seconds
 from teir_plan.tiles import CHUNKS_PER_THREAD
 
 _SUM_MATH = {"reassoc", "contract"}
@@ -88,16 +89,6 @@ def long_dots(x, v, nch, block):  # type: ignore[no-untyped-def]
     return part.sum(0)
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
@@ -146,7 +137,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for name in times:
             time.sleep(args.pause)
-            times[name].append(best_of(systems[name], args.repeats))
+            times[name].append(best_seconds(systems[name], args.repeats, warmup=1))
     print(f"{args.dtype}, {threads} threads, {args.rounds} rounds of best of {args.repeats}, "
           f"{args.pause} s pauses (ms, best / median over the rounds)")
     for name, ts in times.items():
