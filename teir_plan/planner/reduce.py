@@ -207,12 +207,13 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         block = R.row_block(isz)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
         tables = (np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3))
+        gemv = R.uses_gemv(kind, *tables, weighted)
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
             starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
-        elif vec[2] != 1 and R.uses_gemv(kind, *tables, weighted):
+        elif gemv and vec[2] != 1:
             starts = nout * GEMV_T_OUTPUT_SECONDS  # a short dot product per output
         else:
-            narrow = vec[1] < NARROW_ROW and not R.uses_gemv(kind, *tables, weighted)
+            narrow = vec[1] < NARROW_ROW and not gemv
             per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
             starts = units * nsum * per_row
             if vec[2] != 1:  # strided rows: one element at a time
