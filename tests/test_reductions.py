@@ -18,8 +18,10 @@ import teir_plan as tp
 from teir_plan import tiles
 from teir_plan.executor.checks import _check_reach
 from teir_plan.executor.reduce import _fetch_add
+from teir_plan.frontend.contraction import Layout
 from teir_plan.frontend.expression import parse
 from teir_plan.planner.machine import MachineParams
+from teir_plan.planner import reduce as reduce_cost
 from teir_plan.planner.reduce import Reduction, plan_reduction
 from teir_plan.schedule.contract import _offset_range, layout_from
 from teir_plan.schedule.plan import OperandSpec, as_operand
@@ -267,6 +269,22 @@ def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:
     assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[8, 1, 1]]), True)
     assert tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), True)
     assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), False)
+
+
+def test_gemv_transposed_is_priced_per_call() -> None:
+    """The same weighted sums written into an out whose outermost axis lies between x's
+    kept axes take one transposed ?gemv call per kept row (3,696 here) instead of one:
+    priced higher (a tree planner that saw both at one price wrote such intermediates
+    and ran 1.7x slower)."""
+    shape = (6, 8, 7, 11, 48, 8)
+    x = Layout("abefku", shape, tuple(int(np.prod(shape[i + 1:])) for i in range(6)))
+    w = Layout("u", (8,), (1,))
+    in_order = Layout("abefk", shape[:5], tuple(s // 8 for s in x.strides[:5]))
+    f_first = Layout("abefk", shape[:5], (8 * 7 * 48, 7 * 48, 48, 6 * 8 * 7 * 48, 1))
+    flat, split = (plan_reduction(x, out, w, np.dtype(np.float32), MachineParams(), 1)
+                   for out in (in_order, f_first))
+    assert flat is not None and split is not None
+    assert split.cost.seconds > flat.cost.seconds + 3_000 * reduce_cost.GEMV_CALL_SECONDS
 
 
 @pytest.mark.parametrize(("sub", "shapes", "kernel"), [

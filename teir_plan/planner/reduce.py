@@ -49,6 +49,15 @@ NARROW_ELEMENT_SECONDS = 0.4e-9
 # own x @ w, threaded, 107-110), runs of 3 190-240 against 111-120.
 STRIDED_ELEMENT_SECONDS = 0.3e-9
 GEMV_T_OUTPUT_SECONDS = 0.8e-9
+# Each transposed ?gemv call (one per unit: a kept row's block of the vector axis) costs
+# some 100 ns besides its work: ``u,abefkmu->abefkm`` with u = 8 into an out whose f is
+# outermost, 3,696 calls of 12-192 outputs, took 54-102 ns a call more than the same
+# outputs in two calls (one thread, AMD EPYC Zen 5, float32), and a tree that wrote that
+# intermediate so ran 1.7x slower.  The untransposed form's calls cost the same but are
+# not priced: where they dominate (``akj,k->aj``, k = 4, j = 24: 100,000 calls, 10.1 ms
+# against 2.4 predicted) the rows kernel (17.6 ms) and the TEIR program (18.1) are slower
+# still, and priced, the planner picked the latter.
+GEMV_CALL_SECONDS = 100e-9
 # A reduction step's call from Python, in executor calls (``call_seconds``, a TEIR
 # step's): flat views of its three arrays and the dispatch of the kernel's nineteen
 # arguments (executor/reduce.py: run_reduction) cost more than one (docs/decisions.md).
@@ -212,6 +221,7 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
             starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
         elif gemv and vec[2] != 1:
             starts = nout * GEMV_T_OUTPUT_SECONDS  # a short dot product per output
+            starts += units * GEMV_CALL_SECONDS
         else:
             narrow = vec[1] < NARROW_ROW and not gemv
             per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
