@@ -20,8 +20,8 @@ from teir_plan.executor.checks import _check_reach
 from teir_plan.executor.reduce import _fetch_add
 from teir_plan.frontend.contraction import Layout
 from teir_plan.frontend.expression import parse
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner import reduce as reduce_cost
+from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.reduce import Reduction, plan_reduction
 from teir_plan.schedule.contract import _offset_range, layout_from
 from teir_plan.schedule.plan import OperandSpec, as_operand
