@@ -144,10 +144,16 @@ def output_chunks(units: int, threads: int) -> int:
     """Chunks of a SPLIT_OUTPUTS reduction over ``threads``: at least four units each
     (the inner kernel sums four outputs per pass)."""
     return min(CHUNKS_PER_THREAD * threads, max(threads, units // 4))
-# Weighted rows shorter than this (one summed axis, unit stride along them) run on BLAS'
-# ?gemv: LLVM's vectorized loop needs more iterations before it runs at all, and left
-# ki,k->i's rows of 24 float32 one element at a time (11 ns a row against 1-2 on ?gemv).
+# Weighted rows shorter than this (one summed axis, unit stride along them), more than
+# ROW_GROUP of them, run on BLAS' ?gemv: ``ki,k->i`` with rows of 24 float32, 3e6 rows,
+# 8.8 ms on one core against the rows kernel's 9.1, on two 6.7 (numpy 14.5).  Fewer rows
+# (one segment) run on the rows kernel, which needs no call: ``akj,k->aj`` with k = 4,
+# j = 24, 1e5 rows, 2.8 ms against ?gemv's 10.1 (k = 16: 1.1 against 2.4).
 GEMV_MAX_NB = 64
+# Rows a segment of the rows kernel sums (four a pass) before its block is added to the
+# unit's total: the summation error's bound (executor/reduce.py) and the fewest rows
+# worth a ?gemv call.
+ROW_GROUP = 64
 
 
 def dot_four_min_bytes(vector_bytes: int) -> int:
@@ -185,20 +191,23 @@ def row_block(itemsize: int) -> int:
 
 def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
     """Whether a weighted reduction's rows run on BLAS' ?gemv: one summed axis whose
-    weights step forward, and either rows of unit stride, short (see GEMV_MAX_NB), that
-    do not overlap (BLAS' lda >= m), or a strided vector axis whose elements each sum a
-    unit-stride run of the summed axis no longer than that stride (``abu,u->ab`` with u
-    short, ``?gemv`` transposed: the rows kernel would read each line once per summed
-    element, ``u,abefkmu->abefkm`` with u = 8 in 177k rows 480 us against sgemv's 198).
+    weights step forward, and either rows of unit stride, short and many (see
+    GEMV_MAX_NB), that do not overlap (BLAS' lda >= m), or a strided vector axis whose
+    elements each sum a unit-stride run of the summed axis no longer than that stride
+    (``abu,u->ab`` with u short, ``?gemv`` transposed: the rows kernel would read each
+    line once per summed element, ``u,abefkmu->abefkm`` with u = 8 in 177k rows 480 us
+    against sgemv's 198).
     The executor calls it transposed when the vector axis is strided."""
     if not (kind == KIND_ROWS and weighted and summed.shape[0] == 1 and summed[0, 2] > 0):
         return False
     if vec[1] == 1:
-        return bool(vec[0] < GEMV_MAX_NB and summed[0, 1] >= vec[0])
+        return bool(vec[0] < GEMV_MAX_NB and summed[0, 1] >= vec[0]
+                    and summed[0, 0] > ROW_GROUP)
     return bool(summed[0, 1] == 1 and vec[1] >= summed[0, 0])
 
 
 def uses_flat_rows(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
     """Whether a reduction's rows are summed as flat windows (see FLAT_MAX_NB)."""
     return bool(kind == KIND_ROWS and not weighted and vec[1] == 1 and vec[0] < FLAT_MAX_NB
-                and summed.shape[0] == 1 and summed[0, 1] == vec[0])
+                and summed.shape[0] == 1 and summed[0, 1] == vec[0]
+                and summed[0, 0] > ROW_GROUP)

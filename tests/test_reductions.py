@@ -271,6 +271,39 @@ def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:
     assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), False)
 
 
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("k", [1, 3, 4, 7, tiles.ROW_GROUP, tiles.ROW_GROUP + 1])
+def test_narrow_rows_over_a_few_summed_rows(k, weighted, dtype, split) -> None:  # type: ignore[no-untyped-def]
+    """``akj,k->aj`` and ``akj->aj`` with rows of 24: up to ROW_GROUP rows one segment of
+    the rows kernel straight into the unit's sum (no ?gemv, no flat windows), more on
+    ?gemv (weighted) or flat windows; every split; NaN and infinity propagate."""
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((301, k, 24)).astype(dtype)
+    x[5, 0, 3] = np.nan
+    x[9, k - 1, 0] = np.inf
+    ops = [x, rng.standard_normal(k).astype(dtype)] if weighted else [x]
+    sub = "akj,k->aj" if weighted else "akj->aj"
+    res = np.full((301, 24), -1.0, dtype)
+    red = reduce_directly(sub, ops, res, split, MAX_THREADS)
+    if k == 1:
+        assert red is None  # nothing of extent > 1 summed
+        return
+    assert red is not None and red.kind == tiles.KIND_ROWS
+    _, vec, summed = red.tables
+    many = k > tiles.ROW_GROUP
+    assert tiles.uses_gemv(red.kind, vec, summed, weighted) == (weighted and many)
+    assert tiles.uses_flat_rows(red.kind, vec, summed, weighted) == (many and not weighted)
+    with np.errstate(invalid="ignore"):
+        want = np.einsum(sub, *[o.astype(np.float64) for o in ops])
+    np.testing.assert_array_equal(np.isnan(res), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(res), np.isinf(want))
+    ok = np.isfinite(want)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(res[ok], want[ok], rtol=tol, atol=tol * np.sqrt(k))
+
+
 def test_gemv_transposed_is_priced_per_call() -> None:
     """The same weighted sums written into an out whose outermost axis lies between x's
     kept axes take one transposed ?gemv call per kept row (3,696 here) instead of one:

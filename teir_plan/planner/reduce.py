@@ -27,11 +27,11 @@ Axis = tuple[str, int, int, int]  # (name, extent, stride in x, stride in out or
 PARALLEL_MIN_BYTES = 1 << 18
 # What the kernels cost besides their reads, measured on one core (AMD EPYC, float32,
 # operand in L2): a vectorized sum streams 60-90 GB/s from cache, each run of
-# KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns, and a row
-# shorter than LLVM's vectorized loop takes (NARROW_ROW elements) is summed one element
-# at a time, 0.4 ns each (weighted rows of 24: 11 ns a row), unless BLAS' ?gemv takes
-# it (executor/reduce.py: uses_gemv; rows of 24: 1.7 ns) or, unweighted and back to
-# back, flat windows of rows (uses_flat_rows).
+# KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns (rows of 24
+# too: the segment kernel is compiled once per weighting, executor/reduce.py), and each
+# unit of KIND_ROWS some 15 ns (``akj,k->aj`` with k = 4, j = 24: 1e5 units, 2.8 ms
+# against 1.2 for the reads and rows), unless BLAS' ?gemv takes it (uses_gemv) or,
+# unweighted and back to back, flat windows of rows (uses_flat_rows).
 # Reads alone, against the calibrated DRAM rate (a copy's bytes read and written over
 # its time, one thread): 35-45 GB/s read on one core of the AMD EPYC against a copy's
 # 20-25, 60-80 on two in quiet spells.
@@ -39,8 +39,7 @@ READ_OVER_COPY = 2.0
 SUM_BYTES_PER_SECOND = 60e9
 RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
-NARROW_ROW = 64
-NARROW_ELEMENT_SECONDS = 0.4e-9
+ROW_UNIT_SECONDS = 15e-9
 # A strided vector axis (rows whose elements lie apart) is read one element at a time,
 # each line once per summed element: 0.3 ns an element beyond the reads.  Weighted, with
 # a short unit-stride run per output (``iu,u->i``, tiles.uses_gemv), BLAS' ?gemv
@@ -49,14 +48,11 @@ NARROW_ELEMENT_SECONDS = 0.4e-9
 # own x @ w, threaded, 107-110), runs of 3 190-240 against 111-120.
 STRIDED_ELEMENT_SECONDS = 0.3e-9
 GEMV_T_OUTPUT_SECONDS = 0.8e-9
-# Each transposed ?gemv call (one per unit: a kept row's block of the vector axis) costs
-# some 100 ns besides its work: ``u,abefkmu->abefkm`` with u = 8 into an out whose f is
-# outermost, 3,696 calls of 12-192 outputs, took 54-102 ns a call more than the same
+# Each ?gemv call (one per unit: a kept row's block of the vector axis) costs some 100 ns
+# besides its work: ``u,abefkmu->abefkm`` with u = 8 into an out whose f is outermost,
+# 3,696 transposed calls of 12-192 outputs, took 54-102 ns a call more than the same
 # outputs in two calls (one thread, AMD EPYC Zen 5, float32), and a tree that wrote that
-# intermediate so ran 1.7x slower.  The untransposed form's calls cost the same but are
-# not priced: where they dominate (``akj,k->aj``, k = 4, j = 24: 100,000 calls, 10.1 ms
-# against 2.4 predicted) the rows kernel (17.6 ms) and the TEIR program (18.1) are slower
-# still, and priced, the planner picked the latter.
+# intermediate so ran 1.7x slower.
 GEMV_CALL_SECONDS = 100e-9
 # A reduction step's call from Python, in executor calls (``call_seconds``, a TEIR
 # step's): flat views of its three arrays and the dispatch of the kernel's nineteen
@@ -223,9 +219,8 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
             starts = nout * GEMV_T_OUTPUT_SECONDS  # a short dot product per output
             starts += units * GEMV_CALL_SECONDS
         else:
-            narrow = vec[1] < NARROW_ROW and not gemv
-            per_row = ROW_SECONDS + (vec[1] * NARROW_ELEMENT_SECONDS if narrow else 0.0)
-            starts = units * nsum * per_row
+            per_unit = GEMV_CALL_SECONDS if gemv else ROW_UNIT_SECONDS
+            starts = units * (nsum * ROW_SECONDS + per_unit)
             if vec[2] != 1:  # strided rows: one element at a time
                 starts += nout * nsum * STRIDED_ELEMENT_SECONDS
     if threads <= 1 or read < PARALLEL_MIN_BYTES:
