@@ -15,6 +15,13 @@ import numpy as np
 RESULTS = Path(__file__).parent / "results"
 
 
+# A pause before each system's timings where systems take turns: OpenBLAS' threads spin
+# about 0.1 s after a multi-threaded call, on the cores the next system needs (tp's
+# ik,k->i right after numpy's ki,k->i took 9.5 ms, after a pause 6.0; tp's Tucker step
+# after a peer's BLAS calls 4-8x its time alone).
+PAUSE_SECONDS = 0.25
+
+
 def timeit(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> tuple[float, float]:
     """(best, median) seconds over ``repeats`` runs after ``warmup`` runs.
 

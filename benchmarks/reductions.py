@@ -11,7 +11,8 @@ Each system is timed best of ``--repeats`` back to back, in ``--rounds`` rounds 
 take turns over the systems (a round of every system, then the next: a busy spell on a
 shared machine slows a round, not one system), the best of all rounds kept.  Each
 system's timings start after a pause, so that no system runs beside the spinning
-threads of the one before it.
+threads of the one before it; torch, in a process of its own, is timed on each case
+right after the others.
 
 Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
 [--threads T] [--no-calibrate] [--cases sums|contractions|all]
@@ -34,10 +35,16 @@ import numpy as np
 from numba import njit, prange
 
 import teir_plan as tp
-from benchmarks.common import machine, machine_md, md_table, timeit, write_results
+from benchmarks.common import (
+    PAUSE_SECONDS,
+    machine,
+    machine_md,
+    md_table,
+    timeit,
+    write_results,
+)
 
 MiB = 1 << 20
-PAUSE_SECONDS = 0.25  # before each system's timings (see main)
 
 # (subscripts, shapes, numpy's own call, torch's own call); a None call: none fits.
 CASES: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]] = [
@@ -111,38 +118,71 @@ def systems(sub: str, ops: list[np.ndarray], own: Callable | None
     return out
 
 
-def torch_round(dtype: str, repeats: int, section: str) -> dict | None:
-    """torch's times for every case and its read bandwidth (torch.sum over 128 MiB), in
-    a process of its own: its OpenMP threads spin after each call, on the cores tp's
-    threads need, and slowed tp 3-8x when both ran in one process."""
-    cmd = [sys.executable, "-m", "benchmarks.reductions", "--torch-worker",
-           "--dtype", dtype, "--repeats", str(repeats), "--threads", str(tp.get_num_threads()),
-           "--cases", section]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return json.loads(done.stdout.splitlines()[-1])
+class TorchWorker:
+    """torch in a process of its own (its OpenMP threads spin after each call, on the
+    cores tp's threads need, and slowed tp 3-8x when both ran in one process), asked for
+    one case at a time so that its timings lie beside tp's: on a shared host a case
+    timed minutes apart from the others compares two different machines."""
+
+    def __init__(self, dtype: str, repeats: int, threads: int, section: str) -> None:
+        cmd = [sys.executable, "-m", "benchmarks.reductions", "--torch-worker",
+               "--dtype", dtype, "--repeats", str(repeats), "--threads", str(threads),
+               "--cases", section]
+        self.proc: subprocess.Popen | None = None
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         text=True)
+        except OSError:
+            return
+        if self.ask("ready") is None:
+            self.close()
+
+    def ask(self, what: str) -> float | None:
+        """Seconds for ``what`` (a case's index, or "read": bytes per second of a read
+        of 128 MiB); None without torch."""
+        if self.proc is None or self.proc.stdin is None or self.proc.stdout is None:
+            return None
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline() or "null")
+        return None if reply is None else float(reply)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait()
+            self.proc = None
 
 
 def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
-    """Print (one JSON line) torch's best time per case and its read bandwidth."""
+    """Answer TorchWorker's questions, a JSON line each: "ready" (1, or null without
+    torch), "read" (bytes per second of torch.sum over 128 MiB), a case's index (its
+    best time: torch.einsum or torch's own call), each after a pause (see main)."""
     try:
         import torch
     except ImportError:
-        print("null")
+        print("null", flush=True)
         return
     torch.set_num_threads(threads)
     x = torch.ones(128 * MiB // np.dtype(dtype).itemsize, dtype=getattr(torch, dtype))
-    times = {"read": x.numel() * x.element_size() / timeit(lambda: x.sum(), repeats)[0]}
-    for sub, shapes, _, own in SECTIONS[section]:
-        tops = [torch.from_numpy(o) for o in operands(shapes, dtype)]
+    cases = [(sub, [torch.from_numpy(o) for o in operands(shapes, dtype)], own)
+             for sub, shapes, _, own in SECTIONS[section]]
+    for line in sys.stdin:
+        what = line.strip()
+        if what == "ready":
+            print(1, flush=True)
+            continue
+        time.sleep(PAUSE_SECONDS)
+        if what == "read":
+            print(x.numel() * x.element_size() / timeit(lambda: x.sum(), repeats)[0],
+                  flush=True)
+            continue
+        sub, tops, own = cases[int(what)]
         best = timeit(lambda sub=sub, tops=tops: torch.einsum(sub, *tops), repeats)[0]
         if own is not None:
             best = min(best, timeit(lambda own=own, tops=tops: own(*tops), repeats)[0])
-        times[case_id(sub, shapes)] = best
-        del tops
-    print(json.dumps(times))
+        print(best, flush=True)
 
 
 def lscpu() -> str:
@@ -191,23 +231,22 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     best: dict[str, dict[str, float]] = {name: {} for name, *_ in cases}
     bw: dict[str, float] = {}
+    torch = TorchWorker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
     for _ in range(args.rounds):
         for name, rate in read_bandwidth(args.dtype, args.repeats).items():
             bw[name] = max(bw.get(name, 0.0), rate)
-        for case, _, _, _, calls in cases:
+        read = torch.ask("read")
+        if read is not None:
+            bw["torch.sum"] = max(bw.get("torch.sum", 0.0), read)
+        for i, (case, _, _, _, calls) in enumerate(cases):
             for name, fn in calls.items():
-                # A pause first: OpenBLAS' threads spin about 0.1 s after a multi-threaded
-                # call (numpy's v @ x here) on the cores the next system needs.  tp's
-                # ik,k->i right after numpy's ki,k->i took 9.5 ms, after a pause 6.0
-                # (best of 12 each, loaded host).
-                time.sleep(PAUSE_SECONDS)
+                time.sleep(PAUSE_SECONDS)  # (common.PAUSE_SECONDS)
                 t = timeit(fn, args.repeats)[0]
                 best[case][name] = min(best[case].get(name, float("inf")), t)
-        torch = torch_round(args.dtype, args.repeats, args.cases)
-        if torch is not None:
-            bw["torch.sum"] = max(bw.get("torch.sum", 0.0), torch.pop("read"))
-            for case, t in torch.items():
-                best[case]["torch"] = min(best[case].get("torch", float("inf")), t)
+            t_torch = torch.ask(str(i))  # right after the others (see TorchWorker)
+            if t_torch is not None:
+                best[case]["torch"] = min(best[case].get("torch", float("inf")), t_torch)
+    torch.close()
     load.append(os.getloadavg()[0])
     results = []
     for case, sub, shapes, ops, _ in cases:
@@ -241,7 +280,7 @@ def main() -> None:
                      s["tp"] / r["predicted"]])
     table = md_table(header, rows)
     rates = ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in bw.items())
-    info = machine()  # imports torch: only after tp's timings (see torch_round)
+    info = machine()  # imports torch: only after tp's timings (see TorchWorker)
     info["calibrated"] = not args.no_calibrate
     text = "\n".join([
         "# Reductions", "", machine_md(info), "", f"lscpu: {cpu}", "",

@@ -14,8 +14,8 @@ single-qubit gates and a brickwork of 4 x 4 two-qubit gates as (2, 2, 2, 2) tens
 unitary; the output state or one amplitude) and instances of einsum_benchmark's generators
 when that package is installed.  ``--dtype complex64`` (or complex128) fills both parts of
 every operand; ``--circuits`` runs the circuits alone (the networks a complex dtype is
-for).  Each case is timed per system, back to back, best and median of ``--repeats``
-after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count two flops per
+for).  Each case is timed per system, back to back after a pause, best and median of
+``--repeats`` after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count two flops per
 multiply-add of the path's steps (eight per complex one); "peak MiB" is the scratch
 memory tp's plan holds at once (its ``peak_bytes``) and numpy.einsum's allocation peak
 (tracemalloc).
@@ -33,6 +33,7 @@ import argparse
 import math
 import os
 import re
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +42,15 @@ import numpy as np
 import opt_einsum as oe
 
 import teir_plan as tp
-from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
+from benchmarks.common import (
+    PAUSE_SECONDS,
+    machine,
+    machine_md,
+    md_table,
+    progress,
+    timeit,
+    write_results,
+)
 from benchmarks.tccg import timeit_in_turns
 from teir_plan.planner.tree import tree_for
 from teir_plan.schedule import tree_plan
@@ -240,12 +249,13 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
     # In rounds: each round times every system back to back (see common.timeit), and a
     # system's time is its best over the rounds, so that a spell of load on a shared
     # machine during one system's turn does not decide a ratio.
-    # Every other round in reverse order: the threads of a BLAS call keep spinning a
-    # while after it and slow the next system on a small machine (tp after cotengra:
-    # 9-13 ms against 5-6 after a pause), so no system always follows the same one.
+    # A pause before each system and every other round in reverse order: the threads of
+    # a BLAS call keep spinning a while after it and slow the next system on a small
+    # machine (tp after cotengra: 9-13 ms against 5-6 after a pause).
     for r in range(rounds):
         order = list(systems.items())
         for sysname, fn in (order if r % 2 == 0 else order[::-1]):
+            time.sleep(PAUSE_SECONDS)  # (common.PAUSE_SECONDS)
             best, med = timeit(fn, repeats)
             old = results.get(sysname, (math.inf, math.inf))
             results[sysname] = (min(best, old[0]), min(med, old[1]))
