@@ -21,7 +21,7 @@ import teir_plan as tp
 from teir_plan.executor.lower import lower
 from teir_plan.executor.microkernel import LINES, QUAD_LINES, VECTOR_BYTES, gemm_vec
 from teir_plan.tilekinds import table as K
-from teir_plan.tilekinds.vec import vec_axis
+from teir_plan.tilekinds.vec import aliased_k_rows, vec_axis
 from teir_plan.tiles import streams_out
 from tests.gemm_programs import assert_program_matches, gemm_program, kernel_cases, line_aligned
 from tests.strategies import counted, fuzz_settings
@@ -205,13 +205,14 @@ def test_the_kernel_can_be_turned_off_for_blas_calibration() -> None:
 
 
 def test_a_streamed_output_is_written_with_non_temporal_stores() -> None:
-    """ea,ebcd->abcd's shape with an output of 32 MiB (written once, too large for the
+    """ea,ebcd->abcd's shape with an output of 48 MiB (written once, too large for the
     cache to keep): the tiles run on the kernel with non-temporal stores, into the
     plan's own result, into an out= that starts 16 bytes into a line (its first partial
-    line with ordinary stores), and with the ReLU applied as the kernel stores."""
+    line with ordinary stores), and with the ReLU applied as the kernel stores.  (K rows
+    not a whole number of pages apart: see test_k_rows_a_whole_number_of_pages_apart.)"""
     rng = np.random.default_rng(5)
     a = rng.standard_normal((48, 64)).astype(np.float32)
-    b = rng.standard_normal((48, 2, 256, 256)).astype(np.float32)
+    b = rng.standard_normal((48, 3, 255, 256)).astype(np.float32)
     expr = "ea,ebcd->abcd"
     ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64), optimize=True)
     plan = tp.plan(expr, a, b)
@@ -240,6 +241,26 @@ def test_the_rows_times_k_and_span_rules() -> None:
     assert not streams_out(32 * 2**20 - 4, False, True)
     assert not streams_out(2**30, True, True)  # a K loop: tiles are visited again
     assert not streams_out(2**30, False, False)  # accumulated into out
+
+
+def test_k_rows_a_whole_number_of_pages_apart() -> None:
+    """ai,abc->ibc with a = b = c = 96 and i = 32: the vector operand's K rows are 36 KiB
+    apart.  With vectors narrower than 64 bytes they alias in L1 and the vector kernel
+    leaves the tile to a kind that packs; rows padded off the page, or 64-byte vectors,
+    keep it.  The result matches numpy either way."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((96, 32)).astype(np.float32)
+    for pad in (96, 100):
+        c = rng.standard_normal((96, 96, pad)).astype(np.float32)[:, :, :96]
+        plan = tp.plan("ai,abc->ibc", a, c)
+        aliased = pad == 96 and VECTOR_BYTES < 64
+        assert aliased_k_rows(96, 32, c.strides[0] // 4, 4) == aliased
+        assert (lower(plan.teir).kind.name == "vec") == (not aliased)
+        want = np.einsum("ai,abc->ibc", a.astype(np.float64), c.astype(np.float64))
+        np.testing.assert_allclose(plan(a, c), want, rtol=1e-4, atol=1e-4)
+    assert vec_axis(4608, 32, 96, 1, (1, 9216), (1, 96), (1, 9216), 4) == (
+        0 if 0 < VECTOR_BYTES < 64 else 1)
+    assert vec_axis(4608, 32, 96, 1, (1, 9600), (1, 96), (1, 9216), 4) == 1
 
 
 def test_a_long_k_is_read_in_blocks_accumulated_in_cache() -> None:

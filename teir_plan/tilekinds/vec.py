@@ -74,12 +74,37 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
         return ((rows - 1) * abs(s_rows) + (k - 1) * abs(s_k) + 1) * itemsize <= VEC_MAX_SPAN
 
     if (a[0] == 1 and c[0] == 1 and long_enough(m, a[1]) and n >= VEC_MIN_ROWS and n * k <= most
-            and close(n, b[1], b[0])):
+            and close(n, b[1], b[0]) and not aliased_k_rows(k, n, a[1], itemsize)):
         return 1
     if (b[1] == 1 and c[1] == 1 and long_enough(n, b[0]) and m >= VEC_MIN_ROWS and m * k <= most
-            and close(m, a[0], a[1])):
+            and close(m, a[0], a[1]) and not aliased_k_rows(k, m, b[0], itemsize)):
         return 2
     return 0
+
+
+# The vector operand's K rows a whole number of 4 KiB pages apart share one L1 set: with
+# more of them than a set has ways, every pass of a row block over them reloads them
+# from L2.  ``ai,abc->ibc`` (a = b = c = 96, i = 32: K rows 36 KiB apart) with 32-byte
+# vectors on 2 threads of an AMD EPYC Zen 5: 0.36-0.42 ms against 0.31-0.33 with the
+# rows padded off the page, and BLAS' sgemm, which packs, 0.28; with 64-byte vectors
+# (fewer row blocks, more work per line) 0.14-0.15 either way.  Such tiles go to the
+# kinds that pack (vec_p, BLAS) at narrower vectors.
+ALIASED_K_ROWS = 16
+
+
+def aliased_k_rows(k: int, rows: int, k_stride: int, itemsize: int,
+                   vector_bytes: int = VEC_BYTES) -> bool:
+    """Whether a vector tile's K rows alias in L1 (see ALIASED_K_ROWS): more than
+    ALIASED_K_ROWS of them, a multiple of 4 KiB apart, read by more than one row block,
+    with vectors narrower than 64 bytes.
+
+    >>> aliased_k_rows(96, 32, 9216, 4, 32), aliased_k_rows(96, 32, 9216, 4, 64)
+    (True, False)
+    >>> aliased_k_rows(96, 32, 9600, 4, 32), aliased_k_rows(96, 6, 9216, 4, 32)
+    (False, False)
+    """
+    return bool(0 < vector_bytes < 64 and k > ALIASED_K_ROWS and rows > VEC_ROWS
+                and k_stride != 0 and (k_stride * itemsize) % 4096 == 0)
 
 
 def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
