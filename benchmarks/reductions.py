@@ -146,15 +146,24 @@ class TorchWorker:
         of 128 MiB); None without torch."""
         if self.proc is None or self.proc.stdin is None or self.proc.stdout is None:
             return None
-        self.proc.stdin.write(what + "\n")
-        self.proc.stdin.flush()
-        reply = json.loads(self.proc.stdout.readline() or "null")
-        return None if reply is None else float(reply)
+        try:
+            self.proc.stdin.write(what + "\n")
+            self.proc.stdin.flush()
+            reply = json.loads(self.proc.stdout.readline() or "null")
+        except (OSError, ValueError):  # the worker died, or wrote something else
+            reply = None
+        if reply is None:
+            self.close()  # no torch, or no worker: the table goes on without torch
+            return None
+        return float(reply)
 
     def close(self) -> None:
         if self.proc is not None:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
+            try:
+                if self.proc.stdin is not None:
+                    self.proc.stdin.close()
+            except OSError:
+                pass
             self.proc.wait()
             self.proc = None
 
@@ -170,8 +179,7 @@ def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
         return
     torch.set_num_threads(threads)
     x = torch.ones(128 * MiB // np.dtype(dtype).itemsize, dtype=getattr(torch, dtype))
-    cases = [(sub, [torch.from_numpy(o) for o in operands(shapes, dtype)], own)
-             for sub, shapes, _, own in SECTIONS[section]]
+    held: tuple[int, list] = (-1, [])  # the last case's operands (one case's at a time)
     for line in sys.stdin:
         what = line.strip()
         if what == "ready":
@@ -182,7 +190,12 @@ def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
             print(x.numel() * x.element_size() / timeit(lambda: x.sum(), repeats)[0],
                   flush=True)
             continue
-        sub, tops, own = cases[int(what)]
+        i = int(what)
+        sub, shapes, _, own = SECTIONS[section][i]
+        if held[0] != i:
+            held = (-1, [])
+            held = (i, [torch.from_numpy(o) for o in operands(shapes, dtype)])
+        tops = held[1]
         best = timeit(lambda sub=sub, tops=tops: torch.einsum(sub, *tops), repeats)[0]
         if own is not None:
             best = min(best, timeit(lambda own=own, tops=tops: own(*tops), repeats)[0])
@@ -235,11 +248,11 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     best: dict[str, dict[str, float]] = {name: {} for name, *_ in cases}
     bw: dict[str, float] = {}
-    torch = TorchWorker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
+    torch_proc = TorchWorker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
     for _ in range(args.rounds):
         for name, rate in read_bandwidth(args.dtype, args.repeats).items():
             bw[name] = max(bw.get(name, 0.0), rate)
-        read = torch.ask("read")
+        read = torch_proc.ask("read")
         if read is not None:
             bw["torch.sum"] = max(bw.get("torch.sum", 0.0), read)
         for i, (case, _, _, _, calls) in enumerate(cases):
@@ -247,10 +260,10 @@ def main() -> None:
                 time.sleep(PAUSE_SECONDS)  # (common.PAUSE_SECONDS)
                 t = timeit(fn, args.repeats)[0]
                 best[case][name] = min(best[case].get(name, float("inf")), t)
-            t_torch = torch.ask(str(i))  # right after the others (see TorchWorker)
+            t_torch = torch_proc.ask(str(i))  # right after the others (see TorchWorker)
             if t_torch is not None:
                 best[case]["torch"] = min(best[case].get("torch", float("inf")), t_torch)
-    torch.close()
+    torch_proc.close()
     load.append(os.getloadavg()[0])
     results = []
     for case, sub, shapes, ops, _ in cases:

@@ -145,14 +145,13 @@ def output_chunks(units: int, threads: int) -> int:
     (the inner kernel sums four outputs per pass)."""
     return min(CHUNKS_PER_THREAD * threads, max(threads, units // 4))
 # Weighted rows shorter than this (one summed axis, unit stride along them), more than
-# ROW_GROUP of them, run on BLAS' ?gemv: ``ki,k->i`` with rows of 24 float32, 3e6 rows,
-# 8.8 ms on one core against the rows kernel's 9.1, on two 6.7 (numpy 14.5).  Fewer rows
-# (one segment) run on the rows kernel, which needs no call: ``akj,k->aj`` with k = 4,
-# j = 24, 1e5 rows, 2.8 ms against ?gemv's 10.1 (k = 16: 1.1 against 2.4).
+# ROW_GROUP of them, run on BLAS' ?gemv, as fast as the rows kernel there (``ki,k->i``
+# with rows of 24); up to ROW_GROUP of them the rows kernel, which needs no call, is 2-4x
+# faster (``akj,k->aj`` with k = 4 or 16; docs/decisions.md: narrow rows).
 GEMV_MAX_NB = 64
 # Rows a segment of the rows kernel sums (four a pass) before its block is added to the
-# unit's total: the summation error's bound (executor/reduce.py) and the fewest rows
-# worth a ?gemv call.
+# unit's total: the summation error's bound (executor/reduce.py); more than this many
+# summed rows are worth a ?gemv call or flat windows.
 ROW_GROUP = 64
 
 
@@ -181,6 +180,11 @@ DOT_FOUR_MIN_BYTES = dot_four_min_bytes(VEC_BYTES)
 # tiles 60; rows of 64 to 300 float32 on one core 15-34 GB/s, as windows 39-42.
 FLAT_MAX_NB = 512
 FLAT_WINDOW = 1024
+# ... and only over this many windows or more: a few windows are each a long row of the
+# rows kernel's general loop plus a fold, for rows the segment loop sums as well
+# (``akj->aj`` with j = 24 and k = 65, one window and 23 rows a unit: 0.78 us a unit,
+# numpy 0.25).
+FLAT_MIN_WINDOWS = 8
 ROW_BLOCK_BYTES = 8192  # the accumulator's share of the vector axis (in L1 with its pair)
 
 
@@ -210,4 +214,5 @@ def uses_flat_rows(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: boo
     """Whether a reduction's rows are summed as flat windows (see FLAT_MAX_NB)."""
     return bool(kind == KIND_ROWS and not weighted and vec[1] == 1 and vec[0] < FLAT_MAX_NB
                 and summed.shape[0] == 1 and summed[0, 1] == vec[0]
-                and summed[0, 0] > ROW_GROUP)
+                and summed[0, 0] > ROW_GROUP
+                and summed[0, 0] >= FLAT_MIN_WINDOWS * max(1, FLAT_WINDOW // vec[0]))

@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import teir_plan as tp
+from teir_plan import tiles
 from teir_plan.executor.lower import lower
 from teir_plan.executor.microkernel import LINES, QUAD_LINES, VECTOR_BYTES, gemm_vec
 from teir_plan.tilekinds import table as K
@@ -245,21 +246,21 @@ def test_the_rows_times_k_and_span_rules() -> None:
 
 def test_k_rows_a_whole_number_of_pages_apart() -> None:
     """ai,abc->ibc with a = b = c = 96 and i = 32: the vector operand's K rows are 36 KiB
-    apart.  With vectors narrower than 64 bytes they alias in L1 and the vector kernel
-    leaves the tile to a kind that packs; rows padded off the page, or 64-byte vectors,
-    keep it.  The result matches numpy either way."""
+    apart.  With 32-byte vectors they alias in L1 and the vector kernel leaves the tile
+    to another kind; rows padded off the page, or other widths, keep it.  The result
+    matches numpy either way."""
     rng = np.random.default_rng(11)
     a = rng.standard_normal((96, 32)).astype(np.float32)
     for pad in (96, 100):
         c = rng.standard_normal((96, 96, pad)).astype(np.float32)[:, :, :96]
         plan = tp.plan("ai,abc->ibc", a, c)
-        aliased = pad == 96 and VECTOR_BYTES < 64
+        aliased = pad == 96 and tiles.VEC_BYTES == 32
         assert aliased_k_rows(96, 32, c.strides[0] // 4, 4) == aliased
         assert (lower(plan.teir).kind.name == "vec") == (not aliased)
         want = np.einsum("ai,abc->ibc", a.astype(np.float64), c.astype(np.float64))
         np.testing.assert_allclose(plan(a, c), want, rtol=1e-4, atol=1e-4)
     assert vec_axis(4608, 32, 96, 1, (1, 9216), (1, 96), (1, 9216), 4) == (
-        0 if 0 < VECTOR_BYTES < 64 else 1)
+        0 if tiles.VEC_BYTES == 32 else 1)
     assert vec_axis(4608, 32, 96, 1, (1, 9600), (1, 96), (1, 9216), 4) == 1
 
 

@@ -274,11 +274,13 @@ def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:
 @pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("weighted", [True, False])
-@pytest.mark.parametrize("k", [1, 3, 4, 7, tiles.ROW_GROUP, tiles.ROW_GROUP + 1])
+@pytest.mark.parametrize("k", [1, 3, 4, 7, tiles.ROW_GROUP, tiles.ROW_GROUP + 1, 83, 400])
 def test_narrow_rows_over_a_few_summed_rows(k, weighted, dtype, split) -> None:  # type: ignore[no-untyped-def]
     """``akj,k->aj`` and ``akj->aj`` with rows of 24: up to ROW_GROUP rows one segment of
     the rows kernel straight into the unit's sum (no ?gemv, no flat windows), more on
-    ?gemv (weighted) or flat windows; every split; NaN and infinity propagate."""
+    ?gemv (weighted), the rows kernel's general loop, or flat windows (unweighted, from
+    FLAT_MIN_WINDOWS windows, with the rows short of a window); every split; NaN and
+    infinity propagate."""
     rng = np.random.default_rng(k)
     x = rng.standard_normal((301, k, 24)).astype(dtype)
     x[5, 0, 3] = np.nan
@@ -293,8 +295,9 @@ def test_narrow_rows_over_a_few_summed_rows(k, weighted, dtype, split) -> None: 
     assert red is not None and red.kind == tiles.KIND_ROWS
     _, vec, summed = red.tables
     many = k > tiles.ROW_GROUP
+    windows = k >= tiles.FLAT_MIN_WINDOWS * (tiles.FLAT_WINDOW // 24)
     assert tiles.uses_gemv(red.kind, vec, summed, weighted) == (weighted and many)
-    assert tiles.uses_flat_rows(red.kind, vec, summed, weighted) == (many and not weighted)
+    assert tiles.uses_flat_rows(red.kind, vec, summed, weighted) == (windows and not weighted)
     with np.errstate(invalid="ignore"):
         want = np.einsum(sub, *[o.astype(np.float64) for o in ops])
     np.testing.assert_array_equal(np.isnan(res), np.isnan(want))
@@ -314,10 +317,10 @@ def test_gemv_transposed_is_priced_per_call() -> None:
     w = Layout("u", (8,), (1,))
     in_order = Layout("abefk", shape[:5], tuple(s // 8 for s in x.strides[:5]))
     f_first = Layout("abefk", shape[:5], (8 * 7 * 48, 7 * 48, 48, 6 * 8 * 7 * 48, 1))
-    flat, split = (plan_reduction(x, out, w, np.dtype(np.float32), MachineParams(), 1)
-                   for out in (in_order, f_first))
-    assert flat is not None and split is not None
-    assert split.cost.seconds > flat.cost.seconds + 3_000 * reduce_cost.GEMV_CALL_SECONDS
+    whole, split = (plan_reduction(x, out, w, np.dtype(np.float32), MachineParams(), 1)
+                    for out in (in_order, f_first))
+    assert whole is not None and split is not None
+    assert split.cost.seconds > whole.cost.seconds + 3_000 * reduce_cost.GEMV_CALL_SECONDS
 
 
 @pytest.mark.parametrize(("sub", "shapes", "kernel"), [

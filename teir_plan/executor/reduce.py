@@ -60,6 +60,7 @@ from teir_plan.tiles import (
     CHUNKS_PER_THREAD,
     DOT_FOUR_MIN_BYTES,
     FLAT_MAX_NB,
+    FLAT_MIN_WINDOWS,
     FLAT_WINDOW,
     KIND_INNER,
     KIND_ROWS,
@@ -357,8 +358,8 @@ def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ig
 
 
 # _rows_segment compiled once per value of ``weighted``, each a function of its own: a
-# runtime ``weighted`` (or both forms inlined in one caller) left LLVM's code for rows of
-# 24 float32 five times slower (``akj,k->aj``, k = 4: 7.7 ms against 1.4 on one core).
+# runtime ``weighted``, or both forms inlined in one caller, left LLVM's code for rows of
+# 24 float32 2.6-5.5x slower (docs/decisions.md: narrow rows).
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH)
 def _weighted_segment(x, a, st, cnt, vs, nb, w, wa, wst, blk):  # type: ignore[no-untyped-def]
     _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, True, blk)
@@ -484,11 +485,13 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
     consts = np.zeros(2, x.dtype)
     consts[0] = 1  # alpha 1, beta 1: ?gemv adds into acc
     consts[1] = 1
-    # A few rows of one summed axis: one pass of the segment kernel straight into acc
-    # (tiles.uses_flat_rows and uses_gemv leave them to it).
-    one_segment = summed.shape[0] == 1 and s1 - s0 <= ROW_GROUP
+    # At most ROW_GROUP rows of one summed axis: one pass of the segment kernel straight
+    # into acc (tiles.uses_flat_rows and uses_gemv, which ask the same of the whole
+    # axis, leave them to it; docs/decisions.md: narrow rows).
+    one_segment = summed.shape[0] == 1 and summed[0, 0] <= ROW_GROUP
     flat = (not weighted and vs == 1 and vn < FLAT_MAX_NB and summed.shape[0] == 1
-            and summed[0, 1] == vn and not one_segment)
+            and summed[0, 1] == vn and not one_segment
+            and summed[0, 0] >= FLAT_MIN_WINDOWS * max(1, FLAT_WINDOW // vn))  # (tiles)
     wide = np.empty(rb if flat else 1, x.dtype)  # a window's sums
     windows = np.zeros((1, 3), np.int64)  # the windows as the rows kernel's summed axis
     for u in range(u0, u1):
@@ -510,13 +513,17 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
                 for j in range(g):
                     for t in range(nb):
                         acc[t] += wide[j * nb + t]
-            for r in range(s0 + windows[0, 0] * g, s1):
+            r = s0 + windows[0, 0] * g  # the rows short of a window, ROW_GROUP a pass
+            while r < s1:
+                c = min(ROW_GROUP, s1 - r)
+                _plain_segment(x, xb + r * nb, nb, c, 1, nb, w, 0, 0, blk)
                 for t in range(nb):
-                    acc[t] += x[xb + r * nb + t]
+                    acc[t] += blk[t]
+                r += c
         elif gemv[0] != 0:
             _gemv_rows(x, xb, summed[0, 1], nb, vs, w, wo, summed[0, 2], s0, s1, acc, gemv,
                        iparams, consts)
-        elif one_segment:  # (through _rows_unit: 7-10 ms against 2.6, rows of 24, k = 4)
+        elif one_segment:  # (not through _rows_unit: its call costs some 75 ns a unit)
             sa = xb + s0 * summed[0, 1]
             wa = wo + s0 * summed[0, 2]
             if weighted:

@@ -29,7 +29,7 @@ PARALLEL_MIN_BYTES = 1 << 18
 # operand in L2): a vectorized sum streams 60-90 GB/s from cache, each run of
 # KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns (rows of 24
 # too: the segment kernel is compiled once per weighting, executor/reduce.py), and each
-# unit of KIND_ROWS some 15 ns (``akj,k->aj`` with k = 4, j = 24: 1e5 units, 2.8 ms
+# unit of KIND_ROWS some 15 ns (``akj,k->aj`` with k = 4, j = 24: 1e5 units, 2.7 ms
 # against 1.2 for the reads and rows), unless BLAS' ?gemv takes it (uses_gemv) or,
 # unweighted and back to back, flat windows of rows (uses_flat_rows).
 # Reads alone, against the calibrated DRAM rate (a copy's bytes read and written over
@@ -40,6 +40,10 @@ SUM_BYTES_PER_SECOND = 60e9
 RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
 ROW_UNIT_SECONDS = 15e-9
+# A unit of more rows, or of more than one summed axis, goes through the rows kernel's
+# general loop (executor/reduce.py: _rows_unit), whose call costs some 75 ns more
+# (``akj,k->aj`` with k = 4 through it: 10 against 2.6 ms on one core, 1e5 units).
+ROW_LOOP_SECONDS = 75e-9
 # A strided vector axis (rows whose elements lie apart) is read one element at a time,
 # each line once per summed element: 0.3 ns an element beyond the reads.  Weighted, with
 # a short unit-stride run per output (``iu,u->i``, tiles.uses_gemv), BLAS' ?gemv
@@ -219,7 +223,9 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
             starts = nout * GEMV_T_OUTPUT_SECONDS  # a short dot product per output
             starts += units * GEMV_CALL_SECONDS
         else:
-            per_unit = GEMV_CALL_SECONDS if gemv else ROW_UNIT_SECONDS
+            one_segment = len(summed) == 1 and nsum <= R.ROW_GROUP
+            per_unit = (GEMV_CALL_SECONDS if gemv else
+                        ROW_UNIT_SECONDS + (0.0 if one_segment else ROW_LOOP_SECONDS))
             starts = units * (nsum * ROW_SECONDS + per_unit)
             if vec[2] != 1:  # strided rows: one element at a time
                 starts += nout * nsum * STRIDED_ELEMENT_SECONDS

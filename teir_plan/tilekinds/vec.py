@@ -87,8 +87,11 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
 # from L2.  ``ai,abc->ibc`` (a = b = c = 96, i = 32: K rows 36 KiB apart) with 32-byte
 # vectors on 2 threads of an AMD EPYC Zen 5: 0.36-0.42 ms against 0.31-0.33 with the
 # rows padded off the page, and BLAS' sgemm, which packs, 0.28; with 64-byte vectors
-# (fewer row blocks, more work per line) 0.14-0.15 either way.  Such tiles go to the
-# kinds that pack (vec_p, BLAS) at narrower vectors.
+# (fewer row blocks, more work per line) 0.14-0.15 either way (docs/decisions.md).  Such
+# tiles then run on another kind (BLAS, or the program the planner ranks next).  16
+# rows: past the ways of any x86 L1 set (8 on Zen 3, 12 on Zen 5 and recent Intel
+# cores).  Measured with 32-byte vectors only: 16-byte ones (NEON: other L1 geometries)
+# keep such tiles.
 ALIASED_K_ROWS = 16
 
 
@@ -96,14 +99,14 @@ def aliased_k_rows(k: int, rows: int, k_stride: int, itemsize: int,
                    vector_bytes: int = VEC_BYTES) -> bool:
     """Whether a vector tile's K rows alias in L1 (see ALIASED_K_ROWS): more than
     ALIASED_K_ROWS of them, a multiple of 4 KiB apart, read by more than one row block,
-    with vectors narrower than 64 bytes.
+    with 32-byte vectors.
 
     >>> aliased_k_rows(96, 32, 9216, 4, 32), aliased_k_rows(96, 32, 9216, 4, 64)
     (True, False)
     >>> aliased_k_rows(96, 32, 9600, 4, 32), aliased_k_rows(96, 6, 9216, 4, 32)
     (False, False)
     """
-    return bool(0 < vector_bytes < 64 and k > ALIASED_K_ROWS and rows > VEC_ROWS
+    return bool(vector_bytes == 32 and k > ALIASED_K_ROWS and rows > VEC_ROWS
                 and k_stride != 0 and (k_stride * itemsize) % 4096 == 0)
 
 
