@@ -29,9 +29,9 @@ PARALLEL_MIN_BYTES = 1 << 18
 # operand in L2): a vectorized sum streams 60-90 GB/s from cache, each run of
 # KIND_INNER costs some 4 ns to start, each row of KIND_ROWS some 1.5 ns (rows of 24
 # too: the segment kernel is compiled once per weighting, executor/reduce.py), and each
-# unit of KIND_ROWS some 15 ns (``akj,k->aj`` with k = 4, j = 24: 1e5 units, 2.7 ms
-# against 1.2 for the reads and rows), unless BLAS' ?gemv takes it (uses_gemv) or,
-# unweighted and back to back, flat windows of rows (uses_flat_rows).
+# unit of KIND_ROWS of one segment some 4 ns (``akj,k->aj`` with k = 4, j = 24: 1e5
+# units, 1.6 ms against 1.2 for the reads and rows), unless BLAS' ?gemv takes it
+# (uses_gemv) or, unweighted and back to back, flat windows of rows (uses_flat_rows).
 # Reads alone, against the calibrated DRAM rate (a copy's bytes read and written over
 # its time, one thread): 35-45 GB/s read on one core of the AMD EPYC against a copy's
 # 20-25, 60-80 on two in quiet spells.
@@ -39,11 +39,11 @@ READ_OVER_COPY = 2.0
 SUM_BYTES_PER_SECOND = 60e9
 RUN_SECONDS = 4e-9
 ROW_SECONDS = 1.5e-9
-ROW_UNIT_SECONDS = 15e-9
+ROW_UNIT_SECONDS = 4e-9
 # A unit of more rows, or of more than one summed axis, goes through the rows kernel's
-# general loop (executor/reduce.py: _rows_unit), whose call costs some 75 ns more
-# (``akj,k->aj`` with k = 4 through it: 10 against 2.6 ms on one core, 1e5 units).
-ROW_LOOP_SECONDS = 75e-9
+# general loop (executor/reduce.py: _rows_unit) one unit at a time, some 90 ns a unit
+# (``akj,k->aj`` with k = 4 through it: 10 against 1.6 ms on one core, 1e5 units).
+ROW_LOOP_SECONDS = 90e-9
 # A strided vector axis (rows whose elements lie apart) is read one element at a time,
 # each line once per summed element: 0.3 ns an element beyond the reads.  Weighted, with
 # a short unit-stride run per output (``iu,u->i``, tiles.uses_gemv), BLAS' ?gemv
@@ -225,7 +225,7 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         else:
             one_segment = len(summed) == 1 and nsum <= R.ROW_GROUP
             per_unit = (GEMV_CALL_SECONDS if gemv else
-                        ROW_UNIT_SECONDS + (0.0 if one_segment else ROW_LOOP_SECONDS))
+                        ROW_UNIT_SECONDS if one_segment else ROW_LOOP_SECONDS)
             starts = units * (nsum * ROW_SECONDS + per_unit)
             if vec[2] != 1:  # strided rows: one element at a time
                 starts += nout * nsum * STRIDED_ELEMENT_SECONDS
