@@ -176,8 +176,8 @@ def dot_four_min_bytes(vector_bytes: int) -> int:
 DOT_FOUR_MIN_BYTES = dot_four_min_bytes(VEC_BYTES)
 # Unweighted rows shorter than this, back to back in memory (ij->j with j = 3 or 24),
 # are summed as windows of whole rows, FLAT_WINDOW elements or so, each window one long
-# row of the rows kernel: one element at a time they took 11 ns a row of 24, TEIR's
-# tiles 60; rows of 64 to 300 float32 on one core 15-34 GB/s, as windows 39-42.
+# row of the rows kernel: ij->j on one core, float32, rows of 3, 24 and 300 (1e6, 1e6
+# and 1e5 of them) 0.14, 2.4 and 3.0 ms against 1.0, 3.0 and 3.7 on the segment loop.
 FLAT_MAX_NB = 512
 FLAT_WINDOW = 1024
 # ... and only over this many windows or more: a few windows are each a long row of the
