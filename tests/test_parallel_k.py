@@ -266,6 +266,30 @@ def test_the_planner_splits_k_for_a_short_output():
         assert tp.ExecType.PARALLEL not in s.exec_types
 
 
+def test_vector_k_blocks_only_over_contiguous_k_rows():
+    """The longest vector-kernel K block is offered where the vector operand's K rows
+    follow one another (rows x K within the kernel's bound), and not where they are
+    padded apart; the Gram matrix it serves agrees with numpy."""
+    from teir_plan.frontend.contraction import Layout, describe
+    from teir_plan.planner.parallel_k import vec_k_block
+
+    def gram(rows: int, ld: int):  # type: ignore[no-untyped-def]
+        return describe(Layout("ki", (60000, rows), (ld, 1)),
+                        Layout("kj", (60000, rows), (ld, 1)),
+                        Layout("ij", (rows, rows), (rows, 1)))
+
+    k_of = lambda c: [a.name for a in c.axes].index("k")  # noqa: E731
+    assert vec_k_block(gram(32, 32), k_of(gram(32, 32))) == 250  # 32 x 250 <= 9216
+    assert vec_k_block(gram(64, 64), k_of(gram(64, 64))) == 125
+    assert vec_k_block(gram(64, 80), k_of(gram(64, 80))) is None  # rows padded apart
+    if MAX_THREADS < 2:
+        return
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((60000, 32)).astype(np.float32) for _ in range(2))
+    with _with_threads(2):
+        assert_einsum_close(tp.einsum("ki,kj->ij", a, b), "ki,kj->ij", [a, b], np.float32)
+
+
 @fuzz_settings(default=25)
 @given(subscripts=st.sampled_from(SHORT_OUTPUT), k=st.integers(2000, 40000),
        i=st.integers(1, 40), j=st.integers(1, 40), dtype=st.sampled_from(["float32", "float64"]),

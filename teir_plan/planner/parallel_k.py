@@ -23,6 +23,7 @@ from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds.blas import BlasPlan
+from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K
 
 # Outputs up to this many bytes are short enough to be worth a K split: each worker's
 # block then stays in its core's L2 (2 MiB on the machines measured) while its tiles add
@@ -44,7 +45,9 @@ def short_output(c: Contraction) -> bool:
 def k_parallel_variants(c: Contraction, threads: int) -> list[Contraction]:
     """``c`` with one long K axis split into (parts, share): the outer axis ``name^``
     for the workers, the inner one the tiles' K.  Parts are a small multiple of the
-    threads that divides the extent; only for a short output, on more than one thread."""
+    threads that divides the extent; only for a short output, on more than one thread.
+    Also the split into the longest K blocks a vector-kernel tile takes
+    (:func:`vec_k_block`), the outer axis then shared among the workers."""
     if threads <= 1 or not short_output(c):
         return []
     out = []
@@ -55,7 +58,49 @@ def k_parallel_variants(c: Contraction, threads: int) -> list[Contraction]:
             parts = threads * per
             if ax.extent % parts == 0 and ax.extent // parts >= MIN_SHARE:
                 out.append(split_axis(c, i, ax.extent // parts))
+        block = vec_k_block(c, i)
+        if block is not None and ax.extent // block >= threads:
+            out.append(split_axis(c, i, block))
     return out
+
+
+# The shortest K block vec_k_block offers: shorter ones are candidates.K_SPLIT_TARGET's.
+VEC_K_BLOCK_MIN = 64
+
+
+def vec_k_block(c: Contraction, k: int) -> int | None:
+    """The longest K block (a divisor of axis ``k``'s extent) of a vector-kernel tile
+    over the whole of the other M/N axes, where the vector operand's K rows follow one
+    another (one contiguous run, no streams to outnumber the prefetchers): rows x K at
+    most VEC_MAX_ROWS_TIMES_K.  Each K block loads and stores the tile's outputs once,
+    so the longest block pays that least: ``ki,kj->ij`` with k = 500,000, i = 64, on the
+    2 threads of an AMD EPYC Zen 5 (AVX-512): blocks of 40 (candidates.K_SPLIT_TARGET)
+    18.2 ms, 80 16.0, 125 15.9; k = 2,000,000, i = 32: 40 37.4 ms, 125 34.1, 250 31.5.
+    None without such a tile.
+
+    >>> from teir_plan.frontend.contraction import Layout, describe
+    >>> g = describe(Layout("ki", (500000, 64), (64, 1)), Layout("kj", (500000, 64),
+    ...              (64, 1)), Layout("ij", (64, 64), (64, 1)))
+    >>> vec_k_block(g, [a.name for a in g.axes].index("k"))
+    125
+    """
+    ax = c.axes
+    best = None
+    for a in ax:
+        if a.role not in (DimType.M, DimType.N) or a.strides[2] != 1:
+            continue
+        op = 0 if a.role is DimType.M else 1
+        if a.strides[op] != 1 or abs(ax[k].strides[op]) != a.extent:
+            continue
+        rows = 1
+        for b in ax:
+            if b.role in (DimType.M, DimType.N) and b.role is not a.role:
+                rows *= b.extent
+        most = VEC_MAX_ROWS_TIMES_K // rows
+        fit = [d for d in range(VEC_K_BLOCK_MIN, most + 1) if ax[k].extent % d == 0]
+        if fit and (best is None or max(fit) > best):
+            best = max(fit)
+    return best
 
 
 def k_parallel_choices(c: Contraction, prim: tuple[int, int, int, int], threads: int,
