@@ -71,10 +71,14 @@ def packed_order(c: Contraction, j: int) -> list[int]:
 
 
 def pack_variant(
-    c: Contraction, j: int, params: MachineParams, threads: int
+    c: Contraction, j: int, params: MachineParams, threads: int,
+    order: list[int] | None = None,
 ) -> tuple[Contraction, Pack] | None:
-    """``c`` with input ``j`` packed, and the pack, or None if packing changes nothing."""
-    order = packed_order(c, j)
+    """``c`` with input ``j`` packed (its axes in ``order``, outermost first:
+    :func:`packed_order`'s by default), and the pack, or None if packing changes
+    nothing."""
+    if order is None:
+        order = packed_order(c, j)
     if not order:
         return None
     new: dict[int, int] = {}

@@ -24,6 +24,7 @@ from itertools import islice
 from typing import NamedTuple
 
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.planner.broadcast_pack import broadcast_pack_variants
 from teir_plan.planner.candidates import (
     MAX_PRIM_CHOICES,
     Choice,
@@ -96,6 +97,7 @@ def variants(c: Contraction, params: MachineParams, threads: int,
             both = pack_variant(p0[0], 1, params, threads)
             if both:
                 out.append((fuse_axes(both[0]), (p0[1], both[1])))
+        out += [(v, (p,)) for v, p in broadcast_pack_variants(base, params, threads)]
     out += [(s, ()) for s in split_variants(base, threads)]
     out += [(s, ()) for s in k_split_variants(base)]
     out += [(s, ()) for s in packed_split_variants(base)]

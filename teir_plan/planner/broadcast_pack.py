@@ -1,0 +1,122 @@
+"""Packing the vector kernel's broadcast operand into blocks, for large GEMM-like tiles.
+
+The vector kernel (tilekinds/vec.py) reads its broadcast operand's rows x K block once
+per micro-tile along the vector axis, so that block must sit in L1: at most
+VEC_MAX_ROWS_TIMES_K elements within VEC_MAX_SPAN bytes.  A row-major ``ij,jk->ik``
+gives no such block (its rows are a whole row of A apart), so large products went to
+BLAS.  This variant copies the broadcast operand once into blocks of R rows x KB K
+elements, each block contiguous (K innermost), the blocks in the order the tiles read
+them; the product is then tiles of R rows x KB steps of K, the vector axis whole (or in
+cache-sized parts), accumulating over the K blocks.
+
+Offered only where this machine's vector kernel is measured well ahead of BLAS
+(MachineParams: vec_flops at least BROADCAST_PACK_MIN_ADVANTAGE x gemm_flops): BLAS
+packs its operands the same way, and the kernel on these tiles runs at 0.8 of its
+calibrated rate with 64-byte vectors and 0.64 with 32-byte ones.  ``ij,jk->ik`` on
+1024^3 float32, both cores of an AMD EPYC Zen 5 (AVX-512; numpy's OpenBLAS runs its
+AVX2 kernels there, calibrated at half the kernel's rate): 5.4-5.7 ms against BLAS'
+8.6-9.0 (R 64, KB 128; R 32-128 and KB 64-256 within 15 %).  The same tiles at 32-byte
+vectors: 15.1-15.6 ms against BLAS' 12.4 (1152^3), where the calibrated rates are
+1.2x apart: not offered.  With equal rates (the reference machine's) the plans stay
+BLAS'.
+"""
+
+from __future__ import annotations
+
+from teir_plan.frontend.contraction import Contraction
+from teir_plan.planner.candidates import split_axis
+from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.pack import Pack, pack_variant
+from teir_plan.teir.enums import DimType
+from teir_plan.tiles import VEC_BYTES, VEC_MAX_ROWS_TIMES_K, VEC_ROWS, VEC_STREAM_K
+
+BROADCAST_PACK_MIN_ADVANTAGE = 1.4
+# The block's rows: the largest divisor of the row axis in [ROWS_LEAST, ROWS_MOST], a
+# multiple of VEC_ROWS where one is (measured best at 64 of 32-128).
+ROWS_MOST = 64
+ROWS_LEAST = 16
+# The block's K: the largest divisor of the K axis up to VEC_STREAM_K (the vector
+# operand's K rows are far apart: more would outnumber the prefetchers) and within
+# VEC_MAX_ROWS_TIMES_K for its rows, and at least K_LEAST.
+K_LEAST = 16
+# The vector axis is also offered in parts of about this many elements, when at least
+# four times as long: a part's K block of the vector operand then stays in L2.
+VECTOR_PART = 512
+# The least flops per packed element: each element of the broadcast operand is used
+# once per element of the vector axis; a short vector axis does not pay for the copy.
+MIN_VECTOR_LENGTH = 256
+
+
+def _divisor(extent: int, least: int, most: int) -> int | None:
+    fit = [d for d in range(least, min(most, extent) + 1) if extent % d == 0]
+    whole = [d for d in fit if d % VEC_ROWS == 0]
+    return max(whole or fit) if fit else None
+
+
+def broadcast_pack_variants(c: Contraction, params: MachineParams,
+                            threads: int) -> list[tuple[Contraction, Pack]]:
+    """``c`` with its broadcast operand packed in rows x K blocks (and the pack), for
+    each axis a vector-kernel tile could run along: unit stride in the output and in
+    one input (the vector operand), the other input's largest own axis the rows, the
+    largest K axis the K.  None where the kernel is not well ahead of BLAS here."""
+    if (not VEC_BYTES or c.dtype.kind != "f"
+            or params.vec_flops(c.dtype) < BROADCAST_PACK_MIN_ADVANTAGE
+            * params.gemm_flops(c.dtype)):
+        return []
+    ax = c.axes
+    out = []
+    for v, vaxis in enumerate(ax):
+        if vaxis.role not in (DimType.M, DimType.N) or vaxis.strides[2] != 1:
+            continue
+        op = 0 if vaxis.role is DimType.M else 1
+        bc = 1 - op
+        if vaxis.strides[op] != 1 or vaxis.extent < MIN_VECTOR_LENGTH:
+            continue
+        own = DimType.N if op == 0 else DimType.M
+        rows = [i for i, a in enumerate(ax) if a.role is own]
+        ks = [i for i, a in enumerate(ax) if a.role is DimType.K and a.strides[op] != 0
+              and a.strides[bc] != 0]
+        if not rows or not ks:
+            continue
+        r = max(rows, key=lambda i: ax[i].extent)
+        k = max(ks, key=lambda i: ax[i].extent)
+        rb = ax[r].extent if ax[r].extent <= ROWS_MOST else _divisor(ax[r].extent,
+                                                                      ROWS_LEAST, ROWS_MOST)
+        if rb is None:
+            continue
+        k_most = min(VEC_STREAM_K, VEC_MAX_ROWS_TIMES_K // rb)
+        kb = ax[k].extent if ax[k].extent <= k_most else _divisor(ax[k].extent, K_LEAST,
+                                                                   k_most)
+        if kb is None:
+            continue
+        parts = [0]
+        if vaxis.extent >= 4 * VECTOR_PART:
+            d = _divisor(vaxis.extent, VECTOR_PART // 2, VECTOR_PART)
+            if d is not None:
+                parts.append(d)
+        for part in parts:
+            split = _split(c, [(v, part), (r, rb), (k, kb)])
+            names = [a.name for a in split.axes]
+            # Blocks contiguous, K innermost: the other axes of the operand outside (in
+            # its own order), then row blocks, K blocks, rows, K.
+            tail = [names.index(ax[r].name + "^") if rb < ax[r].extent else None,
+                    names.index(ax[k].name + "^") if kb < ax[k].extent else None,
+                    names.index(ax[r].name), names.index(ax[k].name)]
+            inner = [i for i in tail if i is not None]
+            present = [i for i, a in enumerate(split.axes)
+                       if a.strides[bc] != 0 and i not in inner]
+            outer = sorted(present, key=lambda i: -abs(split.axes[i].strides[bc]))
+            packed = pack_variant(split, bc, params, threads, order=outer + inner)
+            if packed is not None:
+                out.append(packed)
+    return out
+
+
+def _split(c: Contraction, splits: list[tuple[int, int]]) -> Contraction:
+    """``c`` with each (axis, inner extent) split (inner 0 or the whole extent: not)."""
+    names = [(c.axes[i].name, inner) for i, inner in splits]
+    for name, inner in names:
+        i = [a.name for a in c.axes].index(name)
+        if 0 < inner < c.axes[i].extent:
+            c = split_axis(c, i, inner)
+    return c
