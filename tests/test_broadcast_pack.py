@@ -116,3 +116,27 @@ def test_products_match_numpy(expr, m, k, n, dtype, threads, with_out, relu, see
         else:
             res = tp.einsum(expr, *ops, **kw)
         assert_einsum_close(res, expr, ops, np.dtype(dtype), relu=relu)
+
+
+def test_a_chain_over_packed_blocks_allocates_what_its_plan_reports():
+    """A matrix chain whose steps pack their broadcast operands: the tree plan's peak
+    scratch memory (packs included) is what the executor borrows, and the result is
+    numpy's."""
+    from tests.test_trees import tracked_borrows
+
+    rng = np.random.default_rng(2)
+    ops = [rng.standard_normal(s).astype(np.float32)
+           for s in ((320, 384), (384, 448), (448, 512), (512, 300))]
+    expr = "ab,bc,cd,de->ae"
+    with _KernelAhead():
+        tp.plan_cache.clear()
+        plan = tp.plan(expr, *ops, optimize=[(0, 1), (0, 1), (0, 1)])
+        packs = [p for s in plan.steps if getattr(s, "chosen", None) for p in s.chosen.packs]
+        assert packs, "no step packed its broadcast operand"
+        with tracked_borrows() as seen:
+            got = plan(*ops)
+    assert seen["now"] == 0 and seen["peak"] == plan.peak_bytes
+    # (numpy.einsum without a path would take minutes: the product in float64 instead;
+    # float32 sums of at most 512 terms per step, three steps.)
+    ref = np.linalg.multi_dot([o.astype(np.float64) for o in ops])
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * np.abs(ref).max())
