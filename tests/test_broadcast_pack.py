@@ -84,38 +84,92 @@ def test_a_large_product_runs_on_the_kernel_over_packed_blocks():
         assert lower(step.chosen.teir).kind.name == "vec"
         assert "pack in0 into a contiguous" in plan.explain().text(rich=False)
         assert_einsum_close(plan(a, b), "ij,jk->ik", [a, b], np.float32)
-    with _KernelAhead():  # the same plan cached? no: new parameters, planned again
+    with _KernelAhead():
         tp.set_num_threads(1)
+        assert _packs_blocks(tp.plan("ij,jk->ik", a, b))
         assert_einsum_close(tp.einsum("ij,jk->ik", a, b), "ij,jk->ik", [a, b], np.float32)
 
 
-_PRODUCTS = ["ij,jk->ik", "ji,jk->ik", "ij,kj->ik", "bij,bjk->bik", "jk,ij->ki",
-             "ijx,jk->ixk", "ij,jk->ki"]
+# Products with a vector axis (out and one input at unit stride along it) in every
+# position, batch and extra axes; ``ij,kj->ik`` has none (its tiles transpose B instead).
+_PRODUCTS = ["ij,jk->ik", "ji,jk->ik", "jk,ij->ik", "ij,jk->ki", "bij,bjk->bik",
+             "ibj,bjk->bik", "ijx,jk->ixk", "iajb,jbk->iak"]
+_LAYOUTS = ["c", "f", "reversed", "padded", "step2"]
 
 
-@fuzz_settings(default=12)
-@given(expr=st.sampled_from(_PRODUCTS), m=st.integers(40, 200), k=st.integers(40, 300),
+def _laid_out(x: np.ndarray, kind: str) -> np.ndarray:
+    """``x``'s values in another layout: Fortran order, every axis reversed (negative
+    strides), rows padded, or every other element of a larger buffer."""
+    if kind == "f":
+        return np.asfortranarray(x)
+    if kind == "reversed":
+        flip = tuple(slice(None, None, -1) for _ in x.shape)
+        return np.ascontiguousarray(x[flip])[flip]
+    if kind in ("padded", "step2"):
+        wide = x.shape[-1] + 5 if kind == "padded" else 2 * x.shape[-1]
+        big = np.zeros((*x.shape[:-1], wide), x.dtype)
+        view = big[..., 3:3 + x.shape[-1]] if kind == "padded" else big[..., ::2]
+        view[...] = x
+        return view
+    return x
+
+
+def _packs_blocks(plan: tp.Plan) -> bool:
+    step = plan.main_step
+    return step is not None and any(any(n.endswith("^") for n in p.names)
+                                    for p in step.chosen.packs)
+
+
+@fuzz_settings(default=10)
+@given(expr=st.sampled_from(_PRODUCTS), m=st.integers(4, 8), k=st.integers(16, 24),
        n=st.integers(256, 520), dtype=st.sampled_from(["float32", "float64"]),
-       threads=st.integers(1, MAX_THREADS), with_out=st.booleans(), relu=st.booleans(),
-       seed=st.integers(0, 2**16))
+       layout=st.sampled_from(_LAYOUTS), vector_padded=st.booleans(),
+       threads=st.integers(1, MAX_THREADS), relu=st.booleans(), seed=st.integers(0, 2**16))
 @counted
-def test_products_match_numpy(expr, m, k, n, dtype, threads, with_out, relu, seed):
-    """Products whose vector axis is long enough for the variant, in several layouts, on
-    every thread count, into out= or not, with ReLU or not, agree with numpy."""
+def test_every_packed_alternative_matches_numpy(expr, m, k, n, dtype, layout,
+                                                vector_padded, threads, relu, seed):
+    """Every candidate of the main step that packs its broadcast operand into blocks
+    (rows and K multiples of 16: extents with divisors in range; K from 256, so that
+    the unpacked operand's rows are too far apart for the kernel and the packed
+    candidates rank among the kept ones), over operands in several layouts, on every
+    thread count, with ReLU or not, agrees with numpy.  The vector operand (the one
+    indexed last by k) keeps unit stride along k, rows padded or not; the broadcast
+    operand takes any layout."""
     rng = np.random.default_rng(seed)
-    ext = {"i": m, "j": k, "k": n, "b": 2, "x": 3}
-    ins, out_term = expr.split("->")
-    ops = [rng.standard_normal([ext[c] for c in t]).astype(dtype) for t in ins.split(",")]
+    ext = {"i": 16 * m, "j": 16 * k, "k": n, "b": 2, "x": 3, "a": 2}
+    terms = expr.split("->")[0].split(",")
+    kinds = [("padded" if vector_padded else "c") if t.endswith("k") else layout
+             for t in terms]
+    ops = [_laid_out(rng.standard_normal([ext[c] for c in t]).astype(dtype), kind)
+           for t, kind in zip(terms, kinds, strict=True)]
     with _KernelAhead():
         tp.set_num_threads(threads)
-        kw = {"epilogue": "relu"} if relu else {}
-        if with_out:
-            out = np.full([ext[c] for c in out_term], np.nan, dtype)
-            res = tp.einsum(expr, *ops, out=out, **kw)
-            assert res is out
-        else:
-            res = tp.einsum(expr, *ops, **kw)
-        assert_einsum_close(res, expr, ops, np.dtype(dtype), relu=relu)
+        plan = tp.plan(expr, *ops, epilogue="relu" if relu else None)
+        packed = [a for a in plan.alternatives if _packs_blocks(a)]
+        assert packed, f"{expr}: no candidate packs its broadcast operand"
+        for alt in packed:
+            out = alt.empty_out()
+            alt.run(ops, out)
+            assert_einsum_close(out, expr, ops, np.dtype(dtype), relu=relu)
+
+
+def test_into_out_views_and_a_long_vector_axis_in_parts():
+    """An out= view with gaps and a vector axis long enough to be cut into parts: the
+    chosen plan packs, and agrees with numpy."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 256)).astype(np.float32)
+    b = rng.standard_normal((256, 4096)).astype(np.float32)
+    big = np.full((128, 4096 + 32), np.nan, np.float32)
+    out = big[:, 16:16 + 4096]
+    with _KernelAhead():
+        variants = broadcast_pack_variants(
+            _matmul(128, 256, 4096), machine_params(), 2)
+        assert len(variants) == 2  # the vector axis whole, and in parts of 512
+        plan = tp.plan("ij,jk->ik", a, b, out=out)
+        assert _packs_blocks(plan)
+        assert tp.einsum("ij,jk->ik", a, b, out=out) is out
+    assert_einsum_close(out, "ij,jk->ik", [a, b], np.float32)
+    assert np.isnan(big[:, :16]).all() and np.isnan(big[:, 16 + 4096:]).all()
 
 
 def test_a_chain_over_packed_blocks_allocates_what_its_plan_reports():

@@ -285,9 +285,15 @@ def test_vector_k_blocks_only_over_contiguous_k_rows():
     if MAX_THREADS < 2:
         return
     rng = np.random.default_rng(1)
-    a, b = (rng.standard_normal((60000, 32)).astype(np.float32) for _ in range(2))
-    with _with_threads(2):
-        assert_einsum_close(tp.einsum("ki,kj->ij", a, b), "ki,kj->ij", [a, b], np.float32)
+    for rows in (32, 64):
+        a, b = (rng.standard_normal((60000, rows)).astype(np.float32) for _ in range(2))
+        with _with_threads(2):
+            plan = tp.plan("ki,kj->ij", a, b)
+            s = plan.teir.schedule
+            # The workers share the K blocks; each tile takes one whole block.
+            assert s.exec_types[0] is tp.ExecType.PARALLEL and s.dim_types[0] is tp.DimType.K
+            assert s.dim_sizes[-1] == {32: 250, 64: 125}[rows]
+            assert_einsum_close(plan(a, b), "ki,kj->ij", [a, b], np.float32)
 
 
 @fuzz_settings(default=25)

@@ -14,8 +14,8 @@ Offered only where this machine's vector kernel is measured well ahead of BLAS
 packs its operands the same way, and the kernel on these tiles runs at 0.8 of its
 calibrated rate with 64-byte vectors and 0.64 with 32-byte ones.  ``ij,jk->ik`` on
 1024^3 float32, both cores of an AMD EPYC Zen 5 (AVX-512; numpy's OpenBLAS runs its
-AVX2 kernels there, calibrated at half the kernel's rate): 5.4-5.7 ms against BLAS'
-8.6-9.0 (R 64, KB 128; R 32-128 and KB 64-256 within 15 %).  The same tiles at 32-byte
+AVX2 kernels there, calibrated at half the kernel's rate): 4.9-5.5 ms against BLAS'
+8.6-9.0 (R 64, KB 128; R 32-128 and KB 64-256 within 15 % of that).  The same tiles at 32-byte
 vectors: 15.1-15.6 ms against BLAS' 12.4 (1152^3), where the calibrated rates are
 1.2x apart: not offered.  With equal rates (the reference machine's) the plans stay
 BLAS'.
@@ -24,11 +24,17 @@ BLAS'.
 from __future__ import annotations
 
 from teir_plan.frontend.contraction import Contraction
-from teir_plan.planner.candidates import split_axis
+from teir_plan.planner.candidates import row_tile, split_axis
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
-from teir_plan.tiles import VEC_BYTES, VEC_MAX_ROWS_TIMES_K, VEC_ROWS, VEC_STREAM_K
+from teir_plan.tiles import (
+    VEC_BYTES,
+    VEC_MAX_ROWS_TIMES_K,
+    VEC_MAX_SPAN,
+    VEC_STREAM_K,
+    vector_kernel_dtype,
+)
 
 BROADCAST_PACK_MIN_ADVANTAGE = 1.4
 # The block's rows: the largest divisor of the row axis in [ROWS_LEAST, ROWS_MOST], a
@@ -36,8 +42,10 @@ BROADCAST_PACK_MIN_ADVANTAGE = 1.4
 ROWS_MOST = 64
 ROWS_LEAST = 16
 # The block's K: the largest divisor of the K axis up to VEC_STREAM_K (the vector
-# operand's K rows are far apart: more would outnumber the prefetchers) and within
-# VEC_MAX_ROWS_TIMES_K for its rows, and at least K_LEAST.
+# operand's K rows are far apart: more would outnumber the prefetchers), rows x K within
+# VEC_MAX_ROWS_TIMES_K elements and VEC_MAX_SPAN bytes (64 x 128 float64 is exactly the
+# span), and at least K_LEAST.  (Not a multiple of VEC_ROWS: K = 1000 in blocks of 40
+# instead of 125 ran 12 % slower.)
 K_LEAST = 16
 # The vector axis is also offered in parts of about this many elements, when at least
 # four times as long: a part's K block of the vector operand then stays in L2.
@@ -47,19 +55,14 @@ VECTOR_PART = 512
 MIN_VECTOR_LENGTH = 256
 
 
-def _divisor(extent: int, least: int, most: int) -> int | None:
-    fit = [d for d in range(least, min(most, extent) + 1) if extent % d == 0]
-    whole = [d for d in fit if d % VEC_ROWS == 0]
-    return max(whole or fit) if fit else None
-
-
 def broadcast_pack_variants(c: Contraction, params: MachineParams,
                             threads: int) -> list[tuple[Contraction, Pack]]:
     """``c`` with its broadcast operand packed in rows x K blocks (and the pack), for
     each axis a vector-kernel tile could run along: unit stride in the output and in
     one input (the vector operand), the other input's largest own axis the rows, the
-    largest K axis the K.  None where the kernel is not well ahead of BLAS here."""
-    if (not VEC_BYTES or c.dtype.kind != "f"
+    largest K axis the K.  Empty where the kernel is not well ahead of BLAS here, and
+    where the extents have no divisor in range (a prime K keeps BLAS)."""
+    if (not VEC_BYTES or not vector_kernel_dtype(c.dtype)
             or params.vec_flops(c.dtype) < BROADCAST_PACK_MIN_ADVANTAGE
             * params.gemm_flops(c.dtype)):
         return []
@@ -80,18 +83,19 @@ def broadcast_pack_variants(c: Contraction, params: MachineParams,
             continue
         r = max(rows, key=lambda i: ax[i].extent)
         k = max(ks, key=lambda i: ax[i].extent)
-        rb = ax[r].extent if ax[r].extent <= ROWS_MOST else _divisor(ax[r].extent,
+        rb = ax[r].extent if ax[r].extent <= ROWS_MOST else row_tile(ax[r].extent,
                                                                       ROWS_LEAST, ROWS_MOST)
         if rb is None:
             continue
-        k_most = min(VEC_STREAM_K, VEC_MAX_ROWS_TIMES_K // rb)
-        kb = ax[k].extent if ax[k].extent <= k_most else _divisor(ax[k].extent, K_LEAST,
-                                                                   k_most)
+        k_most = min(VEC_STREAM_K, min(VEC_MAX_ROWS_TIMES_K,
+                                       VEC_MAX_SPAN // c.dtype.itemsize) // rb)
+        kb = ax[k].extent if ax[k].extent <= k_most else _largest_divisor(
+            ax[k].extent, K_LEAST, k_most)
         if kb is None:
             continue
         parts = [0]
         if vaxis.extent >= 4 * VECTOR_PART:
-            d = _divisor(vaxis.extent, VECTOR_PART // 2, VECTOR_PART)
+            d = _largest_divisor(vaxis.extent, VECTOR_PART // 2, VECTOR_PART)
             if d is not None:
                 parts.append(d)
         for part in parts:
@@ -112,11 +116,21 @@ def broadcast_pack_variants(c: Contraction, params: MachineParams,
     return out
 
 
+def _largest_divisor(extent: int, least: int, most: int) -> int | None:
+    """The largest divisor of ``extent`` in [least, most], if any."""
+    for d in range(min(most, extent), least - 1, -1):
+        if extent % d == 0:
+            return d
+    return None
+
+
 def _split(c: Contraction, splits: list[tuple[int, int]]) -> Contraction:
-    """``c`` with each (axis, inner extent) split (inner 0 or the whole extent: not)."""
-    names = [(c.axes[i].name, inner) for i, inner in splits]
-    for name, inner in names:
-        i = [a.name for a in c.axes].index(name)
+    """``c`` with each (axis index, inner extent) split (inner 0 or the whole extent:
+    not), the later axes first so that every index still names its axis; the outer
+    parts are named ``name^``, which must be new."""
+    names = {a.name for a in c.axes}
+    for i, inner in sorted(splits, reverse=True):
         if 0 < inner < c.axes[i].extent:
+            assert c.axes[i].extent % inner == 0 and c.axes[i].name + "^" not in names
             c = split_axis(c, i, inner)
     return c

@@ -149,13 +149,13 @@ def vec_rows_split(extent: int, k_extents: Sequence[int]) -> list[int]:
     for k in k_extents:
         if extent * k <= VEC_MAX_ROWS_TIMES_K:
             continue
-        rows = _row_tile(extent, VEC_SPLIT_MIN_ROWS, VEC_MAX_ROWS_TIMES_K // k)
+        rows = row_tile(extent, VEC_SPLIT_MIN_ROWS, VEC_MAX_ROWS_TIMES_K // k)
         if rows is not None:
             out.append(rows)
     return out
 
 
-def _row_tile(extent: int, least: int, most: int) -> int | None:
+def row_tile(extent: int, least: int, most: int) -> int | None:
     """The largest divisor of ``extent`` in [least, most], a multiple of the vector
     kernel's VEC_ROWS where one is; None if none."""
     fit = [d for d in range(least, most + 1) if extent % d == 0]
@@ -274,7 +274,7 @@ def packed_rows_split(extent: int, k: int, s_rows: int, s_k: int, itemsize: int)
     """
     span_rows = ((VEC_MAX_SPAN // itemsize - 1 - (k - 1) * s_k) // s_rows + 1
                  if s_rows else extent)
-    return _row_tile(extent, VEC_ROWS, min(VEC_MAX_ROWS_TIMES_K // k, span_rows, extent))
+    return row_tile(extent, VEC_ROWS, min(VEC_MAX_ROWS_TIMES_K // k, span_rows, extent))
 
 
 def _divisor_near(n: int, target: int) -> int | None:

@@ -35,7 +35,7 @@ from teir_plan.blaslib import GEMM3M_PASSES, uses_gemm3m
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.parallel_k import partial_sums_seconds, short_output
+from teir_plan.planner.parallel_k import partial_sums_seconds
 from teir_plan.teir.axes import NO_AXIS, extent_at
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds import GEMM_KINDS, GemmTile, TileKind
@@ -541,12 +541,6 @@ def _stream_factor(c: Contraction, ch: Choice, op: int) -> float:
         return 1.0
     k = c.axes[ch.k].extent
     length = c.axes[ch.m if op == 0 else ch.n].extent
-    if abs(c.axes[ch.k].strides[op]) == length and short_output(c):
-        # K rows that follow one another in a short output's long K range (Gram
-        # matrices, parallel K): one stream, no factor.  ``ki,kj->ij`` with k =
-        # 2,000,000, i = 32 on K blocks of 250 ran 7 % faster than on blocks of 125.
-        # (The factor's fitted cases, bda,dc->abc's among them, have long outputs.)
-        return 1.0
     if (k <= VEC_STREAM_K
             or vec_line_bytes(k, length, c.dtype.itemsize) <= NEXT_TILE_PREFETCH_BYTES):
         return 1.0

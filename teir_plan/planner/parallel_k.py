@@ -23,7 +23,7 @@ from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds.blas import BlasPlan
-from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K
+from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN
 
 # Outputs up to this many bytes are short enough to be worth a K split: each worker's
 # block then stays in its core's L2 (2 MiB on the machines measured) while its tiles add
@@ -69,22 +69,31 @@ VEC_K_BLOCK_MIN = 64
 
 
 def vec_k_block(c: Contraction, k: int) -> int | None:
-    """The longest K block (a divisor of axis ``k``'s extent) of a vector-kernel tile
-    over the whole of the other M/N axes, where the vector operand's K rows follow one
-    another (one contiguous run, no streams to outnumber the prefetchers): rows x K at
-    most VEC_MAX_ROWS_TIMES_K.  Each K block loads and stores the tile's outputs once,
-    so the longest block pays that least: ``ki,kj->ij`` with k = 500,000, i = 64, on the
-    2 threads of an AMD EPYC Zen 5 (AVX-512): blocks of 40 (candidates.K_SPLIT_TARGET)
-    18.2 ms, 80 16.0, 125 15.9; k = 2,000,000, i = 32: 40 37.4 ms, 125 34.1, 250 31.5.
-    None without such a tile.
+    """The longest K block (a divisor of axis ``k``'s extent, at least VEC_K_BLOCK_MIN)
+    a vector-kernel tile of a short output takes: over the one M/N axis across the
+    vector axis, rows x K within VEC_MAX_ROWS_TIMES_K elements and VEC_MAX_SPAN bytes,
+    the other operand's rows x K block within the span too, and the vector operand's K
+    rows one contiguous run (no streams to outnumber the prefetchers).  None without
+    such a block.
 
-    >>> from teir_plan.frontend.contraction import Layout, describe
-    >>> g = describe(Layout("ki", (500000, 64), (64, 1)), Layout("kj", (500000, 64),
-    ...              (64, 1)), Layout("ij", (64, 64), (64, 1)))
-    >>> vec_k_block(g, [a.name for a in g.axes].index("k"))
-    125
+    Each K block loads and stores the tile's outputs once, so the longest block pays
+    that least: ``ki,kj->ij`` with k = 500,000, i = 64, float32, on the 2 threads of an
+    AMD EPYC Zen 5 (AVX-512): the vector kernel on blocks of 40 (K_SPLIT_TARGET's)
+    18.3-18.8 ms, on 125 16.3-16.7.  Where the vector axis is too short for the kernel
+    the same blocks go to BLAS, which gains as well: k = 2,000,000, i = 32 (32 floats,
+    less than a micro-tile of 64-byte vectors): BLAS on blocks of 250 32.8-33.1 ms,
+    on 40 37.6-38.3.
+
+    >>> from teir_plan.frontend.contraction import Layout, describe, with_dtype
+    >>> def gram(rows, dtype):
+    ...     return with_dtype(describe(Layout("ki", (500000, rows), (rows, 1)),
+    ...         Layout("kj", (500000, rows), (rows, 1)), Layout("ij", (rows, rows),
+    ...         (rows, 1))), dtype)
+    >>> [vec_k_block(gram(r, t), 2) for r, t in ((64, "f4"), (64, "f8"), (32, "f4"))]
+    [125, 125, 250]
     """
     ax = c.axes
+    isz = c.dtype.itemsize
     best = None
     for a in ax:
         if a.role not in (DimType.M, DimType.N) or a.strides[2] != 1:
@@ -92,12 +101,14 @@ def vec_k_block(c: Contraction, k: int) -> int | None:
         op = 0 if a.role is DimType.M else 1
         if a.strides[op] != 1 or abs(ax[k].strides[op]) != a.extent:
             continue
-        rows = 1
-        for b in ax:
-            if b.role in (DimType.M, DimType.N) and b.role is not a.role:
-                rows *= b.extent
-        most = VEC_MAX_ROWS_TIMES_K // rows
-        fit = [d for d in range(VEC_K_BLOCK_MIN, most + 1) if ax[k].extent % d == 0]
+        across = [b for b in ax if b.role in (DimType.M, DimType.N) and b.role is not a.role]
+        if len(across) != 1:
+            continue
+        rows = across[0]
+        s_rows, s_k = abs(rows.strides[1 - op]), abs(ax[k].strides[1 - op])
+        most = min(VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN // isz) // rows.extent
+        fit = [d for d in range(VEC_K_BLOCK_MIN, most + 1) if ax[k].extent % d == 0
+               and ((rows.extent - 1) * s_rows + (d - 1) * s_k + 1) * isz <= VEC_MAX_SPAN]
         if fit and (best is None or max(fit) > best):
             best = max(fit)
     return best
