@@ -176,17 +176,39 @@ def test_the_rule() -> None:
     # A long, thin tile along a shared unit stride: the kernel, along M or N.
     assert vec_axis(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4) == 1
     assert vec_axis(24, 432, 36, 1, (36, 1), (432, 1), (432, 1), 4) == 2
-    # One micro-tile long is enough when the tile's K rows follow one another.
+    # One micro-tile long is enough when the tile's K rows follow one another, and two
+    # vectors where a micro-tile is longer.
     assert vec_axis(48, 24, 48, 1, (1, 48), (1, 24), (1, 2985984), 4) == 1
     assert vec_axis(24, 48, 48, 1, (48, 1), (48, 1), (2985984, 1), 4) == 2
+    two = 2 * VECTOR_BYTES // 4
+    assert vec_axis(32, 32, 250, 1, (32, 1), (32, 1), (32, 1), 4) == (2 if two <= 32 else 0)
+    assert vec_axis(two, 24, 48, 1, (1, two), (1, 24), (1, 9999), 4) == 1
     # Too few rows, too many rows x K, too short, BRGEMM, out not unit-stride: BLAS.
     assert vec_axis(432, 2, 36, 1, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 128, 96, 1, (1, 432), (1, 96), (1, 432), 4) == 0
     micro = LINES * VECTOR_BYTES // 4  # one micro-tile along the vector axis
     assert vec_axis(2 * micro - 4, 24, 36, 1, (1, 6400), (1, 36), (1, 64), 4) == 0
-    assert vec_axis(micro - 4, 24, 36, 1, (1, micro - 4), (1, 36), (1, micro - 4), 4) == 0
+    shortest = min(micro, two)
+    assert vec_axis(shortest - 4, 24, 36, 1, (1, shortest - 4), (1, 36), (1, 99), 4) == 0
     assert vec_axis(432, 24, 36, 4, (1, 432), (1, 36), (1, 432), 4) == 0
     assert vec_axis(432, 24, 36, 1, (1, 432), (1, 36), (24, 1), 4) == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("first,last", [("zero", "none"), ("none", "relu")])
+def test_two_vectors_over_k_rows_in_one_run(dtype, first, last) -> None:
+    """A Gram matrix's tiles two vectors wide (shorter than a micro-tile where it has
+    three vectors): K rows in one run go to the kernel, on every K block, and agree with
+    numpy."""
+    width = 2 * VECTOR_BYTES // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(7)
+    k, m = 960, 24
+    a = rng.standard_normal((k, m)).astype(dtype)  # ki
+    b = rng.standard_normal((k, width)).astype(dtype)  # kj
+    prog = gemm_program(dtype, m, width, k, 4, (1, m), (width, 1), (width, 1), first, last,
+                        None)
+    assert lower(prog).kind.name == "vec"
+    assert_program_matches(prog, a, b, "ki,kj->ij", first, last, f"{dtype} {width}")
 
 
 def test_the_kernel_can_be_turned_off_for_blas_calibration() -> None:

@@ -42,8 +42,8 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     """Whether a GEMM tile runs on the vector kernel, and along which axis: 1 along M
     (A and C have unit stride along M), 2 along N (B and C along N), 0 not at all.
 
-    The vector axis must be at least two micro-tiles long (one when the vector operand's
-    K rows follow one another), the tile a plain GEMM (BRGEMM stays with BLAS), with at
+    The vector axis must be at least two micro-tiles long (two vectors when the vector
+    operand's K rows follow one another), the tile a plain GEMM (BRGEMM stays with BLAS), with at
     least VEC_MIN_ROWS rows (the other of M and N) and rows x K at most
     VEC_MAX_ROWS_TIMES_K, and the other operand's block of rows x K elements within
     VEC_MAX_SPAN bytes.
@@ -55,15 +55,17 @@ def vec_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int, 
     """
     if br != 1 or itemsize not in (4, 8):
         return 0
-    # Two micro-tiles at least, the first prefetching the second's lines; one when the
-    # tile's K rows follow one another (one contiguous run, which the next tile's
-    # prefetch covers): see docs/decisions.md.
+    # Two micro-tiles at least, the first prefetching the second's lines; two vectors
+    # when the tile's K rows follow one another (one contiguous run, which the next
+    # tile's prefetch covers): see docs/decisions.md.
     if not VEC_BYTES:
         return 0
     micro = VEC_LINES * VEC_BYTES // itemsize
 
     def long_enough(length: int, s_k: int) -> bool:
-        return length >= 2 * micro or (length >= micro and abs(s_k) == length)
+        if abs(s_k) == length:  # one contiguous run: two vectors are enough
+            return length >= _shortest(itemsize)
+        return length >= 2 * micro
 
     most = VEC_MAX_ROWS_TIMES_K  # rows x K
 
@@ -156,10 +158,16 @@ def _takes(t: GemmTile) -> int:
 
 def _may_take(t: GemmTile) -> bool:
     # vec_axis needs the vector operand and out at unit stride along a vector axis of at
-    # least one micro-tile, and VEC_MIN_ROWS rows across it.
-    micro = VEC_LINES * VEC_BYTES // t.itemsize
-    return ((t.a[0] == 1 and t.c[0] == 1 and t.m >= micro and t.n >= VEC_MIN_ROWS)
-            or (t.b[1] == 1 and t.c[1] == 1 and t.n >= micro and t.m >= VEC_MIN_ROWS))
+    # least two vectors, and VEC_MIN_ROWS rows across it.
+    least = _shortest(t.itemsize)
+    return ((t.a[0] == 1 and t.c[0] == 1 and t.m >= least and t.n >= VEC_MIN_ROWS)
+            or (t.b[1] == 1 and t.c[1] == 1 and t.n >= least and t.m >= VEC_MIN_ROWS))
+
+
+def _shortest(itemsize: int) -> int:
+    """The shortest vector axis vec_axis takes: two vectors (K rows in one run), or a
+    micro-tile if that is shorter."""
+    return min(VEC_LINES * VEC_BYTES // itemsize, 2 * VEC_BYTES // itemsize)
 
 
 def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
@@ -176,8 +184,7 @@ def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
 
 def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
                 dtype: np.dtype) -> float:
-    micro = VEC_LINES * VEC_BYTES // itemsize
-    if VEC_BYTES and max(m, n) >= micro and min(m, n) >= VEC_MIN_ROWS:
+    if VEC_BYTES and max(m, n) >= _shortest(itemsize) and min(m, n) >= VEC_MIN_ROWS:
         return params.vec_flops(dtype) * max(vec_efficiency(m, n, k, itemsize),
                                              vec_efficiency(n, m, k, itemsize))
     return 0.0
