@@ -24,7 +24,7 @@ BLAS'.
 from __future__ import annotations
 
 from teir_plan.frontend.contraction import Contraction
-from teir_plan.planner.candidates import row_tile, split_axis
+from teir_plan.planner.candidates import largest_divisor, row_tile, split_axis
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
@@ -89,13 +89,13 @@ def broadcast_pack_variants(c: Contraction, params: MachineParams,
             continue
         k_most = min(VEC_STREAM_K, min(VEC_MAX_ROWS_TIMES_K,
                                        VEC_MAX_SPAN // c.dtype.itemsize) // rb)
-        kb = ax[k].extent if ax[k].extent <= k_most else _largest_divisor(
+        kb = ax[k].extent if ax[k].extent <= k_most else largest_divisor(
             ax[k].extent, K_LEAST, k_most)
         if kb is None:
             continue
         parts = [0]
         if vaxis.extent >= 4 * VECTOR_PART:
-            d = _largest_divisor(vaxis.extent, VECTOR_PART // 2, VECTOR_PART)
+            d = largest_divisor(vaxis.extent, VECTOR_PART // 2, VECTOR_PART)
             if d is not None:
                 parts.append(d)
         for part in parts:
@@ -114,14 +114,6 @@ def broadcast_pack_variants(c: Contraction, params: MachineParams,
             if packed is not None:
                 out.append(packed)
     return out
-
-
-def _largest_divisor(extent: int, least: int, most: int) -> int | None:
-    """The largest divisor of ``extent`` in [least, most], if any."""
-    for d in range(min(most, extent), least - 1, -1):
-        if extent % d == 0:
-            return d
-    return None
 
 
 def _split(c: Contraction, splits: list[tuple[int, int]]) -> Contraction:

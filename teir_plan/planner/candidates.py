@@ -279,7 +279,12 @@ def packed_rows_split(extent: int, k: int, s_rows: int, s_k: int, itemsize: int)
 
 def _divisor_near(n: int, target: int) -> int | None:
     """The largest divisor of ``n`` in [target / 2, target], if any."""
-    for d in range(target, target // 2 - 1, -1):
+    return largest_divisor(n, target // 2, target)
+
+
+def largest_divisor(n: int, least: int, most: int) -> int | None:
+    """The largest divisor of ``n`` in [least, most], if any."""
+    for d in range(min(most, n), least - 1, -1):
         if n % d == 0:
             return d
     return None

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from teir_plan.frontend.contraction import Contraction
-from teir_plan.planner.candidates import Choice, loop_orders, split_axis
+from teir_plan.planner.candidates import Choice, largest_divisor, loop_orders, split_axis
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
@@ -107,10 +107,11 @@ def vec_k_block(c: Contraction, k: int) -> int | None:
         rows = across[0]
         s_rows, s_k = abs(rows.strides[1 - op]), abs(ax[k].strides[1 - op])
         most = min(VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN // isz) // rows.extent
-        fit = [d for d in range(VEC_K_BLOCK_MIN, most + 1) if ax[k].extent % d == 0
-               and ((rows.extent - 1) * s_rows + (d - 1) * s_k + 1) * isz <= VEC_MAX_SPAN]
-        if fit and (best is None or max(fit) > best):
-            best = max(fit)
+        if s_k:  # the other operand's block: (rows - 1) s_rows + (K - 1) s_k + 1 elements
+            most = min(most, (VEC_MAX_SPAN // isz - 1 - (rows.extent - 1) * s_rows) // s_k + 1)
+        d = largest_divisor(ax[k].extent, VEC_K_BLOCK_MIN, most)
+        if d is not None and (best is None or d > best):
+            best = d
     return best
 
 
