@@ -23,7 +23,7 @@ from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds.blas import BlasPlan
-from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN
+from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_STREAM_K
 
 # Outputs up to this many bytes are short enough to be worth a K split: each worker's
 # block then stays in its core's L2 (2 MiB on the machines measured) while its tiles add
@@ -71,7 +71,8 @@ VEC_K_BLOCK_MIN = 64
 def vec_k_block(c: Contraction, k: int) -> int | None:
     """The longest K block (a divisor of axis ``k``'s extent, at least VEC_K_BLOCK_MIN)
     a vector-kernel tile of a short output takes: over the one M/N axis across the
-    vector axis, rows x K within VEC_MAX_ROWS_TIMES_K elements and VEC_MAX_SPAN bytes,
+    vector axis, K at most VEC_STREAM_K, rows x K within VEC_MAX_ROWS_TIMES_K elements
+    and VEC_MAX_SPAN bytes,
     the other operand's rows x K block within the span too, and the vector operand's K
     rows one contiguous run (no streams to outnumber the prefetchers).  None without
     such a block.
@@ -79,10 +80,9 @@ def vec_k_block(c: Contraction, k: int) -> int | None:
     Each K block loads and stores the tile's outputs once, so the longest block pays
     that least: ``ki,kj->ij`` with k = 500,000, i = 64, float32, on the 2 threads of an
     AMD EPYC Zen 5 (AVX-512): the vector kernel on blocks of 40 (K_SPLIT_TARGET's)
-    18.3-18.8 ms, on 125 16.3-16.7.  Where the vector axis is too short for the kernel
-    the same blocks go to BLAS, which gains as well: k = 2,000,000, i = 32 (32 floats,
-    less than a micro-tile of 64-byte vectors): BLAS on blocks of 250 32.8-33.1 ms,
-    on 40 37.6-38.3.
+    18.3-18.8 ms, on 125 16.3-16.7; i = 32, k = 2,000,000, in turns in one process:
+    blocks of 40, 125 and 250 23.7, 20.0 and 19.2 ms with 64-byte vectors, 38.7, 33.8
+    and 38.5 with 32-byte ones, hence at most VEC_STREAM_K (128) K steps.
 
     >>> from teir_plan.frontend.contraction import Layout, describe, with_dtype
     >>> def gram(rows, dtype):
@@ -90,7 +90,7 @@ def vec_k_block(c: Contraction, k: int) -> int | None:
     ...         Layout("kj", (500000, rows), (rows, 1)), Layout("ij", (rows, rows),
     ...         (rows, 1))), dtype)
     >>> [vec_k_block(gram(r, t), 2) for r, t in ((64, "f4"), (64, "f8"), (32, "f4"))]
-    [125, 125, 250]
+    [125, 125, 125]
     """
     ax = c.axes
     isz = c.dtype.itemsize
@@ -106,7 +106,7 @@ def vec_k_block(c: Contraction, k: int) -> int | None:
             continue
         rows = across[0]
         s_rows, s_k = abs(rows.strides[1 - op]), abs(ax[k].strides[1 - op])
-        most = min(VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN // isz) // rows.extent
+        most = min(VEC_STREAM_K, min(VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN // isz) // rows.extent)
         if s_k:  # the other operand's block: (rows - 1) s_rows + (K - 1) s_k + 1 elements
             most = min(most, (VEC_MAX_SPAN // isz - 1 - (rows.extent - 1) * s_rows) // s_k + 1)
         d = largest_divisor(ax[k].extent, VEC_K_BLOCK_MIN, most)
