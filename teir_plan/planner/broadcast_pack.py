@@ -24,28 +24,20 @@ BLAS'.
 from __future__ import annotations
 
 from teir_plan.frontend.contraction import Contraction
-from teir_plan.planner.candidates import largest_divisor, row_tile, split_axis
+from teir_plan.planner.candidates import largest_divisor, row_tile, split_axis, vec_k_most
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
-from teir_plan.tiles import (
-    VEC_BYTES,
-    VEC_MAX_ROWS_TIMES_K,
-    VEC_MAX_SPAN,
-    VEC_STREAM_K,
-    vector_kernel_dtype,
-)
+from teir_plan.tiles import VEC_BYTES, vector_kernel_dtype
 
 BROADCAST_PACK_MIN_ADVANTAGE = 1.4
 # The block's rows: the largest divisor of the row axis in [ROWS_LEAST, ROWS_MOST], a
 # multiple of VEC_ROWS where one is (measured best at 64 of 32-128).
 ROWS_MOST = 64
 ROWS_LEAST = 16
-# The block's K: the largest divisor of the K axis up to VEC_STREAM_K (the vector
-# operand's K rows are far apart: more would outnumber the prefetchers), rows x K within
-# VEC_MAX_ROWS_TIMES_K elements and VEC_MAX_SPAN bytes (64 x 128 float64 is exactly the
-# span), and at least K_LEAST.  (Not a multiple of VEC_ROWS: K = 1000 in blocks of 40
-# instead of 125 ran 12 % slower.)
+# The block's K: the largest divisor of the K axis within candidates.vec_k_most for its
+# rows (64 x 128 float64 is exactly the span), and at least K_LEAST.  (Not a multiple
+# of VEC_ROWS: K = 1000 in blocks of 40 instead of 125 ran 12 % slower.)
 K_LEAST = 16
 # The vector axis is also offered in parts of about this many elements, when at least
 # four times as long: a part's K block of the vector operand then stays in L2.
@@ -87,8 +79,7 @@ def broadcast_pack_variants(c: Contraction, params: MachineParams,
                                                                       ROWS_LEAST, ROWS_MOST)
         if rb is None:
             continue
-        k_most = min(VEC_STREAM_K, min(VEC_MAX_ROWS_TIMES_K,
-                                       VEC_MAX_SPAN // c.dtype.itemsize) // rb)
+        k_most = vec_k_most(rb, c.dtype.itemsize)
         kb = ax[k].extent if ax[k].extent <= k_most else largest_divisor(
             ax[k].extent, K_LEAST, k_most)
         if kb is None:

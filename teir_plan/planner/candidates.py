@@ -277,6 +277,17 @@ def packed_rows_split(extent: int, k: int, s_rows: int, s_k: int, itemsize: int)
     return row_tile(extent, VEC_ROWS, min(VEC_MAX_ROWS_TIMES_K // k, span_rows, extent))
 
 
+def vec_k_most(rows: int, itemsize: int) -> int:
+    """The most K steps a vector-kernel tile of ``rows`` rows reads from a contiguous
+    block of its other operand: at most VEC_STREAM_K (the vector operand's K rows are
+    streams), rows x K within VEC_MAX_ROWS_TIMES_K elements and VEC_MAX_SPAN bytes.
+
+    >>> vec_k_most(64, 4), vec_k_most(64, 8), vec_k_most(32, 4), vec_k_most(96, 4)
+    (128, 128, 128, 96)
+    """
+    return min(VEC_STREAM_K, min(VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN // itemsize) // rows)
+
+
 def _divisor_near(n: int, target: int) -> int | None:
     """The largest divisor of ``n`` in [target / 2, target], if any."""
     return largest_divisor(n, target // 2, target)

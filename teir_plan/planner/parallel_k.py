@@ -18,12 +18,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from teir_plan.frontend.contraction import Contraction
-from teir_plan.planner.candidates import Choice, largest_divisor, loop_orders, split_axis
+from teir_plan.planner.candidates import (
+    Choice,
+    largest_divisor,
+    loop_orders,
+    split_axis,
+    vec_k_most,
+)
 from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds.blas import BlasPlan
-from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_STREAM_K
+from teir_plan.tiles import VEC_MAX_SPAN
 
 # Outputs up to this many bytes are short enough to be worth a K split: each worker's
 # block then stays in its core's L2 (2 MiB on the machines measured) while its tiles add
@@ -71,11 +77,9 @@ VEC_K_BLOCK_MIN = 64
 def vec_k_block(c: Contraction, k: int) -> int | None:
     """The longest K block (a divisor of axis ``k``'s extent, at least VEC_K_BLOCK_MIN)
     a vector-kernel tile of a short output takes: over the one M/N axis across the
-    vector axis, K at most VEC_STREAM_K, rows x K within VEC_MAX_ROWS_TIMES_K elements
-    and VEC_MAX_SPAN bytes,
-    the other operand's rows x K block within the span too, and the vector operand's K
-    rows one contiguous run (no streams to outnumber the prefetchers).  None without
-    such a block.
+    vector axis, K within candidates.vec_k_most, the other operand's rows x K block
+    within VEC_MAX_SPAN, and the vector operand's K rows one contiguous run (no streams
+    to outnumber the prefetchers).  None without such a block.
 
     Each K block loads and stores the tile's outputs once, so the longest block pays
     that least: ``ki,kj->ij`` with k = 500,000, i = 64, float32, on the 2 threads of an
@@ -106,7 +110,7 @@ def vec_k_block(c: Contraction, k: int) -> int | None:
             continue
         rows = across[0]
         s_rows, s_k = abs(rows.strides[1 - op]), abs(ax[k].strides[1 - op])
-        most = min(VEC_STREAM_K, min(VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN // isz) // rows.extent)
+        most = vec_k_most(rows.extent, isz)
         if s_k:  # the other operand's block: (rows - 1) s_rows + (K - 1) s_k + 1 elements
             most = min(most, (VEC_MAX_SPAN // isz - 1 - (rows.extent - 1) * s_rows) // s_k + 1)
         d = largest_divisor(ax[k].extent, VEC_K_BLOCK_MIN, most)
