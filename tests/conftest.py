@@ -12,6 +12,10 @@
   that checks the shape of a chosen plan means the same on every machine (and a test run
   never writes into the user's cache).  Tests of the calibration itself set the variable
   back with monkeypatch.
+* Plans run on the threads they were planned for: a call never finds the worker threads
+  asleep (``schedule/idle.py`` would run a small plan on one thread, which the one-thread
+  runs of the tests cover already, and the parallel runs would go untested).
+  tests/test_idle.py sets its own.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ os.environ["TEIR_PLAN_AUTOCALIBRATE"] = "reference"
 
 FUZZ = os.environ.get("TEIR_PLAN_FUZZ") == "1"
 _EXAMPLES: Counter[str] = Counter()
+
+
+@pytest.fixture(autouse=True)
+def _threads_awake(monkeypatch: pytest.MonkeyPatch) -> None:
+    import teir_plan.schedule.plan as plan_module
+
+    monkeypatch.setattr(plan_module, "idle_seconds", lambda: 0.0)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

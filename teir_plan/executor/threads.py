@@ -46,6 +46,7 @@ import itertools
 import operator
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from functools import partial
@@ -266,19 +267,74 @@ def _started_layer() -> str | None:
         return None
 
 
+_busy_end = 0.0  # time.perf_counter() when the executor last ended a call (0: none yet)
+
+
 @contextmanager
 def parallel_region() -> Iterator[None]:
     """Around every call of a parallel kernel: one at a time in the process unless
-    numba's threading layer is threadsafe (only known once one has started)."""
-    global _layer
-    if _layer is not None:
-        yield
-        return
-    with _region_lock:
-        yield
-        layer = _started_layer()
-        if layer in THREADSAFE_LAYERS:
-            _layer = layer
+    numba's threading layer is threadsafe (only known once one has started).  Its end
+    is recorded (:func:`idle_seconds`)."""
+    global _layer, _busy_end
+    try:
+        if _layer is not None:
+            yield
+            return
+        with _region_lock:
+            yield
+            layer = _started_layer()
+            if layer in THREADSAFE_LAYERS:
+                _layer = layer
+    finally:
+        _busy_end = time.perf_counter()
+
+
+def mark_busy() -> None:
+    """Record the end of a call that decided by :func:`idle_seconds` (whether or not it
+    started a parallel region): calls that follow one another closely are a loop, whose
+    first parallel region wakes the threads for the rest."""
+    global _busy_end
+    _busy_end = time.perf_counter()
+
+
+def idle_seconds() -> float:
+    """Seconds since the executor's last parallel region, or last call that asked this,
+    ended.  Longer than the worker threads spin (OMP_SPIN_COUNT), they sleep, and
+    waking them costs a parallel region tens of microseconds, which a small plan saves
+    by running on the calling thread alone (schedule/idle.py).  A call that follows
+    another within the spin time runs in parallel: in a loop of calls, the first region
+    wakes the threads and the others find them spinning."""
+    return time.perf_counter() - _busy_end
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _touch(x: np.ndarray) -> None:  # pragma: no cover - compiled
+    for i in numba.prange(x.shape[0]):
+        x[i] += 1.0
+
+
+def region_seconds(threads: int, x: np.ndarray) -> float:
+    """Seconds of one parallel region that does nothing else than start ``threads``
+    workers on an element of ``x`` each (the calibrations' probe of idle_seconds' cost:
+    a kernel of its own, 0.4 s to compile, not one of the executor's, 10 s and more)."""
+    start = time.perf_counter()
+    with numba_threads(threads), parallel_region():
+        _touch(x[:threads])
+    return time.perf_counter() - start
+
+
+class one_thread:  # noqa: N801  (used as a function: ``with one_thread():``)
+    """The calling thread runs alone inside the block (thread_count(1), without a
+    generator's cost: the block is a small plan's whole call)."""
+
+    __slots__ = ("old",)
+
+    def __enter__(self) -> None:
+        self.old = _local.n
+        _local.n = 1
+
+    def __exit__(self, *exc: object) -> None:
+        _local.n = self.old
 
 
 def parallel_usable() -> bool:

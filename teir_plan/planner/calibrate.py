@@ -22,7 +22,7 @@ from teir_plan.errors import CalibrationWarning
 from teir_plan.executor import blas
 from teir_plan.executor.execute import execute, run_lowered
 from teir_plan.executor.lower import lower
-from teir_plan.executor.threads import get_num_threads, set_num_threads
+from teir_plan.executor.threads import get_num_threads, region_seconds, set_num_threads
 from teir_plan.isa import target
 from teir_plan.planner import machine
 from teir_plan.planner.machine import (
@@ -128,6 +128,39 @@ def _dram_rate(mib: int, repeats: int) -> float:
     return 2 * a.nbytes / best_seconds(lambda: np.copyto(b, a), repeats)
 
 
+# Idle times after which a parallel region is timed, the caller busy meanwhile (as with
+# its own work between calls): the shortest after which the region costs more than half
+# the wake cost is the threads' spin time; the wake cost is the rise after WAKE_GAP.
+IDLE_GAPS = (5e-5, 1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3, 3.2e-3)
+WAKE_GAP = 1.6e-3
+NEVER_SLEEPS = 1.0  # spin_seconds of threads that never sleep (OMP_WAIT_POLICY=active)
+
+
+def _idle_measurements(threads: int) -> tuple[float, float]:
+    """(wake_seconds, spin_seconds) of the executor's worker threads: the median parallel
+    region (threads.region_seconds) run right after another, against the medians run
+    after each of IDLE_GAPS (about 0.1 s in all).  On one thread, the reference's."""
+    if threads < 2:
+        ref = MachineParams.reference()
+        return ref.wake_seconds, ref.spin_seconds
+    x = np.zeros(threads)
+
+    def after(gap: float) -> float:
+        start = time.perf_counter()
+        while time.perf_counter() - start < gap:
+            pass
+        return region_seconds(threads, x)
+
+    for _ in range(20):  # compiled, the threads started
+        region_seconds(threads, x)
+    hot = float(np.median([after(0.0) for _ in range(31)]))
+    rise = {gap: float(np.median([after(gap) for _ in range(7)])) - hot for gap in IDLE_GAPS}
+    wake = max(rise[WAKE_GAP], 0.0)
+    spin = next((gap for gap in IDLE_GAPS if wake > 0 and rise[gap] > wake / 2),
+                NEVER_SLEEPS)
+    return wake, spin
+
+
 def _call_seconds_gemm() -> float:
     """The executor's call overhead as the first-use calibration reads it, from programs
     of 8 x 8 x 8 float32 BLAS tiles (the kernel the peak was just measured with, already
@@ -206,6 +239,9 @@ class QuickMeasurements:
     l2_bytes: int | None  # from sysfs; None where Linux does not say
     kernel_vector_bytes: int = 0  # teir_plan's vector kernels' (isa.target())
     blas_vector_bytes: int | None = None  # BLAS' GEMM kernels' (None: not known)
+    # The worker threads' wake cost and spin time (the reference's if not measured).
+    wake_seconds: float = MachineParams.wake_seconds
+    spin_seconds: float = MachineParams.spin_seconds
 
 
 def measure_quick() -> QuickMeasurements:
@@ -226,10 +262,11 @@ def measure_quick() -> QuickMeasurements:
         # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
         # about 15 ms a copy at 20 GB/s (the full calibration copies 256 MiB).
         dram = _dram_rate(128, 3)
+        wake, spin = _idle_measurements(saved_threads)
     finally:
         set_num_threads(saved_threads)
     return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
-                             target().vector_bytes, _blas_vector_bytes())
+                             target().vector_bytes, _blas_vector_bytes(), wake, spin)
 
 
 def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
@@ -240,7 +277,8 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
     in-cache copy rate.  The efficiency table is a fraction of the peak: the one measured
     with BLAS kernels of the width this BLAS runs (``machine.blas_efficiency_table``: the
     kernels' width when BLAS' is not known), since the fractions differ between widths;
-    the loop, tile and parallel-region costs stay the reference's.
+    the idle threads' wake cost and spin time as measured; the loop, tile and
+    parallel-region costs stay the reference's.
 
     Where BLAS' kernels use narrower vectors than teir_plan's (OpenBLAS' AVX2 kernels on
     AMD's Zen 5: BLAS at 131 GFLOP/s a core, the AVX-512 vector kernel at 288), the vector
@@ -268,6 +306,8 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         llc_bytes_per_second=ref.llc_bytes_per_second * copy,
         pack_bytes_per_second=ref.pack_bytes_per_second * copy,
         call_seconds=m.call_seconds,
+        wake_seconds=m.wake_seconds,
+        spin_seconds=m.spin_seconds,
         l2_bytes=m.l2_bytes or ref.l2_bytes,
         source="first-use",
         measured_at=measured_at,
@@ -377,6 +417,7 @@ def calibrate(save: bool = True) -> MachineParams:
         copy_rate = _copy_rate(rng)
         # 256 MiB: large enough for the kernel to use huge pages.
         dram = _dram_rate(256, 3)
+        wake, spin = _idle_measurements(saved_threads)
         p = replace(
             p,
             l2_bytes=_l2_bytes() or p.l2_bytes,
@@ -386,6 +427,8 @@ def calibrate(save: bool = True) -> MachineParams:
             vec_flops_f32=vec_f32,
             vec_flops_f64=vec_f32 * p.vec_flops_f64 / p.vec_flops_f32,
             call_seconds=t_call,
+            wake_seconds=wake,
+            spin_seconds=spin,
             copy_bytes_per_second=copy_rate,
             dram_bytes_per_second=dram,
             calibrated=True,

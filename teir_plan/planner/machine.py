@@ -410,6 +410,13 @@ class MachineParams:
     llc_bytes: int = 32 * 1024 * 1024
     call_seconds: float = 1.9e-6  # Python-side cost of one executor call
     parallel_seconds: float = 6e-6  # starting a parallel region
+    # The executor's worker threads spin for ``spin_seconds`` after a parallel region
+    # (executor/threads.py: OMP_SPIN_COUNT), then sleep; a region that must wake them
+    # costs ``wake_seconds`` more (a call after a millisecond or two of other work: more
+    # after longer).  Both calibrations measure them; these defaults are a 2-core AMD
+    # EPYC (Zen 5) virtual machine's, 20-50 us and 0.2-0.25 ms, not the reference Xeon's.
+    wake_seconds: float = 3e-5
+    spin_seconds: float = 2e-4
     calibrated: bool = False  # measured by the full tp.calibrate()
     # Where the values come from (one of SOURCES), when they were measured (UTC, "" if
     # not), and for which machine (CPU / vector ISA / threads): recorded in every plan,
@@ -656,11 +663,12 @@ def machine_params() -> MachineParams:
 
 
 # The form of a cached first-use estimate: 2 since its efficiency table is the one of
-# BLAS' kernel width (blas_efficiency_table).  An estimate cached in an earlier form is
+# BLAS' kernel width (blas_efficiency_table), 3 since it measures the idle threads' wake
+# cost and spin time.  An estimate cached in an earlier form is
 # not used: the first planning call measures a new one (a second or so), as on a new
 # machine, so that a user who planned before gets the same plans as a new one.  A full
 # calibration measures its table and stays.
-FIRST_USE_FORM = 2
+FIRST_USE_FORM = 3
 
 
 def _load() -> MachineParams | None:

@@ -83,6 +83,9 @@ class Reduction:
     weighted: bool
     split: int
     cost: Cost
+    # Predicted on the calling thread alone (the same as cost.seconds when it runs so):
+    # a call that finds the worker threads asleep may run it so (schedule/idle.py).
+    serial_seconds: float = 0.0
 
     @cached_property
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -187,10 +190,12 @@ def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
         vec = min(kept, key=lambda a: (a[2] == 0, a[2]))
         kept.remove(vec)
     cost, split = _cost(kind, kept, vec, summed, w is not None, isz, params, threads)
+    serial = (cost if cost.threads == 1 else
+              _cost(kind, kept, vec, summed, w is not None, isz, params, 1)[0])
     return Reduction(kind, np.dtype(dtype), tuple(map(tuple, kept)),  # type: ignore[arg-type]
                      tuple(vec) if vec else None,  # type: ignore[arg-type]
                      tuple(map(tuple, summed)), tuple(origins),  # type: ignore[arg-type]
-                     w is not None, split, cost)
+                     w is not None, split, cost, serial.seconds)
 
 
 def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
@@ -198,7 +203,8 @@ def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
     calls (a TEIR step among them may also run in one compiled call with the others)."""
     extra = (REDUCE_CALLS - 1) * params.call_seconds
     return replace(red, cost=replace(red.cost, seconds=red.cost.seconds + extra,
-                                     overhead_seconds=red.cost.overhead_seconds + extra))
+                                     overhead_seconds=red.cost.overhead_seconds + extra),
+                   serial_seconds=red.serial_seconds + extra)
 
 
 def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], weighted: bool,

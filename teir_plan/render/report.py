@@ -102,6 +102,8 @@ class Report:
     # The machine parameters planning ranked the candidates with (what the plan recorded;
     # "" for a plan that ran no cost model, such as a view).
     machine_params: str = ""
+    # When a call runs on one thread instead (the plan's SerialWhenIdle; "" for never).
+    idle: str = ""
     _plan: Plan | None = field(default=None, repr=False, compare=False)
 
     # ---- data ---------------------------------------------------------------
@@ -130,6 +132,7 @@ class Report:
             "alternatives": [asdict(a) for a in self.alternatives],
             "contraction_tree": list(self.tree),
             "machine_params": self.machine_params,
+            "idle": self.idle,
         }
         return json.loads(json.dumps(data))  # JSON-native values (lists, not tuples)
 
@@ -147,6 +150,8 @@ class Report:
             blocks.append(("text", f"indices of the main step {self.indices_of}"))
         if self.machine_params:
             blocks.append(("text", f"ranked with {self.machine_params}"))
+        if self.idle:
+            blocks.append(("text", self.idle))
         if self.indices:
             blocks.append(("table", rows))
         out.append((head, blocks))
@@ -491,5 +496,6 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
         predicted_seconds=plan.predicted_seconds, total_flops=total_flops,
         alternatives=tuple(alts), tree=with_layouts(step_tree(plan), plan),
         measured_seconds=measured,
-        machine_params=str(plan.options.get("machine_params", "")), _plan=plan,
+        machine_params=str(plan.options.get("machine_params", "")),
+        idle=plan.idle.describe() if plan.idle is not None else "", _plan=plan,
     )

@@ -37,6 +37,7 @@ from teir_plan.schedule.contract import (
     strides_in_order,
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
+from teir_plan.schedule.idle import serial_when_idle
 from teir_plan.schedule.plan import OperandSpec, Plan
 from teir_plan.schedule.steps import (
     CastStep,
@@ -427,6 +428,7 @@ def _build(
     return Plan(
         expression=expr, subscripts=subscripts, operands=specs, out_spec=final_spec,
         steps=b.steps, buffers=b.buffers, options=options, main=main,
+        idle=serial_when_idle(b.steps, params, threads),
     )
 
 

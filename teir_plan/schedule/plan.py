@@ -6,12 +6,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.executor.execute import run_lowered
+from teir_plan.executor.threads import idle_seconds, mark_busy, one_thread
 from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
@@ -30,6 +32,9 @@ from teir_plan.schedule.tiny import (
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, workspace
 from teir_plan.teir.records import TEIR
+
+if TYPE_CHECKING:
+    from teir_plan.schedule.idle import SerialWhenIdle
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,7 @@ class Plan:
         main: int | None,
         view: View | None = None,
         dot: bool = True,
+        idle: SerialWhenIdle | None = None,
     ) -> None:
         self.expression = expression
         self.subscripts = subscripts
@@ -160,6 +166,9 @@ class Plan:
         # alternatives (with_candidate), which autotune and explain(measure=True) time
         # as the programs they are.
         self._dot = dot
+        # When a call that finds the worker threads asleep runs on one thread
+        # (schedule/idle.py); None: every call runs as planned.
+        self.idle = idle
         self.measured_seconds: float | None = None
         self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
         # The usual plan is one TEIR step from the operands into out, without packs or
@@ -406,6 +415,18 @@ class Plan:
         """Run on checked arrays (no checks: callers have done them)."""
         if type(out) is not np.ndarray:  # numpy.matrix's reshape stays 2-D, for one
             out = out.view(np.ndarray)
+        idle = self.idle
+        if idle is None:
+            self._run(arrays, out)
+        elif idle_seconds() > idle.spin_seconds:
+            with one_thread():
+                self._run(arrays, out)
+            mark_busy()
+        else:
+            self._run(arrays, out)
+            mark_busy()
+
+    def _run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
         route = self._route
         if route is not None:
             route[1](arrays[0], arrays[1], out)

@@ -1,0 +1,165 @@
+"""Small plans on one thread when the worker threads sleep (schedule/idle.py): which
+plans get the rule, that a call after the threads slept runs on one thread and a call
+right after another on the plan's threads, with the same results as numpy."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import replace
+
+import numba
+import numpy as np
+import pytest
+
+import teir_plan as tp
+import teir_plan.schedule.plan as plan_module
+from teir_plan.executor import threads
+from teir_plan.planner import calibrate
+from teir_plan.planner.machine import MachineParams, machine_params, set_machine_params
+from teir_plan.schedule.idle import serial_when_idle
+
+# (the package's ``execute`` is the function: the modules by name)
+execute_module = importlib.import_module("teir_plan.executor.execute")
+reduce_module = importlib.import_module("teir_plan.executor.reduce")
+
+pytestmark = pytest.mark.skipif(int(numba.config.NUMBA_NUM_THREADS) < 2,
+                                reason="needs two threads")
+
+
+@pytest.fixture
+def two_threads():  # type: ignore[no-untyped-def]
+    n = tp.get_num_threads()
+    tp.set_num_threads(2)
+    tp.plan_cache.clear()
+    yield
+    tp.set_num_threads(n)
+    tp.plan_cache.clear()
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The thread counts the executor's calls run with (TEIR programs and reductions)."""
+    counts: list[int] = []
+    lowered_threads = execute_module._threads
+    reduce_threads = reduce_module.get_num_threads
+
+    def spy_lowered() -> int:
+        counts.append(lowered_threads())
+        return counts[-1]
+
+    def spy_reduce() -> int:
+        counts.append(reduce_threads())
+        return counts[-1]
+
+    monkeypatch.setattr(execute_module, "_threads", spy_lowered)
+    monkeypatch.setattr(reduce_module, "get_num_threads", spy_reduce)
+    return counts
+
+
+def _operands(shapes: list[tuple[int, ...]], seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s) for s in shapes]
+
+
+def test_small_plans_get_the_rule_large_ones_do_not(two_threads: None) -> None:
+    small = tp.plan("ij,jk->ik", (128, 128), (128, 128), dtype=np.float32)
+    assert small.idle is not None and small.main_step.chosen.cost.threads == 2
+    assert small.idle.serial_seconds < small.idle.parallel_seconds + small.idle.wake_seconds
+    assert small.idle.wake_seconds == MachineParams.reference().wake_seconds
+    assert "runs on the calling thread alone" in str(small.explain())
+    large = tp.plan("ij,jk->ik", (1024, 1024), (1024, 1024), dtype=np.float32)
+    assert large.idle is None and "asleep" not in str(large.explain())
+    # Free wake-ups, or one thread planned: no rule.
+    params = machine_params()
+    assert serial_when_idle(small.steps, replace(params, wake_seconds=0.0), 2) is None
+    assert serial_when_idle(small.steps, params, 1) is None
+    with threads.thread_count(1):
+        assert tp.plan("ij,jk->ik", (128, 128), (128, 128), dtype=np.float32).idle is None
+
+
+def test_a_reduction_gets_the_rule(two_threads: None) -> None:
+    p = tp.plan("ij->j", (1000, 300), dtype=np.float32)
+    assert p.idle is not None
+    assert p.idle.serial_seconds > p.idle.parallel_seconds  # planned in parallel
+    assert tp.plan("ij->j", (30000, 300), dtype=np.float32).idle is None
+
+
+CASES = [
+    ("ij,jk->ik", [(128, 128), (128, 128)], None),
+    ("ij,jk->ik", [(128, 128), (128, 128)], "relu"),
+    ("bij,bjk->bik", [(8, 48, 40), (8, 40, 56)], None),
+    ("ij->j", [(1000, 300)], None),
+    ("ki,k->i", [(4000, 24), (4000,)], None),
+]
+
+
+@pytest.mark.parametrize("expr,shapes,epilogue", CASES)
+@pytest.mark.parametrize("asleep", [True, False], ids=["asleep", "awake"])
+def test_asleep_runs_on_one_thread_awake_on_the_plans(
+        two_threads: None, seen: list[int], monkeypatch: pytest.MonkeyPatch, expr: str,
+        shapes: list[tuple[int, ...]], epilogue: str | None, asleep: bool) -> None:
+    ops = [x.astype(np.float32) for x in _operands(shapes)]
+    p = tp.plan(expr, *ops, epilogue=epilogue)
+    assert p.idle is not None, f"{expr}: no rule for this small plan"
+    monkeypatch.setattr(plan_module, "idle_seconds",
+                        lambda: p.idle.spin_seconds * 2 if asleep else 0.0)  # type: ignore[union-attr]
+    want = np.einsum(expr, *[x.astype(np.float64) for x in ops])
+    if epilogue == "relu":
+        want = np.maximum(want, 0)
+    out = p.empty_out()
+    out.fill(np.nan)
+    for got in (p(*ops), p(*ops, out=out)):
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * np.abs(want).max())
+    assert seen and set(seen) == ({1} if asleep else {2}), seen
+
+
+def test_a_call_right_after_another_runs_on_the_threads(two_threads: None, seen: list[int],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real clock: with a spin time of 10 s every call but the first follows the one
+    before within it; with 0 s, none does."""
+    monkeypatch.setattr(plan_module, "idle_seconds", threads.idle_seconds)
+    a, b = (x.astype(np.float32) for x in _operands([(128, 128), (128, 128)]))
+    p = tp.plan("ij,jk->ik", a, b)
+    assert p.idle is not None
+    p.idle = replace(p.idle, spin_seconds=10.0)
+    p(a, b)
+    seen.clear()
+    p(a, b)
+    p(a, b)
+    assert seen == [2, 2]
+    p.idle = replace(p.idle, spin_seconds=0.0)
+    seen.clear()
+    p(a, b)
+    p(a, b)
+    assert seen == [1, 1]
+
+
+def test_alternatives_run_as_they_are_ranked(two_threads: None) -> None:
+    """autotune and explain(measure=True) time each candidate on its own threads."""
+    p = tp.plan("ij,jk->ik", (128, 128), (128, 128), dtype=np.float32)
+    assert p.idle is not None
+    assert all(alt.idle is None for alt in p.alternatives)
+
+
+def test_idle_measurements(two_threads: None) -> None:
+    ref = MachineParams.reference()
+    assert calibrate._idle_measurements(1) == (ref.wake_seconds, ref.spin_seconds)
+    wake, spin = calibrate._idle_measurements(2)
+    assert 0.0 <= wake < 0.05
+    assert spin in (*calibrate.IDLE_GAPS, calibrate.NEVER_SLEEPS)
+    assert threads.idle_seconds() < 1.0  # the probe's regions were recorded
+    quick = calibrate.QuickMeasurements(1e11, 5e10, 2e10, 2e10, 2e-6, None, 64, 64,
+                                        wake, spin)
+    p = calibrate.params_from_quick(quick)
+    assert (p.wake_seconds, p.spin_seconds) == (wake, spin)
+
+
+def test_the_plan_takes_the_parameters_wake_cost(two_threads: None) -> None:
+    old = machine_params()
+    try:
+        set_machine_params(replace(old, wake_seconds=1.0))
+        tp.plan_cache.clear()
+        p = tp.plan("ij,jk->ik", (128, 128), (128, 128), dtype=np.float32)
+        assert p.idle is not None and p.idle.wake_seconds == 1.0
+    finally:
+        set_machine_params(old)
