@@ -129,17 +129,21 @@ def _dram_rate(mib: int, repeats: int) -> float:
 
 
 # Idle times after which a parallel region is timed, the caller busy meanwhile (as with
-# its own work between calls): the shortest after which the region costs more than half
-# the wake cost is the threads' spin time; the wake cost is the rise after WAKE_GAP.
-IDLE_GAPS = (5e-5, 1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3, 3.2e-3)
-WAKE_GAP = 1.6e-3
+# its own work between calls): the wake cost is the median rise after the WAKE_GAPS
+# (one gap alone once read 0.47 ms in a busy spell, against 0.03 in the runs around
+# it), and the spin time the longest gap before the first after which the region costs
+# more than half of it (doubling gaps measured 0.4 ms where the threads slept after
+# 0.2-0.25).
+IDLE_GAPS = (5e-5, 1e-4, 1.5e-4, 2e-4, 2.5e-4, 3e-4, 4e-4, 6e-4, 8e-4, 1.2e-3, 1.6e-3,
+             3.2e-3)
+WAKE_GAPS = (1.2e-3, 1.6e-3, 3.2e-3)
 NEVER_SLEEPS = 1.0  # spin_seconds of threads that never sleep (OMP_WAIT_POLICY=active)
 
 
 def _idle_measurements(threads: int) -> tuple[float, float]:
     """(wake_seconds, spin_seconds) of the executor's worker threads: the median parallel
     region (threads.region_seconds) run right after another, against the medians run
-    after each of IDLE_GAPS (about 0.1 s in all).  On one thread, the reference's."""
+    after each of IDLE_GAPS (about 0.15 s in all).  On one thread, the reference's."""
     if threads < 2:
         ref = MachineParams.reference()
         return ref.wake_seconds, ref.spin_seconds
@@ -155,10 +159,11 @@ def _idle_measurements(threads: int) -> tuple[float, float]:
         region_seconds(threads, x)
     hot = float(np.median([after(0.0) for _ in range(31)]))
     rise = {gap: float(np.median([after(gap) for _ in range(7)])) - hot for gap in IDLE_GAPS}
-    wake = max(rise[WAKE_GAP], 0.0)
-    spin = next((gap for gap in IDLE_GAPS if wake > 0 and rise[gap] > wake / 2),
-                NEVER_SLEEPS)
-    return wake, spin
+    wake = max(float(np.median([rise[gap] for gap in WAKE_GAPS])), 0.0)
+    asleep = [i for i, gap in enumerate(IDLE_GAPS) if wake > 0 and rise[gap] > wake / 2]
+    if not asleep:
+        return wake, NEVER_SLEEPS
+    return wake, IDLE_GAPS[asleep[0] - 1] if asleep[0] else 0.0
 
 
 def _call_seconds_gemm() -> float:
