@@ -67,6 +67,12 @@ BENCHMARKS = [
      "limits GNU OpenMP's spinning), GNU OpenMP's default spin, and as shipped with "
      "OpenBLAS' idle threads sleeping at once (`OPENBLAS_THREAD_TIMEOUT=4`, set before numpy "
      "is imported).  See [Troubleshooting](troubleshooting.md#performance-questions)."),
+    ("gaps", "Calls between other work", ".venv/bin/python -m benchmarks.gaps",
+     "Small einsums called after 0-5 ms of the caller's own work, when the executor's "
+     "worker threads have gone to sleep: tp as shipped (a small plan then runs on one "
+     "thread), tp with its threads always as planned, tp on one thread and "
+     "numpy.einsum(optimize=True), median microseconds a call.  See "
+     "[Troubleshooting](troubleshooting.md#performance-questions)."),
     ("prims", "Primitives", ".venv/bin/python -m benchmarks.prims",
      "The executor's building blocks against numpy: one large GEMM tile, a permutation, and "
      "the spec's GEMM (10.3.6) and BRGEMM (10.3.7) schedules."),
