@@ -194,3 +194,35 @@ def test_a_chain_over_packed_blocks_allocates_what_its_plan_reports():
     # float32 sums of at most 512 terms per step, three steps.)
     ref = np.linalg.multi_dot([o.astype(np.float64) for o in ops])
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.skipif(MAX_THREADS < 2, reason="needs two threads")
+def test_a_short_batch_shares_the_vector_axis_out_to_the_threads():
+    """A batch of one row block (``bi,ij->bj``, b = 64) is also offered with the vector
+    axis in a part per thread (else only K could feed the threads); a batch of as many
+    row blocks as threads is not.  The parts' candidates agree with numpy."""
+    ahead = machine_params()
+    ahead = replace(ahead, vec_flops_f32=2 * ahead.gemm_flops_f32)
+
+    def vector_parts(m: int, threads: int) -> list[int]:
+        return [a.extent for v, _ in broadcast_pack_variants(_matmul(m, 512, 512), ahead,
+                                                             threads)
+                for a in v.axes if a.name == "k^"]
+
+    assert vector_parts(64, 2) == [2] and vector_parts(64, 1) == []
+    assert vector_parts(128, 2) == []  # two row blocks of 64 for two threads
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 512)).astype(np.float32)
+    b = rng.standard_normal((512, 512)).astype(np.float32)
+    with _KernelAhead():
+        tp.set_num_threads(2)
+        tp.plan_cache.clear()
+        plan = tp.plan("ij,jk->ik", a, b)
+        parts = [alt for alt in plan.alternatives if _packs_blocks(alt)
+                 and "k^" in alt.main_step.chosen.names]
+        assert parts, "no candidate runs the vector axis in parts"
+        for alt in parts:
+            out = alt.empty_out()
+            alt.run([a, b], out)
+            assert_einsum_close(out, "ij,jk->ik", [a, b], np.float32)
+    tp.plan_cache.clear()

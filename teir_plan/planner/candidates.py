@@ -105,11 +105,9 @@ def split_variants(c: Contraction, threads: int) -> list[Contraction]:
         if vec and i not in vec:
             inners += vec_rows_split(ax.extent, [a.extent for a in c.axes
                                                  if a.role is DimType.K])
-        if threads > 1 and ax.extent >= 64 * threads:
-            parts = next((p for p in (threads, 2 * threads, 4 * threads)
-                          if ax.extent % p == 0), None)
-            if parts is not None:
-                inners.append(ax.extent // parts)
+        part = parallel_part(ax.extent, threads)
+        if part is not None:
+            inners.append(part)
         for target in CACHE_SPLIT_TARGETS:
             if ax.extent >= 4 * target:
                 d = _divisor_near(ax.extent, target)
@@ -117,6 +115,20 @@ def split_variants(c: Contraction, threads: int) -> list[Contraction]:
                     inners.append(d)
         out += [split_axis(c, i, inner) for inner in dict.fromkeys(inners)]  # no repeats
     return out
+
+
+def parallel_part(extent: int, threads: int) -> int | None:
+    """The inner extent of an M or N axis split into a few parts that feed the parallel
+    loops (threads, twice or four times as many, whichever divides it first), or None:
+    one thread, an axis shorter than 64 a thread, or no such divisor.
+
+    >>> parallel_part(512, 2), parallel_part(100, 2), parallel_part(520, 8)
+    (256, None, 65)
+    """
+    if threads < 2 or extent < 64 * threads:
+        return None
+    parts = next((p for p in (threads, 2 * threads, 4 * threads) if extent % p == 0), None)
+    return extent // parts if parts is not None else None
 
 
 def _vector_axes(c: Contraction) -> list[int]:
