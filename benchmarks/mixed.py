@@ -7,12 +7,14 @@ configuration runs in a fresh process (the OpenMP runtime reads its spin setting
 when it loads), and the configurations take turns over ``--rounds`` rounds; the table
 gives the median over rounds of each process' median call.
 
-Configurations: ``tp`` as shipped (it limits GNU OpenMP's spin unless the user set it);
+Configurations: ``tp`` as shipped (it limits GNU OpenMP's spin unless the user set it,
+and runs a short plan on the cores other threads leave free, schedule/idle.py);
 ``spin=300000``, GNU OpenMP's own default, set explicitly (as before teir_plan set it);
-and ``tp, blas timeout=4``: as shipped, with OpenBLAS' idle threads sleeping at once
-(``OPENBLAS_THREAD_TIMEOUT=4``, which must be set before numpy is imported: the remedy
-for the remaining cost, OpenBLAS' threads spinning for about 0.1 s after each of numpy's
-multi-threaded calls).
+``tp, blas timeout=4``: as shipped, with OpenBLAS' idle threads sleeping at once
+(``OPENBLAS_THREAD_TIMEOUT=4``, which must be set before numpy is imported: the user's
+remedy for OpenBLAS' threads spinning for about 0.1 s after each of numpy's
+multi-threaded calls); and ``cores unchecked``: as shipped but without the free-cores
+check (``TEIR_PLAN_CHECK_CORES=0``), tp's threads beside OpenBLAS' spinning one.
 
 Run: .venv/bin/python -m benchmarks.mixed [--rounds N] [--peer numpy|torch]
 """
@@ -41,9 +43,11 @@ CASES: list[tuple[str, list[tuple[int, ...]]]] = [
 ]
 PEER_SIDE = 384  # the other library's call: a PEER_SIDE^3 float32 matrix product
 # The environment variables that decide how idle threads wait.
-SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")
+SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT",
+            "TEIR_PLAN_CHECK_CORES")
 CONFIGS = {"tp": {}, "spin=300000": {"GOMP_SPINCOUNT": "300000"},
-           "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"}}
+           "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"},
+           "cores unchecked": {"TEIR_PLAN_CHECK_CORES": "0"}}
 
 
 def _median_us(fn: Callable[[], object], repeats: int) -> float:

@@ -13,9 +13,10 @@
   never writes into the user's cache).  Tests of the calibration itself set the variable
   back with monkeypatch.
 * Plans run on the threads they were planned for: a call never finds the worker threads
-  asleep (``schedule/idle.py`` would run a small plan on one thread, which the one-thread
-  runs of the tests cover already, and the parallel runs would go untested).
-  tests/test_idle.py sets its own.
+  asleep nor the cores busy (``schedule/idle.py`` would run a plan on fewer threads, as
+  the other xdist worker holds a core, which the one-thread runs of the tests cover
+  already, and the parallel runs would go untested): ``TEIR_PLAN_CHECK_CORES=0``, for
+  the tests' own processes too.  tests/test_idle.py sets its own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="teir_plan-test-cache-")
 os.environ["TEIR_PLAN_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 os.environ["TEIR_PLAN_AUTOCALIBRATE"] = "reference"
+os.environ["TEIR_PLAN_CHECK_CORES"] = "0"
 
 FUZZ = os.environ.get("TEIR_PLAN_FUZZ") == "1"
 _EXAMPLES: Counter[str] = Counter()

@@ -1,6 +1,8 @@
-"""Small plans on one thread when the worker threads sleep (schedule/idle.py): which
-plans get the rule, that a call after the threads slept runs on one thread and a call
-right after another on the plan's threads, with the same results as numpy."""
+"""Small plans on one thread when the worker threads sleep, short plans on the cores
+other threads leave free (schedule/idle.py): which plans get the rule, that a call after
+the threads slept runs on one thread, a call that finds a core busy on the cores left,
+and a call right after another on the plan's threads, with the same results as
+numpy."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import teir_plan.schedule.plan as plan_module
 from teir_plan.executor import threads
 from teir_plan.planner import calibrate
 from teir_plan.planner.machine import MachineParams, machine_params, set_machine_params
-from teir_plan.schedule.idle import serial_when_idle
+from teir_plan.schedule.idle import BUSY_HORIZON_SECONDS, serial_when_idle
 
 # (the package's ``execute`` is the function: the modules by name)
 execute_module = importlib.import_module("teir_plan.executor.execute")
@@ -67,11 +69,20 @@ def test_small_plans_get_the_rule_large_ones_do_not(two_threads: None) -> None:
     assert small.idle.serial_seconds < small.idle.parallel_seconds + small.idle.wake_seconds
     assert small.idle.wake_seconds == MachineParams.reference().wake_seconds
     assert "runs on the calling thread alone" in str(small.explain())
+    assert small.idle.when_asleep and small.idle.when_busy
+    # Faster on its threads even after waking them, but short: the busy-cores rule alone.
     large = tp.plan("ij,jk->ik", (1024, 1024), (1024, 1024), dtype=np.float32)
-    assert large.idle is None and "asleep" not in str(large.explain())
-    # Free wake-ups, or one thread planned: no rule.
+    assert large.idle is not None and large.predicted_seconds < BUSY_HORIZON_SECONDS
+    assert not large.idle.when_asleep and large.idle.when_busy
+    text = str(large.explain())
+    assert "asleep" not in text and "other threads leave free" in text
+    # Longer than a spinner lasts: no rule.
+    longest = tp.plan("ij,jk->ik", (4096, 4096), (4096, 1024), dtype=np.float32)
+    assert longest.idle is None and longest.predicted_seconds > BUSY_HORIZON_SECONDS
+    # Free wake-ups: the busy-cores rule alone; one thread planned: no rule.
     params = machine_params()
-    assert serial_when_idle(small.steps, replace(params, wake_seconds=0.0), 2) is None
+    free_wake = serial_when_idle(small.steps, replace(params, wake_seconds=0.0), 2)
+    assert free_wake is not None and not free_wake.when_asleep and free_wake.when_busy
     assert serial_when_idle(small.steps, params, 1) is None
     with threads.thread_count(1):
         assert tp.plan("ij,jk->ik", (128, 128), (128, 128), dtype=np.float32).idle is None
@@ -81,7 +92,8 @@ def test_a_reduction_gets_the_rule(two_threads: None) -> None:
     p = tp.plan("ij->j", (1000, 300), dtype=np.float32)
     assert p.idle is not None
     assert p.idle.serial_seconds > p.idle.parallel_seconds  # planned in parallel
-    assert tp.plan("ij->j", (30000, 300), dtype=np.float32).idle is None
+    longer = tp.plan("ij->j", (30000, 300), dtype=np.float32).idle
+    assert longer is not None and not longer.when_asleep and longer.when_busy
 
 
 CASES = [
@@ -163,3 +175,72 @@ def test_the_plan_takes_the_parameters_wake_cost(two_threads: None) -> None:
         assert p.idle is not None and p.idle.wake_seconds == 1.0
     finally:
         set_machine_params(old)
+
+
+@pytest.mark.parametrize("free,want", [(None, 2), (2, 2), (1, 1), (0, 1), (-1, 1)])
+def test_busy_cores_run_on_the_cores_left(two_threads: None, seen: list[int],
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          free: int | None, want: int) -> None:
+    """A plan faster on its threads even after waking them runs on the cores other
+    threads leave free, asleep or awake; a small plan asks only when its threads slept
+    (then it runs alone anyway), never in a tight loop."""
+    a, b = (x.astype(np.float32) for x in _operands([(256, 256), (256, 256)]))
+    want_ab = a.astype(np.float64) @ b.astype(np.float64)
+    p = tp.plan("ij,jk->ik", a, b)
+    assert p.idle is not None and not p.idle.when_asleep
+    asked: list[float] = []
+    monkeypatch.setattr(plan_module, "free_cores", lambda spin: asked.append(spin) or free)
+    for idle in (0.0, 1.0):
+        monkeypatch.setattr(plan_module, "idle_seconds", lambda idle=idle: idle)
+        seen.clear()
+        got = p(a, b)
+        np.testing.assert_allclose(got, want_ab, rtol=2e-5, atol=2e-5 * np.abs(want_ab).max())
+        assert set(seen) == {want}, (idle, seen)
+    assert asked == [p.idle.spin_seconds] * 2
+    small = tp.plan("ij,jk->ik", a[:128, :128], b[:128, :128])
+    assert small.idle is not None and small.idle.when_asleep
+    asked.clear()
+    monkeypatch.setattr(plan_module, "idle_seconds", lambda: 0.0)
+    seen.clear()
+    small(a[:128, :128], b[:128, :128])
+    assert set(seen) == {2} and asked == []
+
+
+def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The CPUs less the runnable tasks but the caller, and less the executor's own
+    workers only while a region that ended within the spin time may keep them spinning."""
+    import os
+
+    path = tmp_path / "loadavg"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        monkeypatch.setattr(threads, "_loadavg_fd", fd)
+        monkeypatch.setattr(threads.os, "cpu_count", lambda: 4)
+        monkeypatch.setattr(threads, "_region_threads", 3)
+
+        def free(running: int, region_age: float) -> int | None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"0.52 0.58 0.59 {running}/467 1234\n".encode(), 0)
+            monkeypatch.setattr(threads, "_region_end", threads.time.perf_counter()
+                                - region_age)
+            return threads.free_cores(0.5)
+
+        assert free(1, 10.0) == 4  # the caller alone
+        assert free(3, 10.0) == 2  # two others
+        assert free(4, 0.0) == 3  # of three others two are the region's spinning workers
+        assert free(7, 10.0) == -2
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"garbage", 0)
+        assert threads.free_cores(0.5) is None
+        monkeypatch.setattr(threads, "_loadavg_fd", None)
+        assert threads.free_cores(0.5) is None
+    finally:
+        os.close(fd)
+    monkeypatch.setenv("TEIR_PLAN_CHECK_CORES", "0")  # (as tests/conftest.py sets it)
+    assert threads._open_loadavg() is None
+    monkeypatch.delenv("TEIR_PLAN_CHECK_CORES")
+    fd = threads._open_loadavg()
+    if os.path.exists("/proc/loadavg") and len(os.sched_getaffinity(0)) == os.cpu_count():
+        assert fd is not None
+        os.close(fd)

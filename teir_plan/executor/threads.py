@@ -268,6 +268,9 @@ def _started_layer() -> str | None:
 
 
 _busy_end = 0.0  # time.perf_counter() when the executor last ended a call (0: none yet)
+# When the last parallel region ended and on how many threads (its workers spin a while).
+_region_end = 0.0
+_region_threads = 1
 
 
 @contextmanager
@@ -275,7 +278,7 @@ def parallel_region() -> Iterator[None]:
     """Around every call of a parallel kernel: one at a time in the process unless
     numba's threading layer is threadsafe (only known once one has started).  Its end
     is recorded (:func:`idle_seconds`)."""
-    global _layer, _busy_end
+    global _layer, _busy_end, _region_end, _region_threads
     try:
         if _layer is not None:
             yield
@@ -286,7 +289,8 @@ def parallel_region() -> Iterator[None]:
             if layer in THREADSAFE_LAYERS:
                 _layer = layer
     finally:
-        _busy_end = time.perf_counter()
+        _busy_end = _region_end = time.perf_counter()
+        _region_threads = get_num_threads()
 
 
 def mark_busy() -> None:
@@ -323,15 +327,58 @@ def region_seconds(threads: int, x: np.ndarray) -> float:
     return time.perf_counter() - start
 
 
-class one_thread:  # noqa: N801  (used as a function: ``with one_thread():``)
-    """The calling thread runs alone inside the block (thread_count(1), without a
-    generator's cost: the block is a small plan's whole call)."""
+def _open_loadavg() -> int | None:
+    """A descriptor of /proc/loadavg, kept open (a pread of it costs 2 us, an open and a
+    read 10), or None: no such file, ``TEIR_PLAN_CHECK_CORES=0``, or this process may
+    run on fewer CPUs than the machine has (a cpuset), where the machine-wide count says
+    nothing of its own."""
+    if os.environ.get("TEIR_PLAN_CHECK_CORES") == "0":
+        return None
+    try:
+        if len(os.sched_getaffinity(0)) != os.cpu_count():
+            return None
+        return os.open("/proc/loadavg", os.O_RDONLY)
+    except (OSError, AttributeError):
+        return None
 
-    __slots__ = ("old",)
+
+_loadavg_fd = _open_loadavg()
+
+
+def free_cores(spin_seconds: float) -> int | None:
+    """The machine's CPUs less the tasks runnable on them besides the calling thread and
+    the executor's own workers (the kernel's instantaneous count, /proc/loadavg's
+    "running/total"; the workers of a parallel region that ended within
+    ``spin_seconds`` are taken to be spinning), or None where the machine does not say.
+    Another library's threads that spin after their call (OpenBLAS' for about 0.1 s
+    after each of numpy's multi-threaded products) count as running:
+    schedule/idle.py runs a plan on the cores they leave."""
+    if _loadavg_fd is None:
+        return None
+    try:
+        text = os.pread(_loadavg_fd, 128, 0)
+        slash = text.index(b"/")
+        running = int(text[text.rindex(b" ", 0, slash) + 1:slash])
+    except (OSError, ValueError):
+        return None
+    if time.perf_counter() - _region_end < spin_seconds:
+        running -= _region_threads - 1
+    return (os.cpu_count() or 1) - max(running - 1, 0)
+
+
+class one_thread:  # noqa: N801  (used as a function: ``with one_thread():``)
+    """The calling thread runs with ``n`` threads (one unless given) inside the block
+    (thread_count(n), without a generator's cost: the block is a small plan's whole
+    call)."""
+
+    __slots__ = ("n", "old")
+
+    def __init__(self, n: int = 1) -> None:
+        self.n = n
 
     def __enter__(self) -> None:
         self.old = _local.n
-        _local.n = 1
+        _local.n = self.n
 
     def __exit__(self, *exc: object) -> None:
         _local.n = self.old

@@ -17,11 +17,23 @@ run, a call that finds the threads idle for longer than they spin
 either way (every program runs on any number of threads, the same tiles in the same
 order), so the choice is a matter of time alone; calls in a tight loop find the threads
 awake and run in parallel as planned.
+
+Other threads may hold the cores when a call starts: OpenBLAS' spin for about 0.1 s after
+each of numpy's multi-threaded products (the library the GEMM tiles call too), so a
+user's loop of ``a @ b`` and tp.einsum runs the executor's threads beside a spinning
+one.  There (2 threads, float32, right after numpy's matmul) a 1024 x 1024 x 160
+product took 1.4 or 5.4 ms (the static halves and the barrier wait on a core shared
+with the spinner), against 2.8 on the core left free.  So a plan that
+is predicted to run for less than BUSY_HORIZON_SECONDS asks the kernel how many cores
+other threads leave free (executor/threads.free_cores, 2 us) and runs on that many when
+fewer than its threads; a small plan asks only when its own threads slept (in a tight
+loop the 2 us would be a tenth of its call).  A longer plan outlasts such a spinner
+and runs as planned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from teir_plan.planner.cost import estimate
@@ -40,25 +52,66 @@ from teir_plan.schedule.steps import (
 
 # Steps that run on the calling thread whatever the thread count.
 _SERIAL_STEPS = (CastStep, CopyStep, FillStep, NumpyStep, ViewStep)
+# Plans predicted shorter than this run on the cores other threads leave free (above):
+# a fifth of OpenBLAS' spin after a call, so that the spinner outlasts the call.
+BUSY_HORIZON_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
 class SerialWhenIdle:
-    """A plan runs on one thread when its worker threads have been idle longer than
-    ``spin_seconds``: ``serial_seconds`` (predicted, one thread) is below
-    ``parallel_seconds`` (predicted, the plan's threads) plus ``wake_seconds``."""
+    """How many threads a call of a plan planned for ``threads`` runs on, when its worker
+    threads have been idle longer than ``spin_seconds``: one where ``when_asleep``
+    (``serial_seconds``, predicted on one thread, is below ``parallel_seconds`` on the
+    plan's threads plus ``wake_seconds``); else, where ``when_busy`` (the plan is
+    shorter than BUSY_HORIZON_SECONDS), as many as the cores left free by other threads.
+    A call right after another runs on the plan's threads."""
 
     serial_seconds: float
     parallel_seconds: float
     wake_seconds: float
     spin_seconds: float
+    threads: int = 2
+    when_asleep: bool = True
+    when_busy: bool = True
+
+    def call_threads(self, idle_seconds: float,
+                     free_cores: Callable[[float], int | None]) -> int:
+        """The threads for a call that finds the worker threads idle for
+        ``idle_seconds``, ``free_cores(spin_seconds)`` the cores other threads leave
+        (executor/threads.free_cores; None: unknown).  A small plan in a tight loop
+        does not ask (2 us against its tens): its threads are awake.
+
+        >>> rule = SerialWhenIdle(2e-3, 1e-3, 3e-5, 2e-4, 2, when_asleep=False)
+        >>> [rule.call_threads(0.0, lambda spin: free) for free in (2, 1, 0, None)]
+        [2, 1, 1, 2]
+        >>> small = SerialWhenIdle(2e-5, 1.5e-5, 3e-5, 2e-4, 2)
+        >>> small.call_threads(1e-3, lambda spin: 2), small.call_threads(0.0, lambda spin: 1)
+        (1, 2)
+        """
+        asleep = idle_seconds > self.spin_seconds
+        if asleep and self.when_asleep:
+            return 1
+        if self.when_busy and (asleep or not self.when_asleep):
+            free = free_cores(self.spin_seconds)
+            if free is not None and free < self.threads:
+                return max(free, 1)
+        return self.threads
 
     def describe(self) -> str:
-        return (f"a call that finds the worker threads asleep (idle over "
-                f"{self.spin_seconds * 1e6:.0f} us) runs on the calling thread alone: "
-                f"predicted {self.serial_seconds * 1e6:.1f} us, against "
-                f"{self.parallel_seconds * 1e6:.1f} us on its threads plus "
-                f"{self.wake_seconds * 1e6:.1f} us to wake them")
+        idle = f"a call that finds the worker threads idle over {self.spin_seconds * 1e6:.0f} us"
+        lines = []
+        if self.when_asleep:
+            lines.append(f"{idle} (asleep) runs on the calling thread alone: "
+                         f"predicted {self.serial_seconds * 1e6:.1f} us, against "
+                         f"{self.parallel_seconds * 1e6:.1f} us on its threads plus "
+                         f"{self.wake_seconds * 1e6:.1f} us to wake them")
+        if self.when_busy:
+            lines.append(f"{'a call' if not self.when_asleep else idle} runs on the cores "
+                         f"other threads leave free when they are fewer than its "
+                         f"{self.threads} threads (predicted "
+                         f"{self.parallel_seconds * 1e6:.1f} us on {self.threads} threads, "
+                         f"{self.serial_seconds * 1e6:.1f} on one)")
+        return "; ".join(lines)
 
 
 def _serial_seconds(step: Step, params: MachineParams) -> float | None:
@@ -83,7 +136,8 @@ def serial_when_idle(steps: Sequence[Step], params: MachineParams,
                      threads: int) -> SerialWhenIdle | None:
     """The rule for a plan of ``steps`` planned for ``threads`` threads, or None: the
     plan runs as planned on every call (one thread already, or the parallel run is the
-    faster even with the wake cost, or a step the model cannot price on one thread)."""
+    faster even with the wake cost and longer than BUSY_HORIZON_SECONDS, or a step the
+    model cannot price on one thread)."""
     if threads < 2 or not any(_threads(s) > 1 for s in steps):
         return None
     serial = 0.0
@@ -93,9 +147,12 @@ def serial_when_idle(steps: Sequence[Step], params: MachineParams,
             return None
         serial += seconds
     parallel = sum(step_seconds(s) for s in steps)
-    if serial >= parallel + params.wake_seconds:
+    asleep = serial < parallel + params.wake_seconds
+    busy = parallel < BUSY_HORIZON_SECONDS
+    if not asleep and not busy:
         return None
-    return SerialWhenIdle(serial, parallel, params.wake_seconds, params.spin_seconds)
+    return SerialWhenIdle(serial, parallel, params.wake_seconds, params.spin_seconds,
+                          threads, when_asleep=asleep, when_busy=busy)
 
 
 def _threads(step: Step) -> int:

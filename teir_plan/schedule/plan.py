@@ -13,7 +13,7 @@ import numpy as np
 from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.executor.execute import run_lowered
-from teir_plan.executor.threads import idle_seconds, mark_busy, one_thread
+from teir_plan.executor.threads import free_cores, idle_seconds, mark_busy, one_thread
 from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
@@ -166,8 +166,9 @@ class Plan:
         # alternatives (with_candidate), which autotune and explain(measure=True) time
         # as the programs they are.
         self._dot = dot
-        # When a call that finds the worker threads asleep runs on one thread
-        # (schedule/idle.py); None: every call runs as planned.
+        # How many threads a call that finds the worker threads idle runs on (one when
+        # they sleep, the cores left free by other threads; schedule/idle.py); None:
+        # every call runs as planned.
         self.idle = idle
         self.measured_seconds: float | None = None
         self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
@@ -418,12 +419,13 @@ class Plan:
         idle = self.idle
         if idle is None:
             self._run(arrays, out)
-        elif idle_seconds() > idle.spin_seconds:
-            with one_thread():
-                self._run(arrays, out)
-            mark_busy()
         else:
-            self._run(arrays, out)
+            n = idle.call_threads(idle_seconds(), free_cores)
+            if n < idle.threads:
+                with one_thread(n):
+                    self._run(arrays, out)
+            else:
+                self._run(arrays, out)
             mark_busy()
 
     def _run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
