@@ -21,14 +21,15 @@ awake and run in parallel as planned.
 Other threads may hold the cores when a call starts: OpenBLAS' spin for about 0.1 s after
 each of numpy's multi-threaded products (the library the GEMM tiles call too), so a
 user's loop of ``a @ b`` and tp.einsum runs the executor's threads beside a spinning
-one.  There (2 threads, float32, right after numpy's matmul) a 1024 x 1024 x 160
-product took 1.4 or 5.4 ms (the static halves and the barrier wait on a core shared
-with the spinner), against 2.8 on the core left free.  So a plan that
-is predicted to run for less than BUSY_HORIZON_SECONDS asks the kernel how many cores
-other threads leave free (executor/threads.free_cores, 2 us) and runs on that many when
-fewer than its threads; a small plan asks only when its own threads slept (in a tight
-loop the 2 us would be a tenth of its call).  A longer plan outlasts such a spinner
-and runs as planned.
+one.  There (2 threads, float32, each call right after a 384^3 matmul) two threads
+took 1.3 to 10 times a plan's time alone (a 320^2 product 1527 us median, on the core
+left free 366), one thread about twice; two won only on a few small plans (256^2: 125
+against 160 us; docs/decisions.md).  So a plan that is predicted to run for less than
+BUSY_HORIZON_SECONDS asks the kernel how many cores other threads leave free
+(executor/threads.free_cores, 2 us) and runs on that many when fewer than its threads;
+a small plan that runs alone when its threads sleep never asks (after a pause it runs
+alone anyway; in a tight loop the 2 us would be a tenth of its call).  A longer plan
+outlasts such a spinner and runs as planned.
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ class SerialWhenIdle:
                      free_cores: Callable[[float], int | None]) -> int:
         """The threads for a call that finds the worker threads idle for
         ``idle_seconds``, ``free_cores(spin_seconds)`` the cores other threads leave
-        (executor/threads.free_cores; None: unknown).  A small plan in a tight loop
-        does not ask (2 us against its tens): its threads are awake.
+        (executor/threads.free_cores; None: unknown).  A small plan that runs alone
+        when its threads sleep never asks (2 us against its tens of a tight loop).
 
         >>> rule = SerialWhenIdle(2e-3, 1e-3, 3e-5, 2e-4, 2, when_asleep=False)
         >>> [rule.call_threads(0.0, lambda spin: free) for free in (2, 1, 0, None)]
