@@ -69,7 +69,7 @@ def test_small_plans_get_the_rule_large_ones_do_not(two_threads: None) -> None:
     assert small.idle.serial_seconds < small.idle.parallel_seconds + small.idle.wake_seconds
     assert small.idle.wake_seconds == MachineParams.reference().wake_seconds
     assert "runs on the calling thread alone" in str(small.explain())
-    assert small.idle.when_asleep and small.idle.when_busy
+    assert small.idle.when_asleep and not small.idle.when_busy  # under BUSY_LEAST_SECONDS
     # Faster on its threads even after waking them, but short: the busy-cores rule alone.
     large = tp.plan("ij,jk->ik", (1024, 1024), (1024, 1024), dtype=np.float32)
     assert large.idle is not None and large.predicted_seconds < BUSY_HORIZON_SECONDS
@@ -79,9 +79,11 @@ def test_small_plans_get_the_rule_large_ones_do_not(two_threads: None) -> None:
     # Longer than a spinner lasts: no rule.
     longest = tp.plan("ij,jk->ik", (4096, 4096), (4096, 1024), dtype=np.float32)
     assert longest.idle is None and longest.predicted_seconds > BUSY_HORIZON_SECONDS
-    # Free wake-ups: the busy-cores rule alone; one thread planned: no rule.
+    # Free wake-ups: the busy-cores rule alone, which a plan this short does not get;
+    # one thread planned: no rule.
     params = machine_params()
-    free_wake = serial_when_idle(small.steps, replace(params, wake_seconds=0.0), 2)
+    assert serial_when_idle(small.steps, replace(params, wake_seconds=0.0), 2) is None
+    free_wake = serial_when_idle(large.steps, replace(params, wake_seconds=0.0), 2)
     assert free_wake is not None and not free_wake.when_asleep and free_wake.when_busy
     assert serial_when_idle(small.steps, params, 1) is None
     with threads.thread_count(1):
@@ -181,35 +183,38 @@ def test_the_plan_takes_the_parameters_wake_cost(two_threads: None) -> None:
 def test_busy_cores_run_on_the_cores_left(two_threads: None, seen: list[int],
                                           monkeypatch: pytest.MonkeyPatch,
                                           free: int | None, want: int) -> None:
-    """A plan faster on its threads even after waking them runs on the cores other
-    threads leave free, asleep or awake; a small plan asks only when its threads slept
-    (then it runs alone anyway), never in a tight loop."""
-    a, b = (x.astype(np.float32) for x in _operands([(256, 256), (256, 256)]))
+    """A plan faster on its threads even after waking them, called after its threads
+    went idle, runs on the cores other threads leave free; in a tight loop it does not
+    ask, and a small plan never asks (after a pause it runs alone anyway)."""
+    a, b = (x.astype(np.float32) for x in _operands([(384, 384), (384, 384)]))
     want_ab = a.astype(np.float64) @ b.astype(np.float64)
     p = tp.plan("ij,jk->ik", a, b)
     assert p.idle is not None and not p.idle.when_asleep
     asked: list[float] = []
     monkeypatch.setattr(plan_module, "free_cores", lambda spin: asked.append(spin) or free)
-    for idle in (0.0, 1.0):
+    for idle, threads_seen in ((1.0, want), (0.0, 2)):
         monkeypatch.setattr(plan_module, "idle_seconds", lambda idle=idle: idle)
         seen.clear()
         got = p(a, b)
         np.testing.assert_allclose(got, want_ab, rtol=2e-5, atol=2e-5 * np.abs(want_ab).max())
-        assert set(seen) == {want}, (idle, seen)
-    assert asked == [p.idle.spin_seconds] * 2
+        assert set(seen) == {threads_seen}, (idle, seen)
+    assert asked == [p.idle.spin_seconds]
     small = tp.plan("ij,jk->ik", a[:128, :128], b[:128, :128])
     assert small.idle is not None and small.idle.when_asleep
     asked.clear()
-    monkeypatch.setattr(plan_module, "idle_seconds", lambda: 0.0)
-    seen.clear()
-    small(a[:128, :128], b[:128, :128])
-    assert set(seen) == {2} and asked == []
+    for idle, threads_seen in ((1.0, 1), (0.0, 2)):
+        monkeypatch.setattr(plan_module, "idle_seconds", lambda idle=idle: idle)
+        seen.clear()
+        small(a[:128, :128], b[:128, :128])
+        assert set(seen) == {threads_seen} and asked == []
 
 
 def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.MonkeyPatch,
                                                       tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The CPUs less the runnable tasks but the caller, and less the executor's own
-    workers only while a region that ended within the spin time may keep them spinning."""
+    workers only while a region that ended within the spin time may keep them spinning;
+    others count only when the reading before, within BUSY_CONFIRM_SECONDS, showed
+    others too."""
     import os
 
     path = tmp_path / "loadavg"
@@ -227,9 +232,14 @@ def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.Monkey
             return threads.free_cores(0.5)
 
         assert free(1, 10.0) == 4  # the caller alone
-        assert free(3, 10.0) == 2  # two others
+        assert free(3, 10.0) is None  # two others, in this reading alone
+        assert free(3, 10.0) == 2  # and in the one before
         assert free(4, 0.0) == 3  # of three others two are the region's spinning workers
         assert free(7, 10.0) == -2
+        assert free(1, 10.0) == 4 and free(2, 10.0) is None  # others once more: unconfirmed
+        monkeypatch.setattr(threads, "_last_busy", threads.time.perf_counter()
+                            - 2 * threads.BUSY_CONFIRM_SECONDS)
+        assert free(2, 10.0) is None  # the reading before, too long ago
         os.ftruncate(fd, 0)
         os.pwrite(fd, b"garbage", 0)
         assert threads.free_cores(0.5) is None

@@ -345,25 +345,58 @@ def _open_loadavg() -> int | None:
 _loadavg_fd = _open_loadavg()
 
 
-def free_cores(spin_seconds: float) -> int | None:
-    """The machine's CPUs less the tasks runnable on them besides the calling thread and
-    the executor's own workers (the kernel's instantaneous count, /proc/loadavg's
-    "running/total"; the workers of a parallel region that ended within
-    ``spin_seconds`` are taken to be spinning), or None where the machine does not say.
-    Another library's threads that spin after their call (OpenBLAS' for about 0.1 s
-    after each of numpy's multi-threaded products) count as running:
-    schedule/idle.py runs a plan on the cores they leave."""
+# A count that shows other tasks is read again this much later, and the fewer taken
+# (time.sleep would give up the core for 50 us and more); and it counts only when the
+# reading before it, within BUSY_CONFIRM_SECONDS, showed others too.  Tasks that wake
+# for a moment (a pipe's reader as the caller prints, a kernel worker) showed in 2 of 12
+# readings of a quiet loop and in every second one of a printing loop, each sending a
+# plan to one thread for nothing; a thread that spins through a user's loop shows in
+# every reading.
+RECOUNT_SECONDS = 30e-6
+BUSY_CONFIRM_SECONDS = 0.05
+_last_busy = -1.0  # time.perf_counter() of the last reading that showed others
+
+
+def _running() -> int | None:
+    """The kernel's count of runnable tasks, the caller included, or None."""
     if _loadavg_fd is None:
         return None
     try:
         text = os.pread(_loadavg_fd, 128, 0)
         slash = text.index(b"/")
-        running = int(text[text.rindex(b" ", 0, slash) + 1:slash])
+        return int(text[text.rindex(b" ", 0, slash) + 1:slash])
     except (OSError, ValueError):
         return None
-    if time.perf_counter() - _region_end < spin_seconds:
-        running -= _region_threads - 1
-    return (os.cpu_count() or 1) - max(running - 1, 0)
+
+
+def free_cores(spin_seconds: float) -> int | None:
+    """The machine's CPUs less the tasks runnable on them besides the calling thread and
+    the executor's own workers (the kernel's instantaneous count, /proc/loadavg's
+    "running/total"; the workers of a parallel region that ended within
+    ``spin_seconds`` are taken to be spinning), or None where the machine does not say
+    or others showed in this reading alone (see BUSY_CONFIRM_SECONDS).  Another
+    library's threads that spin after their call (OpenBLAS' for about 0.1 s after each
+    of numpy's multi-threaded products) count as running: schedule/idle.py runs a plan
+    on the cores they leave."""
+    global _last_busy
+    running = _running()
+    if running is None:
+        return None
+    own = _region_threads - 1 if time.perf_counter() - _region_end < spin_seconds else 0
+    if running - own > 1:
+        start = time.perf_counter()
+        while time.perf_counter() - start < RECOUNT_SECONDS:
+            pass
+        running = min(running, _running() or running)
+    now = time.perf_counter()
+    if running - own > 1:
+        confirmed = now - _last_busy < BUSY_CONFIRM_SECONDS
+        _last_busy = now
+        if not confirmed:
+            return None
+    else:
+        _last_busy = -1.0
+    return (os.cpu_count() or 1) - max(running - own - 1, 0)
 
 
 class one_thread:  # noqa: N801  (used as a function: ``with one_thread():``)

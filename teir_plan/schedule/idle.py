@@ -25,11 +25,11 @@ one.  There (2 threads, float32, each call right after a 384^3 matmul) two threa
 took 1.3 to 10 times a plan's time alone (a 320^2 product 1527 us median, on the core
 left free 366), one thread about twice; two won only on a few small plans (256^2: 125
 against 160 us; docs/decisions.md).  So a plan that is predicted to run for less than
-BUSY_HORIZON_SECONDS asks the kernel how many cores other threads leave free
-(executor/threads.free_cores, 2 us) and runs on that many when fewer than its threads;
-a small plan that runs alone when its threads sleep never asks (after a pause it runs
-alone anyway; in a tight loop the 2 us would be a tenth of its call).  A longer plan
-outlasts such a spinner and runs as planned.
+BUSY_HORIZON_SECONDS, called after its threads went idle (the caller did something
+else in between, such as numpy's product), asks the kernel how many cores other threads
+leave free (executor/threads.free_cores, 2 us) and runs on that many when fewer than its
+threads.  A small plan that runs alone when its threads sleep never asks, nor does a
+call in a tight loop.  A longer plan outlasts such a spinner and runs as planned.
 """
 
 from __future__ import annotations
@@ -54,8 +54,11 @@ from teir_plan.schedule.steps import (
 # Steps that run on the calling thread whatever the thread count.
 _SERIAL_STEPS = (CastStep, CopyStep, FillStep, NumpyStep, ViewStep)
 # Plans predicted shorter than this run on the cores other threads leave free (above):
-# a fifth of OpenBLAS' spin after a call, so that the spinner outlasts the call.
+# a fifth of OpenBLAS' spin after a call, so that the spinner outlasts the call.  Below
+# BUSY_LEAST_SECONDS two threads beside the spinner stayed the faster (256^2, predicted
+# 88 us: 109-135 us against 160-197 on one thread, right after a 384^3 matmul).
 BUSY_HORIZON_SECONDS = 0.02
+BUSY_LEAST_SECONDS = 1e-4
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ class SerialWhenIdle:
     threads have been idle longer than ``spin_seconds``: one where ``when_asleep``
     (``serial_seconds``, predicted on one thread, is below ``parallel_seconds`` on the
     plan's threads plus ``wake_seconds``); else, where ``when_busy`` (the plan is
-    shorter than BUSY_HORIZON_SECONDS), as many as the cores left free by other threads.
+    predicted within BUSY_LEAST_SECONDS and BUSY_HORIZON_SECONDS), as many as the
+    cores left free by other threads.
     A call right after another runs on the plan's threads."""
 
     serial_seconds: float
@@ -73,26 +77,32 @@ class SerialWhenIdle:
     spin_seconds: float
     threads: int = 2
     when_asleep: bool = True
-    when_busy: bool = True
+    when_busy: bool = False
 
     def call_threads(self, idle_seconds: float,
                      free_cores: Callable[[float], int | None]) -> int:
         """The threads for a call that finds the worker threads idle for
         ``idle_seconds``, ``free_cores(spin_seconds)`` the cores other threads leave
-        (executor/threads.free_cores; None: unknown).  A small plan that runs alone
-        when its threads sleep never asks (2 us against its tens of a tight loop).
+        (executor/threads.free_cores; None: unknown).  A call right after another (a
+        tight loop, the threads awake) does not ask: nothing else ran in between, and
+        the other tasks a reading meets there (2 of 12 readings on a quiet host) cost
+        3-12% in such loops.
 
-        >>> rule = SerialWhenIdle(2e-3, 1e-3, 3e-5, 2e-4, 2, when_asleep=False)
-        >>> [rule.call_threads(0.0, lambda spin: free) for free in (2, 1, 0, None)]
+        >>> rule = SerialWhenIdle(2e-3, 1e-3, 3e-5, 2e-4, 2, when_asleep=False,
+        ...                       when_busy=True)
+        >>> [rule.call_threads(1e-3, lambda spin: free) for free in (2, 1, 0, None)]
         [2, 1, 1, 2]
+        >>> rule.call_threads(0.0, lambda spin: 1)
+        2
         >>> small = SerialWhenIdle(2e-5, 1.5e-5, 3e-5, 2e-4, 2)
         >>> small.call_threads(1e-3, lambda spin: 2), small.call_threads(0.0, lambda spin: 1)
         (1, 2)
         """
-        asleep = idle_seconds > self.spin_seconds
-        if asleep and self.when_asleep:
+        if idle_seconds <= self.spin_seconds:
+            return self.threads
+        if self.when_asleep:
             return 1
-        if self.when_busy and (asleep or not self.when_asleep):
+        if self.when_busy:
             free = free_cores(self.spin_seconds)
             if free is not None and free < self.threads:
                 return max(free, 1)
@@ -106,10 +116,9 @@ class SerialWhenIdle:
                          f"predicted {self.serial_seconds * 1e6:.1f} us, against "
                          f"{self.parallel_seconds * 1e6:.1f} us on its threads plus "
                          f"{self.wake_seconds * 1e6:.1f} us to wake them")
-        if self.when_busy:
-            lines.append(f"{'a call' if not self.when_asleep else idle} runs on the cores "
-                         f"other threads leave free when they are fewer than its "
-                         f"{self.threads} threads (predicted "
+        elif self.when_busy:
+            lines.append(f"{idle} runs on the cores other threads leave free when they are"
+                         f" fewer than its {self.threads} threads (predicted "
                          f"{self.parallel_seconds * 1e6:.1f} us on {self.threads} threads, "
                          f"{self.serial_seconds * 1e6:.1f} on one)")
         return "; ".join(lines)
@@ -149,7 +158,7 @@ def serial_when_idle(steps: Sequence[Step], params: MachineParams,
         serial += seconds
     parallel = sum(step_seconds(s) for s in steps)
     asleep = serial < parallel + params.wake_seconds
-    busy = parallel < BUSY_HORIZON_SECONDS
+    busy = not asleep and BUSY_LEAST_SECONDS <= parallel < BUSY_HORIZON_SECONDS
     if not asleep and not busy:
         return None
     return SerialWhenIdle(serial, parallel, params.wake_seconds, params.spin_seconds,
