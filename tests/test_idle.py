@@ -160,7 +160,7 @@ def test_idle_measurements(two_threads: None) -> None:
     assert calibrate._idle_measurements(1) == (ref.wake_seconds, ref.spin_seconds)
     wake, spin = calibrate._idle_measurements(2)
     assert 0.0 <= wake < 0.05
-    assert spin in (*calibrate.IDLE_GAPS, calibrate.NEVER_SLEEPS)
+    assert spin in (*calibrate.IDLE_GAPS, calibrate.NEVER_SLEEPS, ref.spin_seconds)
     assert threads.idle_seconds() < 1.0  # the probe's regions were recorded
     quick = calibrate.QuickMeasurements(1e11, 5e10, 2e10, 2e10, 2e-6, None, 64, 64,
                                         wake, spin)
@@ -254,3 +254,16 @@ def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.Monkey
     if os.path.exists("/proc/loadavg") and len(os.sched_getaffinity(0)) == os.cpu_count():
         assert fd is not None
         os.close(fd)
+
+
+def test_a_lost_idle_measurement_falls_back_to_the_reference(
+        two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No rise after any wait: the reference's values under teir_plan's own spin limit;
+    under the user's spin policy the threads may never sleep."""
+    monkeypatch.setattr(calibrate, "region_seconds", lambda threads, x: 1e-5)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    ref = MachineParams.reference()
+    assert calibrate._idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert calibrate._idle_measurements(2) == (0.0, calibrate.NEVER_SLEEPS)

@@ -129,9 +129,8 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
     for f in fields(MachineParams):
         value = getattr(p, f.name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            # A wake cost lost in a busy host's noise reads 0 (the threads never seemed
-            # to sleep), which turns the one-thread rule off: allowed, never negative.
-            assert value > 0 or (f.name == "wake_seconds" and value == 0.0), f.name
+            # (A wake cost lost in a busy host's noise falls back to the reference's.)
+            assert value > 0, f.name
     assert len(p.gemm_efficiency) == 4 * 6**3
     assert 1e9 < p.gemm_flops_f32 < 1e13 and 1e9 < p.dram_bytes_per_second < 1e13
     assert p.source == "first-use" and p.measured_at

@@ -10,6 +10,7 @@ on the executor, so this module imports it; the rest of the planner does not.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 import warnings
@@ -162,7 +163,13 @@ def _idle_measurements(threads: int) -> tuple[float, float]:
     wake = max(float(np.median([rise[gap] for gap in WAKE_GAPS])), 0.0)
     asleep = [i for i, gap in enumerate(IDLE_GAPS) if wake > 0 and rise[gap] > wake / 2]
     if not asleep:
-        return wake, NEVER_SLEEPS
+        if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
+            return wake, NEVER_SLEEPS  # the user's spin policy: its threads may never sleep
+        # No rise under teir_plan's own spin limit: the measurement was lost in other
+        # processes' noise (a first use on a busy host read 0 and would have turned the
+        # one-thread rule off on this machine until the next calibration).
+        ref = MachineParams.reference()
+        return ref.wake_seconds, ref.spin_seconds
     return wake, IDLE_GAPS[asleep[0] - 1] if asleep[0] else 0.0
 
 
