@@ -258,8 +258,9 @@ def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.Monkey
 
 def test_a_lost_idle_measurement_falls_back_to_the_reference(
         two_threads: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No rise after any wait: the reference's values under teir_plan's own spin limit;
-    under the user's spin policy the threads may never sleep."""
+    """No rise after any wait, or one after the shortest: the reference's values under
+    teir_plan's own spin limit; under the user's spin policy the threads may never
+    sleep, or sleep at once."""
     monkeypatch.setattr(calibrate, "region_seconds", lambda threads, x: 1e-5)
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
@@ -267,3 +268,13 @@ def test_a_lost_idle_measurement_falls_back_to_the_reference(
     assert calibrate._idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert calibrate._idle_measurements(2) == (0.0, calibrate.NEVER_SLEEPS)
+    # A rise after every wait, the shortest included: asleep at once.
+    monkeypatch.setattr(calibrate, "IDLE_GAPS", (0.0, *calibrate.IDLE_GAPS[1:]))
+    slow = iter([1e-5] * 51 + [1e-3] * 1000)
+    monkeypatch.setattr(calibrate, "region_seconds", lambda threads, x: next(slow))
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    wake, spin = calibrate._idle_measurements(2)
+    assert spin == 0.0 and wake > 0
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    slow = iter([1e-5] * 51 + [1e-3] * 1000)
+    assert calibrate._idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)

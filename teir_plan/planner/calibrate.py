@@ -162,14 +162,17 @@ def _idle_measurements(threads: int) -> tuple[float, float]:
     rise = {gap: float(np.median([after(gap) for _ in range(7)])) - hot for gap in IDLE_GAPS}
     wake = max(float(np.median([rise[gap] for gap in WAKE_GAPS])), 0.0)
     asleep = [i for i, gap in enumerate(IDLE_GAPS) if wake > 0 and rise[gap] > wake / 2]
-    if not asleep:
-        if "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ:
-            return wake, NEVER_SLEEPS  # the user's spin policy: its threads may never sleep
-        # No rise under teir_plan's own spin limit: the measurement was lost in other
-        # processes' noise (a first use on a busy host read 0 and would have turned the
-        # one-thread rule off on this machine until the next calibration).
+    users = "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ
+    if not users and (not asleep or asleep[0] == 0):
+        # No rise, or one after the shortest wait, under teir_plan's own spin limit (0.2
+        # ms and more): the measurement was lost in other processes' noise.  A first use
+        # on a busy host read no rise, which would have turned the one-thread rule off
+        # until the next calibration; a spin time of 0 would send every small call of a
+        # tight loop to one thread.
         ref = MachineParams.reference()
         return ref.wake_seconds, ref.spin_seconds
+    if not asleep:
+        return wake, NEVER_SLEEPS  # the user's spin policy: its threads may never sleep
     return wake, IDLE_GAPS[asleep[0] - 1] if asleep[0] else 0.0
 
 
