@@ -399,14 +399,13 @@ def free_cores(spin_seconds: float) -> int | None:
     return (os.cpu_count() or 1) - max(running - own - 1, 0)
 
 
-class one_thread:  # noqa: N801  (used as a function: ``with one_thread():``)
-    """The calling thread runs with ``n`` threads (one unless given) inside the block
-    (thread_count(n), without a generator's cost: the block is a small plan's whole
-    call)."""
+class call_threads:  # noqa: N801  (used as a function: ``with call_threads(n):``)
+    """The calling thread runs with ``n`` threads inside the block (thread_count(n),
+    without a generator's cost: the block is a small plan's whole call)."""
 
     __slots__ = ("n", "old")
 
-    def __init__(self, n: int = 1) -> None:
+    def __init__(self, n: int) -> None:
         self.n = n
 
     def __enter__(self) -> None:

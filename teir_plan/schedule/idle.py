@@ -112,18 +112,15 @@ class SerialWhenIdle:
 
     def describe(self) -> str:
         idle = f"a call that finds the worker threads idle over {self.spin_seconds * 1e6:.0f} us"
-        lines = []
         if self.when_asleep:
-            lines.append(f"{idle} (asleep) runs on the calling thread alone: "
-                         f"predicted {self.serial_seconds * 1e6:.1f} us, against "
-                         f"{self.parallel_seconds * 1e6:.1f} us on its threads plus "
-                         f"{self.wake_seconds * 1e6:.1f} us to wake them")
-        elif self.when_busy:
-            lines.append(f"{idle} runs on the cores other threads leave free when they are"
-                         f" fewer than its {self.threads} threads (predicted "
-                         f"{self.parallel_seconds * 1e6:.1f} us on {self.threads} threads, "
-                         f"{self.serial_seconds * 1e6:.1f} on one)")
-        return "; ".join(lines)
+            return (f"{idle} (asleep) runs on the calling thread alone: predicted "
+                    f"{self.serial_seconds * 1e6:.1f} us, against "
+                    f"{self.parallel_seconds * 1e6:.1f} us on its threads plus "
+                    f"{self.wake_seconds * 1e6:.1f} us to wake them")
+        return (f"{idle} runs on the cores other threads leave free when they are fewer "
+                f"than its {self.threads} threads (predicted "
+                f"{self.parallel_seconds * 1e6:.1f} us on {self.threads} threads, "
+                f"{self.serial_seconds * 1e6:.1f} on one)")
 
 
 def _serial_seconds(step: Step, params: MachineParams) -> float | None:

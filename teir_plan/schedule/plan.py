@@ -13,7 +13,7 @@ import numpy as np
 from teir_plan.errors import DTypeError, OperandTypeError, PlanError
 from teir_plan.executor.checks import _overlap
 from teir_plan.executor.execute import run_lowered
-from teir_plan.executor.threads import free_cores, idle_seconds, mark_busy, one_thread
+from teir_plan.executor.threads import call_threads, free_cores, idle_seconds, mark_busy
 from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
@@ -422,7 +422,7 @@ class Plan:
         else:
             n = idle.call_threads(idle_seconds(), free_cores)
             if n < idle.threads:
-                with one_thread(n):
+                with call_threads(n):
                     self._run(arrays, out)
             else:
                 self._run(arrays, out)
