@@ -9,10 +9,12 @@ add.reduce (one thread), a numba prange sum or torch.sum (tp's thread count), wh
 is fastest.
 Each system is timed best of ``--repeats`` back to back, in ``--rounds`` rounds that
 take turns over the systems (a round of every system, then the next: a busy spell on a
-shared machine slows a round, not one system), the best of all rounds kept.  Each
-system's timings start after a pause, so that no system runs beside the spinning
-threads of the one before it; torch, in a process of its own, is timed on each case
-right after the others.
+shared machine slows a round, not one system), the best of all rounds kept; the
+``paired`` column is the median over rounds of each round's best peer over tp, the
+ratio to read where the host's memory bandwidth moves within seconds.  Each system's
+timings start after a pause, so that no system runs beside the spinning threads of the
+one before it; torch, in a process of its own, is timed on each case within its round,
+in an order that turns from round to round.
 
 Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
 [--threads T] [--no-calibrate] [--cases sums|contractions|all]
@@ -202,6 +204,16 @@ def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
         print(best, flush=True)
 
 
+def paired_ratio(rounds: list[dict[str, float]]) -> float:
+    """The median over rounds of (the best peer's time in the round) / (tp's in it).
+    Best-of-all-rounds ratios compare each system's luckiest moment, and on a host
+    whose memory bandwidth moves by up to 2x within seconds, those moments differ;
+    within a round the systems run seconds apart."""
+    ratios = [min(t for k, t in times.items() if k != "tp") / times["tp"]
+              for times in rounds if len(times) > 1]
+    return float(np.median(ratios))
+
+
 def lscpu() -> str:
     try:
         text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
@@ -249,20 +261,31 @@ def main() -> None:
     best: dict[str, dict[str, float]] = {name: {} for name, *_ in cases}
     bw: dict[str, float] = {}
     torch_proc = TorchWorker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
-    for _ in range(args.rounds):
+    # Each round's time of each system, for the paired ratio (see paired_ratio).
+    rounds: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in cases}
+    for r in range(args.rounds):
         for name, rate in read_bandwidth(args.dtype, args.repeats).items():
             bw[name] = max(bw.get(name, 0.0), rate)
         read = torch_proc.ask("read")
         if read is not None:
             bw["torch.sum"] = max(bw.get("torch.sum", 0.0), read)
         for i, (case, _, _, _, calls) in enumerate(cases):
-            for name, fn in calls.items():
-                time.sleep(PAUSE_SECONDS)  # (common.PAUSE_SECONDS)
-                t = timeit(fn, args.repeats)[0]
+            # The systems' order turns from round to round: the first after the
+            # previous case, or right after the pause, is not always the same one.
+            order = [*calls, "torch"]
+            order = order[r % len(order):] + order[:r % len(order)]
+            this_round: dict[str, float] = {}
+            rounds[case].append(this_round)
+            for name in order:
+                if name == "torch":
+                    t: float | None = torch_proc.ask(str(i))  # (it pauses itself)
+                    if t is None:
+                        continue
+                else:
+                    time.sleep(PAUSE_SECONDS)  # (common.PAUSE_SECONDS)
+                    t = timeit(calls[name], args.repeats)[0]
                 best[case][name] = min(best[case].get(name, float("inf")), t)
-            t_torch = torch_proc.ask(str(i))  # right after the others (see TorchWorker)
-            if t_torch is not None:
-                best[case]["torch"] = min(best[case].get("torch", float("inf")), t_torch)
+                this_round[name] = t
     torch_proc.close()
     load.append(os.getloadavg()[0])
     results = []
@@ -276,11 +299,12 @@ def main() -> None:
             for d, e in zip(teir.schedule.dim_types, teir.schedule.exec_types))
         results.append({"case": sub, "shapes": shapes, "flops": flops(sub, shapes),
                         "MiB": sum(o.nbytes for o in ops) / MiB, "seconds": best[case],
+                        "rounds": rounds[case], "paired": paired_ratio(rounds[case]),
                         "predicted": plan.predicted_seconds, "parallel_k": parallel_k,
                         "steps": [s.kind for s in plan.steps]})
     read = max(bw.values())
     header = ["case", "MiB read", "tp ms", "numpy.einsum ms", "numpy own ms", "torch ms",
-              "best peer / tp", "tp GB/s", "% of read bw", "tp GFLOP/s", "parallel K",
+              "best peer / tp", "paired", "tp GB/s", "% of read bw", "tp GFLOP/s", "parallel K",
               "predicted ms", "measured / predicted"]
     rows = []
     for r in results:
@@ -291,7 +315,7 @@ def main() -> None:
                      f"{r['MiB']:.0f}", s["tp"] * 1e3, s["numpy.einsum"] * 1e3,
                      s["numpy own"] * 1e3 if "numpy own" in s else None,
                      s["torch"] * 1e3 if "torch" in s else None, peer / s["tp"],
-                     rate / 1e9, 100 * rate / read, r["flops"] / s["tp"] / 1e9,
+                     r["paired"], rate / 1e9, 100 * rate / read, r["flops"] / s["tp"] / 1e9,
                      {True: "yes", False: "no", None: "reduction kernel"}[r["parallel_k"]],
                      r["predicted"] * 1e3,
                      s["tp"] / r["predicted"]])
@@ -305,7 +329,11 @@ def main() -> None:
         f"x {args.rounds} rounds (torch in a process of its own). Read bandwidth, a plain "
         f"read of 128 MiB, the best of {rates}: {read / 1e9:.1f} GB/s. Load average "
         f"{load[0]:.1f} before, {load[1]:.1f} after (other processes on the machine: a "
-        f"system's best time is its best spell).", "", table, ""])
+        f"system's best time is its best spell). `paired`: the median over rounds of "
+        f"the best peer's time in a round over tp's in the same round (the systems "
+        f"of a round run within seconds of each other, in an order that turns each "
+        f"round: a fast or slow spell of the host's memory then counts for all of "
+        f"them).", "", table, ""])
     print(text)
     if not args.no_save:
         path = write_results("reductions", {"machine": info, "lscpu": cpu, "load": load,
