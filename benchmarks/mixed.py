@@ -16,7 +16,11 @@ remedy for OpenBLAS' threads spinning for about 0.1 s after each of numpy's
 multi-threaded calls); and ``cores unchecked``: as shipped but without the free-cores
 check (``TEIR_PLAN_CHECK_CORES=0``), tp's threads beside OpenBLAS' spinning one.
 
-Run: .venv/bin/python -m benchmarks.mixed [--rounds N] [--peer numpy|torch]
+``--peer numba`` alternates with the user's own numba parallel loop instead: its
+workers are tp's own pool, spinning after the user's region (the free-cores check must
+not take them for another library's).
+
+Run: .venv/bin/python -m benchmarks.mixed [--rounds N] [--peer numpy|torch|numba]
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
@@ -42,6 +47,17 @@ CASES: list[tuple[str, list[tuple[int, ...]]]] = [
     ("ij,jk->ik", [(1024, 1024), (1024, 1024)]),
 ]
 PEER_SIDE = 384  # the other library's call: a PEER_SIDE^3 float32 matrix product
+# ... or, with --peer numba, the user's own numba parallel loop over this many float32
+# (64 MiB, 1-4 ms on 2 cores): its workers are numba's, tp's own pool.
+NUMBA_PEER_SIZE = 1 << 24
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _sum_of_squares(v: np.ndarray) -> float:  # pragma: no cover - compiled
+    s = 0.0
+    for i in numba.prange(v.shape[0]):
+        s += v[i] * v[i]
+    return s
 # The environment variables that decide how idle threads wait.
 SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT",
             "TEIR_PLAN_CHECK_CORES")
@@ -68,6 +84,12 @@ def worker(peer: str, repeats: int) -> dict:
 
         def other() -> None:
             torch.matmul(tx, tx)
+    elif peer == "numba":
+        v = rng.random(NUMBA_PEER_SIZE, dtype=np.float32)
+        _sum_of_squares(v)
+
+        def other() -> None:
+            _sum_of_squares(v)
     else:
         def other() -> None:
             np.matmul(x, x)
@@ -103,7 +125,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--peer", choices=["numpy", "torch"], default="numpy")
+    ap.add_argument("--peer", choices=["numpy", "torch", "numba"], default="numpy")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -128,7 +150,8 @@ def main() -> None:
     def med(name: str, key: str, i: int | None = None) -> float:
         return statistics.median(run[key] if i is None else run[key][i] for run in runs[name])
 
-    peer_call = f"{args.peer}.matmul {PEER_SIDE}^3"
+    peer_call = (f"a numba prange over {NUMBA_PEER_SIZE} float32" if args.peer == "numba"
+                 else f"{args.peer}.matmul {PEER_SIDE}^3")
     rows = []
     records = []
     for i, (expr, shapes) in enumerate(CASES):

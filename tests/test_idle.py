@@ -7,6 +7,9 @@ numpy."""
 from __future__ import annotations
 
 import importlib
+import os
+import threading
+import time
 from dataclasses import replace
 
 import numba
@@ -223,6 +226,9 @@ def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.Monkey
         monkeypatch.setattr(threads, "_loadavg_fd", fd)
         monkeypatch.setattr(threads.os, "cpu_count", lambda: 4)
         monkeypatch.setattr(threads, "_region_threads", 3)
+        pool_running = [0]  # numba's workers the kernel counts as runnable
+        monkeypatch.setattr(threads, "_running_pool_threads", lambda: pool_running[0])
+        monkeypatch.setattr(threads, "_pool_thread_ids", lambda: ())
 
         def free(running: int, region_age: float) -> int | None:
             os.ftruncate(fd, 0)
@@ -236,6 +242,9 @@ def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.Monkey
         assert free(3, 10.0) == 2  # and in the one before
         assert free(4, 0.0) == 3  # of three others two are the region's spinning workers
         assert free(7, 10.0) == -2
+        pool_running[0] = 2  # two of six others: workers spinning after the user's region
+        assert free(7, 10.0) == 0
+        pool_running[0] = 0
         assert free(1, 10.0) == 4 and free(2, 10.0) is None  # others once more: unconfirmed
         monkeypatch.setattr(threads, "_last_busy", threads.time.perf_counter()
                             - 2 * threads.BUSY_CONFIRM_SECONDS)
@@ -254,6 +263,61 @@ def test_free_cores_counts_the_kernels_runnable_tasks(monkeypatch: pytest.Monkey
     if os.path.exists("/proc/loadavg") and len(os.sched_getaffinity(0)) == os.cpu_count():
         assert fd is not None
         os.close(fd)
+
+
+_USERS_REGION = """
+import numba, numpy as np
+from teir_plan.executor.threads import _pool_thread_ids, _running_pool_threads
+
+@numba.njit(parallel=True)
+def users_region(x):
+    s = 0.0
+    for i in numba.prange(x.shape[0]):
+        s += x[i]
+    return s
+
+x = np.ones(1 << 16)
+numba.set_num_threads(2)
+users_region(x)
+print(len(_pool_thread_ids()), numba.threading_layer())
+seen = []
+for _ in range(5):  # (a read the scheduler delays past the workers' spin sees none)
+    users_region(x)
+    seen.append(_running_pool_threads())
+print(max(seen))
+"""
+
+
+def test_numbas_own_spinning_workers_are_not_others(two_threads: None) -> None:
+    """The workers of a numba region the executor did not run (the user's own numba
+    code) spin after it, and the kernel counts them as runnable: they are found by their
+    ids, and count as the executor's own, not as other tasks (free_cores)."""
+    import subprocess
+    import sys
+
+    from teir_plan.executor.threads import (
+        _gettid_address,
+        _pool_thread_ids,
+        _running_pool_threads,
+    )
+
+    ids = _pool_thread_ids()
+    if (_gettid_address() is None or not os.path.exists("/proc/self/task")
+            or numba.config.NUMBA_NUM_THREADS < 2):
+        assert _running_pool_threads() == 0
+        return
+    assert ids and threading.get_native_id() not in ids
+    assert all(os.path.exists(f"/proc/self/task/{t}") for t in ids)
+    time.sleep(0.2)  # the workers have gone to sleep
+    assert _running_pool_threads() == 0
+    # Spinning, in a process of its own: GNU OpenMP spins only 100 times where it
+    # manages more threads than there are CPUs (here, the pools of other tests' threads).
+    env = dict(os.environ, NUMBA_NUM_THREADS="2")
+    got = subprocess.run([sys.executable, "-c", _USERS_REGION], capture_output=True,
+                         text=True, env=env, timeout=300, check=True).stdout.split()
+    assert int(got[0]) >= 1
+    if got[1] == "omp":  # (GNU OpenMP's workers spin after a region; TBB's need not)
+        assert int(got[2]) >= 1
 
 
 def test_a_lost_idle_measurement_falls_back_to_the_reference(

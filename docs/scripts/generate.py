@@ -67,6 +67,12 @@ BENCHMARKS = [
      "limits GNU OpenMP's spinning), GNU OpenMP's default spin, and as shipped with "
      "OpenBLAS' idle threads sleeping at once (`OPENBLAS_THREAD_TIMEOUT=4`, set before numpy "
      "is imported).  See [Troubleshooting](troubleshooting.md#performance-questions)."),
+    ("mixed-numba", "Alternating with the user's own numba code",
+     ".venv/bin/python -m benchmarks.mixed --peer numba",
+     "tp.einsum in a loop that also runs the user's own numba parallel loop (a prange over "
+     "16M float32), under the same settings as above: numba's workers, tp's own pool, spin "
+     "after the user's loop, and the free-cores check must not take them for another "
+     "library's (`cores unchecked`: the check off)."),
     ("gaps", "Calls between other work", ".venv/bin/python -m benchmarks.gaps",
      "Small einsums called after 0-5 ms of the caller's own work, when the executor's "
      "worker threads have gone to sleep: tp as shipped (a small plan then runs on one "
