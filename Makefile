@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.prims
 	$(PY) -m benchmarks.everyday
 	$(PY) -m benchmarks.mixed --rounds 2
+	$(PY) -m benchmarks.mixed --rounds 2 --peer numba
 	$(PY) -m benchmarks.gaps
 	$(PY) -m benchmarks.tccg --quick
 
