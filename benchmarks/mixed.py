@@ -51,6 +51,13 @@ PEER_SIDE = 384  # the other library's call: a PEER_SIDE^3 float32 matrix produc
 # (64 MiB, 1-4 ms on 2 cores): its workers are numba's, tp's own pool.
 NUMBA_PEER_SIZE = 1 << 24
 
+# The environment variables that decide how idle threads wait.
+SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT",
+            "TEIR_PLAN_CHECK_CORES")
+CONFIGS = {"tp": {}, "spin=300000": {"GOMP_SPINCOUNT": "300000"},
+           "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"},
+           "cores unchecked": {"TEIR_PLAN_CHECK_CORES": "0"}}
+
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def _sum_of_squares(v: np.ndarray) -> float:  # pragma: no cover - compiled
@@ -58,12 +65,6 @@ def _sum_of_squares(v: np.ndarray) -> float:  # pragma: no cover - compiled
     for i in numba.prange(v.shape[0]):
         s += v[i] * v[i]
     return s
-# The environment variables that decide how idle threads wait.
-SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT",
-            "TEIR_PLAN_CHECK_CORES")
-CONFIGS = {"tp": {}, "spin=300000": {"GOMP_SPINCOUNT": "300000"},
-           "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"},
-           "cores unchecked": {"TEIR_PLAN_CHECK_CORES": "0"}}
 
 
 def _median_us(fn: Callable[[], object], repeats: int) -> float:

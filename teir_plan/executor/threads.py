@@ -423,13 +423,12 @@ def _pool_thread_ids() -> tuple[int, ...]:
             with numba_threads(limit), parallel_region():
                 _thread_ids(fn, out)
             ids = {int(t) for t in out} - {threading.get_native_id(), 0}
+        _pool.ids = tuple(sorted(ids))
         fds = []
-        for tid in sorted(ids):
-            try:
+        for tid in _pool.ids:
+            with suppress(OSError):
                 fds.append(os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY))
-            except OSError:
-                continue
-        _pool.ids, _pool.fds = tuple(sorted(ids)), tuple(fds)
+        _pool.fds = tuple(fds)
     return _pool.ids
 
 
@@ -437,8 +436,7 @@ def _running_pool_threads() -> int:
     """How many of numba's workers (of the calling thread's team) the kernel counts as
     runnable now: the workers of a region that ended within their spin time, the user's
     own numba code's as well as the executor's, spin, and /proc/loadavg counts them."""
-    if _pool.ids is None:
-        _pool_thread_ids()
+    _pool_thread_ids()
     n = 0
     for fd in _pool.fds:
         try:
@@ -463,8 +461,7 @@ def free_cores(spin_seconds: float) -> int | None:
     global _last_busy
     if _loadavg_fd is None:
         return None
-    if _pool.ids is None:
-        _pool_thread_ids()  # (asked before the count: its region's workers are own)
+    _pool_thread_ids()  # (asked before the count: its region's workers are own)
     running = _running()
     if running is None:
         return None
@@ -473,7 +470,7 @@ def free_cores(spin_seconds: float) -> int | None:
         # Others, or numba's workers spinning after a region the executor did not run
         # (the user's own numba code): after a 2-4 ms region of the user's, they made a
         # 384^2 product take 669 us instead of 393, a 1024 x 1024 x 160 one 3.4 ms
-        # instead of 1.7 (2 threads, AMD EPYC).  Their states cost 8 us a worker.
+        # instead of 1.7 (2 threads, AMD EPYC).  (Their states: see _PoolIds.)
         own = max(own, _running_pool_threads())
     if running - own > 1:
         start = time.perf_counter()
