@@ -212,6 +212,8 @@ def rank(
                 if expansions is not None:
                     expansions[memo_key] = costed
             for ch, cost in costed:
+                if cost.seconds >= ceiling:
+                    continue  # (at the ceiling it cannot win either: a tie keeps the other)
                 scored.append((cost.seconds, serial, v, ch, cost, packs))
                 serial += 1
                 if len(kept) < keep:
