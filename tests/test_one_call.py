@@ -75,11 +75,11 @@ def test_a_network_with_packs_and_a_reduction_runs_in_segments(
     np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
-@pytest.mark.parametrize("seed", [4, 16, 19, 258])
+@pytest.mark.parametrize("seed", [4, 13, 16, 258])
 def test_steps_with_two_packs_in_one_call(seed: int) -> None:
     """Steps whose programs read both operands packed: the packs cut from one buffer at
     the offsets schedule.workspace.carve gives (shapes found to plan two packs in a
-    step of a segment)."""
+    step of a segment with 32- and with 64-byte vectors)."""
     rng = np.random.default_rng(seed)
     ext = dict(zip("abcdefg", rng.integers(2, 12, 7)))
     expr = ["abc,bdce,efa,fg->dg", "abcd,cdef,efgb->ag", "abc,cda,db->"][seed % 3]
