@@ -34,18 +34,14 @@ pytestmark = pytest.mark.skipif(not VEC_BYTES, reason="no vector kernel on this 
 
 
 class _KernelAhead:
-    """Plan with the vector kernel at ``factor`` times BLAS' rate (and restore
-    afterwards)."""
-
-    def __init__(self, factor: float = 2.0) -> None:
-        self.factor = factor
+    """Plan with the vector kernel at twice BLAS' rate (and restore afterwards)."""
 
     def __enter__(self) -> None:
         self.saved = machine_params()
         self.threads = tp.get_num_threads()
         p = self.saved
-        set_machine_params(replace(p, vec_flops_f32=self.factor * p.gemm_flops_f32,
-                                   vec_flops_f64=self.factor * p.gemm_flops_f64))
+        set_machine_params(replace(p, vec_flops_f32=2 * p.gemm_flops_f32,
+                                   vec_flops_f64=2 * p.gemm_flops_f64))
 
     def __exit__(self, *exc: object) -> None:
         set_machine_params(self.saved)
