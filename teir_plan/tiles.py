@@ -153,6 +153,21 @@ GEMV_MAX_NB = 64
 # unit's total: the summation error's bound (executor/reduce.py); more than this many
 # summed rows are worth a ?gemv call or flat windows.
 ROW_GROUP = 64
+# Units of at most ROW_GROUP unweighted rows (unit stride along them and in out) are
+# summed straight into out up to this many rows: bkd->bd with rows of 24 float32 in L2,
+# one core, 1.1-4x the accumulator's pass with 2-8 rows, 0.9-1.1x with 16-64 at either
+# vector width (weighted rows: 1.0-1.5x, always straight; docs/decisions.md).
+DIRECT_MAX_ROWS = 8
+
+
+def sums_into_out(x_stride: int, out_stride: int, rows: int, weighted: bool) -> bool:
+    """Whether the rows kernel sums units of one segment (one summed axis of ``rows``
+    rows, at most ROW_GROUP, each unit's row within the row block) straight into out's
+    rows rather than through an accumulator (see DIRECT_MAX_ROWS).  The executor asks
+    the same inline (executor/reduce.py: reduce_chunk; a private partial has unit
+    stride)."""
+    return (x_stride == 1 and out_stride == 1 and 0 < rows <= ROW_GROUP
+            and (weighted or rows <= DIRECT_MAX_ROWS))
 
 
 def dot_four_min_bytes(vector_bytes: int) -> int:

@@ -279,20 +279,24 @@ def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:
 @pytest.mark.parametrize("split", SPLITS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("weighted", [True, False])
-@pytest.mark.parametrize("k", [1, 3, 4, 7, tiles.ROW_GROUP, tiles.ROW_GROUP + 1, 83, 400])
-def test_narrow_rows_over_a_few_summed_rows(k, weighted, dtype, split) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("k", "out_order"), [
+    (1, "C"), (2, "C"), (3, "C"), (4, "C"), (4, "F"), (5, "C"), (7, "C"),
+    (tiles.DIRECT_MAX_ROWS + 1, "C"), (tiles.ROW_GROUP, "C"), (tiles.ROW_GROUP, "F"),
+    (tiles.ROW_GROUP + 1, "C"), (83, "C"), (400, "C")])
+def test_narrow_rows_over_a_few_summed_rows(k, out_order, weighted, dtype, split) -> None:  # type: ignore[no-untyped-def]
     """``akj,k->aj`` and ``akj->aj`` with rows of 24: up to ROW_GROUP rows one segment of
-    the rows kernel straight into the unit's sum (no ?gemv, no flat windows), more on
-    ?gemv (weighted), the rows kernel's general loop, or flat windows (unweighted, from
-    FLAT_MIN_WINDOWS windows, with the rows short of a window); every split; NaN and
-    infinity propagate."""
+    the rows kernel (straight into out's rows where they have unit stride: 1-4 rows
+    stored, then four a pass added; into an accumulator where out is strided, or over
+    more than DIRECT_MAX_ROWS unweighted rows), more on ?gemv (weighted), the rows
+    kernel's general loop, or flat windows (unweighted, from FLAT_MIN_WINDOWS windows,
+    with the rows short of a window); every split; NaN and infinity propagate."""
     rng = np.random.default_rng(k)
     x = rng.standard_normal((301, k, 24)).astype(dtype)
     x[5, 0, 3] = np.nan
     x[9, k - 1, 0] = np.inf
     ops = [x, rng.standard_normal(k).astype(dtype)] if weighted else [x]
     sub = "akj,k->aj" if weighted else "akj->aj"
-    res = np.full((301, 24), -1.0, dtype)
+    res = np.full((301, 24), -1.0, dtype, order=out_order)
     red = reduce_directly(sub, ops, res, split, MAX_THREADS)
     if k == 1:
         assert red is None  # nothing of extent > 1 summed

@@ -58,6 +58,7 @@ from teir_plan.executor.threads import (
 )
 from teir_plan.tiles import (
     CHUNKS_PER_THREAD,
+    DIRECT_MAX_ROWS,
     DOT_FOUR_MIN_BYTES,
     FLAT_MAX_NB,
     FLAT_MIN_WINDOWS,
@@ -399,6 +400,112 @@ def _plain_units(x, xb, sx, cnt, st, c, vs, nb, w, wa, wst, acc, dst, db, sd, dv
         _store_block(acc, nb, dst, db + t * sd, dvec)
 
 
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  # type: ignore[no-untyped-def]
+    """dst[db + u*sd + t] = the sum of the first g (1 to 4) rows of unit u (times their
+    weights), for u < cnt and t < nb: stored, so that out needs no zeroing pass."""
+    c0 = w[wa] if weighted else x[xb]  # (unweighted: unused, read where x has one)
+    c1 = w[wa + wst] if weighted and g > 1 else c0
+    c2 = w[wa + 2 * wst] if weighted and g > 2 else c0
+    c3 = w[wa + 3 * wst] if weighted and g > 3 else c0
+    if g == 1:
+        for u in range(cnt):
+            p = xb + u * sx
+            q = db + u * sd
+            r0 = x[p:p + nb]
+            d = dst[q:q + nb]
+            for t in range(nb):
+                d[t] = c0 * r0[t] if weighted else r0[t]
+    elif g == 2:
+        for u in range(cnt):
+            p = xb + u * sx
+            q = db + u * sd
+            r0 = x[p:p + nb]
+            r1 = x[p + st:p + st + nb]
+            d = dst[q:q + nb]
+            for t in range(nb):
+                d[t] = c0 * r0[t] + c1 * r1[t] if weighted else r0[t] + r1[t]
+    elif g == 3:
+        for u in range(cnt):
+            p = xb + u * sx
+            q = db + u * sd
+            r0 = x[p:p + nb]
+            r1 = x[p + st:p + st + nb]
+            r2 = x[p + 2 * st:p + 2 * st + nb]
+            d = dst[q:q + nb]
+            for t in range(nb):
+                d[t] = ((c0 * r0[t] + c1 * r1[t]) + c2 * r2[t] if weighted
+                        else (r0[t] + r1[t]) + r2[t])
+    else:
+        for u in range(cnt):
+            p = xb + u * sx
+            q = db + u * sd
+            r0 = x[p:p + nb]
+            r1 = x[p + st:p + st + nb]
+            r2 = x[p + 2 * st:p + 2 * st + nb]
+            r3 = x[p + 3 * st:p + 3 * st + nb]
+            d = dst[q:q + nb]
+            for t in range(nb):
+                d[t] = ((c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t]) if weighted
+                        else (r0[t] + r1[t]) + (r2[t] + r3[t]))
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _more_rows(x, xb, sx, cnt, st, r, nb, w, wa, wst, weighted, dst, db, sd):  # type: ignore[no-untyped-def]
+    """dst[db + u*sd + t] += the sum of rows r to r + 3 of unit u (times their weights)."""
+    k = wa + r * wst
+    c0 = w[k] if weighted else x[xb]
+    c1 = w[k + wst] if weighted else c0
+    c2 = w[k + 2 * wst] if weighted else c0
+    c3 = w[k + 3 * wst] if weighted else c0
+    for u in range(cnt):
+        p = xb + u * sx + r * st
+        q = db + u * sd
+        r0 = x[p:p + nb]
+        r1 = x[p + st:p + st + nb]
+        r2 = x[p + 2 * st:p + 2 * st + nb]
+        r3 = x[p + 3 * st:p + 3 * st + nb]
+        d = dst[q:q + nb]
+        for t in range(nb):
+            d[t] += ((c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t]) if weighted
+                     else (r0[t] + r1[t]) + (r2[t] + r3[t]))
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
+def _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, weighted, dst, db, sd):  # type: ignore[no-untyped-def]
+    """Units of c rows of nb unit-stride elements each, summed straight into their
+    unit-stride output rows: the first 1-4 rows stored, then four rows a pass added, over
+    blocks of units whose outputs stay in L1 (ROW_BLOCK_BYTES)."""
+    g = c - 4 * ((c - 1) // 4)
+    per = cnt if c <= 4 else max(1, ROW_BLOCK_BYTES // (x.itemsize * nb))
+    u = 0
+    while u < cnt:
+        m = min(per, cnt - u)
+        _first_rows(x, xb + u * sx, sx, m, st, g, nb, w, wa, wst, weighted, dst,
+                    db + u * sd, sd)
+        r = g
+        while r < c:
+            _more_rows(x, xb + u * sx, sx, m, st, r, nb, w, wa, wst, weighted, dst,
+                       db + u * sd, sd)
+            r += 4
+        u += m
+
+
+# ... and straight into unit-stride outputs, a pass over a run of units per group of
+# rows: no accumulator to zero and copy, and no per-unit call.  bkd->bd with rows of
+# 24 float32 in L2, one core: 2.0-2.5x the units above with four rows, 3-4x with two or
+# three; weighted 1.0-1.5x with 5 to 64 rows, unweighted 0.9-1.1x with 16 to 64
+# (tiles.DIRECT_MAX_ROWS; docs/decisions.md: units straight into out).
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _weighted_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, dst, db, sd):  # type: ignore[no-untyped-def]
+    _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, True, dst, db, sd)
+
+
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _plain_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, dst, db, sd):  # type: ignore[no-untyped-def]
+    _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, False, dst, db, sd)
+
+
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH)
 def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
     """KIND_ROWS: acc[:nb] = the sum of summed rows s0 <= s < s1 (flat over ``summed``)
@@ -530,7 +637,14 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             db = do + _place(kept, dcol, u, kidx)
             xb = xo + _place(kept, 1, u, kidx) + s0 * st
             cnt = min(n_last - kidx[nk - 1], u1 - u)
-            if weighted:
+            direct = vs == 1 and dvec == 1 and s1 > s0  # (tiles.sums_into_out)
+            if direct and weighted:
+                _weighted_into(x, xb, sx_last, cnt, st, s1 - s0, vn, w, wo + s0 * wst, wst,
+                               dst, db, sd_last)
+            elif direct and s1 - s0 <= DIRECT_MAX_ROWS:
+                _plain_into(x, xb, sx_last, cnt, st, s1 - s0, vn, w, wo + s0 * wst, wst,
+                            dst, db, sd_last)
+            elif weighted:
                 _weighted_units(x, xb, sx_last, cnt, st, s1 - s0, vs, vn, w, wo + s0 * wst,
                                 wst, acc, dst, db, sd_last, dvec)
             else:
