@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from teir_plan import tiles as R
 from teir_plan.frontend.contraction import Layout
 from teir_plan.planner.cost import Cost, memory_seconds
 from teir_plan.planner.machine import MachineParams
+
+if TYPE_CHECKING:
+    from teir_plan.executor.reduce import Prepared
 
 Axis = tuple[str, int, int, int]  # (name, extent, stride in x, stride in out or in w)
 
@@ -98,12 +102,18 @@ class Reduction:
         summed = np.array([a[1:] for a in self.summed], np.int64).reshape(-1, 3)
         return kept, vec, summed
 
+    @cached_property
+    def _prepared(self) -> Prepared:
+        from teir_plan.executor.reduce import prepare  # the planner loads no numba
+
+        return prepare(self.kind, *self.tables, self.weighted, self.dtype)
+
     def run(self, x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
         kept, vec, summed = self.tables
-        from teir_plan.executor.reduce import run_reduction  # the planner loads no numba
+        from teir_plan.executor.reduce import run_reduction
 
         run_reduction(self.kind, kept, vec, summed, self.origins, self.weighted, self.split,
-                      x, w, y, self.dtype)
+                      x, w, y, self.dtype, self._prepared)
 
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or
