@@ -146,9 +146,14 @@ def output_chunks(units: int, threads: int) -> int:
     return min(CHUNKS_PER_THREAD * threads, max(threads, units // 4))
 # Weighted rows shorter than this (one summed axis, unit stride along them), more than
 # ROW_GROUP of them, run on BLAS' ?gemv, as fast as the rows kernel there (``ki,k->i``
-# with rows of 24); up to ROW_GROUP of them the rows kernel, which needs no call, is 2-4x
-# faster (``akj,k->aj`` with k = 4 or 16; docs/decisions.md: narrow rows).
-GEMV_MAX_NB = 64
+# with rows of 24 float32); up to ROW_GROUP of them the rows kernel, which needs no
+# call, is 2-4x faster (``akj,k->aj`` with k = 4 or 16; docs/decisions.md: narrow
+# rows).  Longer rows the rows kernel reads faster from memory, prefetched (one core:
+# float32 rows of 63 32 against 22 GB/s, float64 rows of 24 35 against 25; float32
+# rows of 48 34 against 36, and on two cores 48 against 47: docs/decisions.md).  Rows
+# with gaps between them are not prefetched, and run on ?gemv up to GEMV_MAX_NB.
+GEMV_MAX_ROW_BYTES = 192
+GEMV_MAX_NB = 64  # ... in elements, for rows with gaps between them (not prefetched)
 # Rows a segment of the rows kernel sums (four a pass) before its block is added to the
 # unit's total: the summation error's bound (executor/reduce.py); more than this many
 # summed rows are worth a ?gemv call or flat windows.
@@ -201,6 +206,13 @@ FLAT_WINDOW = 1024
 # numpy 0.25).
 FLAT_MIN_WINDOWS = 8
 ROW_BLOCK_BYTES = 8192  # the accumulator's share of the vector axis (in L1 with its pair)
+# Weighted rows of the rows kernel, back to back in memory, are prefetched this far
+# ahead when a row is PREFETCH_MIN_ROW_BYTES to PREFETCH_MAX_ROW_BYTES long: from memory
+# such rows read at a fraction of a plain read's rate, which the hardware prefetcher
+# leaves to the loads (docs/decisions.md: prefetching the rows kernel).
+ROWS_PREFETCH_BYTES = 8192
+PREFETCH_MIN_ROW_BYTES = 128
+PREFETCH_MAX_ROW_BYTES = 512
 
 
 def row_block(itemsize: int) -> int:
@@ -208,20 +220,22 @@ def row_block(itemsize: int) -> int:
     return ROW_BLOCK_BYTES // itemsize
 
 
-def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
+def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
+              itemsize: int) -> bool:
     """Whether a weighted reduction's rows run on BLAS' ?gemv: one summed axis whose
     weights step forward, and either rows of unit stride, short and many (see
-    GEMV_MAX_NB), that do not overlap (BLAS' lda >= m), or a strided vector axis whose
-    elements each sum a unit-stride run of the summed axis no longer than that stride
-    (``abu,u->ab`` with u short, ``?gemv`` transposed: the rows kernel would read each
-    line once per summed element, ``u,abefkmu->abefkm`` with u = 8 in 177k rows 480 us
-    against sgemv's 198).
+    GEMV_MAX_ROW_BYTES and GEMV_MAX_NB), that do not overlap (BLAS' lda >= m), or a
+    strided vector axis whose elements each sum a unit-stride run of the summed axis
+    no longer than that stride (``abu,u->ab`` with u short, ``?gemv`` transposed: the
+    rows kernel would read each line once per summed element, ``u,abefkmu->abefkm``
+    with u = 8 in 177k rows 480 us against sgemv's 198).
     The executor calls it transposed when the vector axis is strided."""
     if not (kind == KIND_ROWS and weighted and summed.shape[0] == 1 and summed[0, 2] > 0):
         return False
     if vec[1] == 1:
-        return bool(vec[0] < GEMV_MAX_NB and summed[0, 1] >= vec[0]
-                    and summed[0, 0] > ROW_GROUP)
+        short = (vec[0] * itemsize < GEMV_MAX_ROW_BYTES if summed[0, 1] == vec[0]
+                 else vec[0] < GEMV_MAX_NB)
+        return bool(short and summed[0, 1] >= vec[0] and summed[0, 0] > ROW_GROUP)
     return bool(summed[0, 1] == 1 and vec[1] >= summed[0, 0])
 
 

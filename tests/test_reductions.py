@@ -257,7 +257,7 @@ def test_short_weighted_runs_of_a_strided_axis_run_on_gemv_transposed(rows, run,
     res = np.full(rows, -1.0, dtype)
     red = reduce_directly("iu,u->i", [x, w], res, split, MAX_THREADS)
     assert red is not None and red.kind == tiles.KIND_ROWS
-    assert tiles.uses_gemv(red.kind, *red.tables[1:], True)
+    assert tiles.uses_gemv(red.kind, *red.tables[1:], True, x.itemsize)
     with np.errstate(invalid="ignore"):
         want = np.einsum("iu,u->i", x.astype(np.float64), w.astype(np.float64))
     np.testing.assert_array_equal(np.isnan(res), np.isnan(want))
@@ -271,9 +271,9 @@ def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:
     """Overlapping runs (a run longer than the vector axis' stride) would give BLAS an
     lda below m: the rows kernel sums them."""
     vec = np.array([100, 4, 1])
-    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[8, 1, 1]]), True)
-    assert tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), True)
-    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), False)
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[8, 1, 1]]), True, 4)
+    assert tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), True, 4)
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), False, 4)
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -287,8 +287,9 @@ def test_narrow_rows_over_a_few_summed_rows(k, out_order, weighted, dtype, split
     """``akj,k->aj`` and ``akj->aj`` with rows of 24: up to ROW_GROUP rows one segment of
     the rows kernel (straight into out's rows where they have unit stride: 1-4 rows
     stored, then four a pass added; into an accumulator where out is strided, or over
-    more than DIRECT_MAX_ROWS unweighted rows), more on ?gemv (weighted), the rows
-    kernel's general loop, or flat windows (unweighted, from FLAT_MIN_WINDOWS windows,
+    more than DIRECT_MAX_ROWS unweighted rows), more on ?gemv (weighted float32 rows,
+    shorter than GEMV_MAX_ROW_BYTES) or the rows kernel's general loop (prefetched when
+    weighted), or flat windows (unweighted, from FLAT_MIN_WINDOWS windows,
     with the rows short of a window); every split; NaN and infinity propagate."""
     rng = np.random.default_rng(k)
     x = rng.standard_normal((301, k, 24)).astype(dtype)
@@ -305,7 +306,9 @@ def test_narrow_rows_over_a_few_summed_rows(k, out_order, weighted, dtype, split
     _, vec, summed = red.tables
     many = k > tiles.ROW_GROUP
     windows = k >= tiles.FLAT_MIN_WINDOWS * (tiles.FLAT_WINDOW // 24)
-    assert tiles.uses_gemv(red.kind, vec, summed, weighted) == (weighted and many)
+    short = 24 * x.itemsize < tiles.GEMV_MAX_ROW_BYTES  # (float64 rows: prefetched)
+    assert tiles.uses_gemv(red.kind, vec, summed, weighted, x.itemsize) == (
+        weighted and many and short)
     assert tiles.uses_flat_rows(red.kind, vec, summed, weighted) == (windows and not weighted)
     with np.errstate(invalid="ignore"):
         want = np.einsum(sub, *[o.astype(np.float64) for o in ops])

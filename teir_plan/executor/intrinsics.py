@@ -172,3 +172,24 @@ def store_fence(typingctx):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def prefetch_element(typingctx, y, yo):  # type: ignore[no-untyped-def]
+    """A read prefetch of the line holding y[yo] into every cache level (the caller keeps
+    ``yo`` within y: a prefetch never faults, but the executor's addresses stay inside
+    its arrays)."""
+    sig = types.void(y, yo)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        ptr = address(context, builder, args[0], signature.args[0], args[1], signature.args[1])
+        i32 = ir.IntType(32)
+        i8p = ir.IntType(8).as_pointer()
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                          ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen

@@ -236,7 +236,7 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         block = R.row_block(isz)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
         tables = (np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3))
-        gemv = R.uses_gemv(kind, *tables, weighted)
+        gemv = R.uses_gemv(kind, *tables, weighted, isz)
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
             starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
         elif gemv and vec[2] != 1:
