@@ -56,6 +56,8 @@ CASES: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]]
     ("ij->", [(100_000, 300)], lambda x: x.sum(), lambda x: x.sum()),
     ("ki,k->i", [(3_000_000, 24), (3_000_000,)], lambda x, v: v @ x, lambda x, v: v @ x),
     ("ik,k->i", [(24, 3_000_000), (3_000_000,)], lambda x, v: x @ v, lambda x, v: x @ v),
+    # Weighted rows of 256 bytes (float32): the rows kernel, prefetched, not ?gemv.
+    ("ki,k->i", [(1_125_000, 64), (1_125_000,)], lambda x, v: v @ x, lambda x, v: v @ x),
     # A few channels summed, or mixed by weights, along a middle axis (rows of 24).
     ("bkd->bd", [(1_000_000, 4, 24)], lambda x: x.sum(1), lambda x: x.sum(1)),
     ("bkd,k->bd", [(1_000_000, 4, 24), (4,)], lambda x, w: (x * w[:, None]).sum(1),
