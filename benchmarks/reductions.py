@@ -6,7 +6,8 @@ bandwidth measured in the same run.
 
 The read bandwidth is the best rate of a plain read of a 128 MiB buffer: numpy's
 add.reduce (one thread), a numba prange sum or torch.sum (tp's thread count), whichever
-is fastest.
+is fastest; the numba read is also timed among each case's systems in every round, and
+``% of read, paired`` is the median over rounds of tp's rate over that read's.
 Each system is timed best of ``--repeats`` back to back, in ``--rounds`` rounds that
 take turns over the systems (a round of every system, then the next: a busy spell on a
 shared machine slows a round, not one system), the best of all rounds kept; the
@@ -265,6 +266,11 @@ def main() -> None:
     torch_proc = TorchWorker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
     # Each round's time of each system, for the paired ratio (see paired_ratio).
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in cases}
+    # ... and of a plain read of 128 MiB beside them, in bytes per second: the host's
+    # bandwidth moves by 2x within seconds, so each case's share of it is taken from
+    # a read timed among its systems in each round, not from the run's best read.
+    reads: dict[str, list[float]] = {name: [] for name, *_ in cases}
+    buffer = np.ones(128 * MiB // np.dtype(args.dtype).itemsize, args.dtype)
     for r in range(args.rounds):
         for name, rate in read_bandwidth(args.dtype, args.repeats).items():
             bw[name] = max(bw.get(name, 0.0), rate)
@@ -274,11 +280,16 @@ def main() -> None:
         for i, (case, _, _, _, calls) in enumerate(cases):
             # The systems' order turns from round to round: the first after the
             # previous case, or right after the pause, is not always the same one.
-            order = [*calls, "torch"]
+            order = [*calls, "torch", "read"]
             order = order[r % len(order):] + order[:r % len(order)]
             this_round: dict[str, float] = {}
             rounds[case].append(this_round)
             for name in order:
+                if name == "read":
+                    time.sleep(PAUSE_SECONDS)
+                    reads[case].append(buffer.nbytes / timeit(lambda: _parallel_read(buffer),
+                                                              args.repeats)[0])
+                    continue
                 if name == "torch":
                     t: float | None = torch_proc.ask(str(i))  # (it pauses itself)
                     if t is None:
@@ -302,11 +313,16 @@ def main() -> None:
         results.append({"case": sub, "shapes": shapes, "flops": flops(sub, shapes),
                         "MiB": sum(o.nbytes for o in ops) / MiB, "seconds": best[case],
                         "rounds": rounds[case], "paired": paired_ratio(rounds[case]),
+                        "reads": reads[case],
+                        "read_share": float(np.median([
+                            sum(o.nbytes for o in ops) / times["tp"] / rd
+                            for times, rd in zip(rounds[case], reads[case])])),
                         "predicted": plan.predicted_seconds, "parallel_k": parallel_k,
                         "steps": [s.kind for s in plan.steps]})
     read = max(bw.values())
     header = ["case", "MiB read", "tp ms", "numpy.einsum ms", "numpy own ms", "torch ms",
-              "best peer / tp", "paired", "tp GB/s", "% of read bw", "tp GFLOP/s", "parallel K",
+              "best peer / tp", "paired", "tp GB/s", "% of best read", "% of read, paired",
+              "tp GFLOP/s", "parallel K",
               "predicted ms", "measured / predicted"]
     rows = []
     for r in results:
@@ -317,7 +333,8 @@ def main() -> None:
                      f"{r['MiB']:.0f}", s["tp"] * 1e3, s["numpy.einsum"] * 1e3,
                      s["numpy own"] * 1e3 if "numpy own" in s else None,
                      s["torch"] * 1e3 if "torch" in s else None, peer / s["tp"],
-                     r["paired"], rate / 1e9, 100 * rate / read, r["flops"] / s["tp"] / 1e9,
+                     r["paired"], rate / 1e9, 100 * rate / read, 100 * r["read_share"],
+                     r["flops"] / s["tp"] / 1e9,
                      {True: "yes", False: "no", None: "reduction kernel"}[r["parallel_k"]],
                      r["predicted"] * 1e3,
                      s["tp"] / r["predicted"]])
@@ -335,7 +352,9 @@ def main() -> None:
         f"the best peer's time in a round over tp's in the same round (the systems "
         f"of a round run within seconds of each other, in an order that turns each "
         f"round: a fast or slow spell of the host's memory then counts for all of "
-        f"them).", "", table, ""])
+        f"them). `% of read, paired`: the median over rounds of tp's read rate over a "
+        f"plain read's (numba prange sum of 128 MiB) timed among the case's systems in "
+        f"the same round.", "", table, ""])
     print(text)
     if not args.no_save:
         path = write_results("reductions", {"machine": info, "lscpu": cpu, "load": load,
