@@ -520,8 +520,8 @@ def _plain_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, dst, db, sd):  # type: ig
     _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, False, dst, db, sd)
 
 
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _rows_loop(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
+@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
     """KIND_ROWS: acc[:nb] = the sum of summed rows s0 <= s < s1 (flat over ``summed``)
     of nb elements along the vector axis, the first at x[xb]."""
     ns = summed.shape[0]
@@ -549,19 +549,6 @@ def _rows_loop(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  
             left -= c
         r = 0
         xo, wo = _next_run(summed, idx, xo, wo)
-
-
-# Once per value of ``weighted`` (as the segments): LLVM inlines the segment kernels
-# called here, and with both forms in one function the weighted rows of 24 float32
-# read 25-35% slower from memory (``ki,k->i``, one core).
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _weighted_rows(x, xb, vs, nb, w, wb, summed, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
-    _rows_loop(x, xb, vs, nb, w, wb, summed, True, s0, s1, idx, acc, blk)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _plain_rows(x, xb, vs, nb, w, wb, summed, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
-    _rows_loop(x, xb, vs, nb, w, wb, summed, False, s0, s1, idx, acc, blk)
 
 
 @njit(cache=True, nogil=True)
@@ -695,8 +682,8 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             for t in range(nb):
                 acc[t] = 0
             if windows[0, 0] > 0:
-                _plain_rows(x, xb + s0 * nb, 1, g * nb, w, wo, windows, 0, windows[0, 0],
-                            sidx, wide, blk)
+                _rows_unit(x, xb + s0 * nb, 1, g * nb, w, wo, windows, False, 0,
+                           windows[0, 0], sidx, wide, blk)
                 for j in range(g):
                     for t in range(nb):
                         acc[t] += wide[j * nb + t]
@@ -710,7 +697,7 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
         elif gemv[0] != 0:
             _gemv_rows(x, xb, summed[0, 1], nb, vs, w, wo, summed[0, 2], s0, s1, acc, gemv,
                        iparams, consts)
-        elif one_segment:  # (not through _rows_loop: its call costs some 75 ns a unit)
+        elif one_segment:  # (not through _rows_unit: its call costs some 75 ns a unit)
             sa = xb + s0 * summed[0, 1]
             wa = wo + s0 * summed[0, 2]
             if weighted:
@@ -718,10 +705,7 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             else:
                 _plain_segment(x, sa, summed[0, 1], s1 - s0, vs, nb, w, wa, summed[0, 2], acc)
         else:
-            if weighted:
-                _weighted_rows(x, xb, vs, nb, w, wo, summed, s0, s1, sidx, acc, blk)
-            else:
-                _plain_rows(x, xb, vs, nb, w, wo, summed, s0, s1, sidx, acc, blk)
+            _rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
         _store_block(acc, nb, dst, do + _place(kept, dcol, o, kidx) + start * dvec, dvec)
 
 
