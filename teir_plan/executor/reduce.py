@@ -421,7 +421,6 @@ def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  
     c0 = w[wa] if weighted else x[xb]  # (unweighted: unused, read where x has one)
     c1 = w[wa + wst] if weighted and g > 1 else c0
     c2 = w[wa + 2 * wst] if weighted and g > 2 else c0
-    c3 = w[wa + 3 * wst] if weighted and g > 3 else c0
     if g == 1:
         for u in range(cnt):
             p = xb + u * sx
@@ -451,24 +450,15 @@ def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  
                 d[t] = ((c0 * r0[t] + c1 * r1[t]) + c2 * r2[t] if weighted
                         else (r0[t] + r1[t]) + r2[t])
     else:
-        for u in range(cnt):
-            p = xb + u * sx
-            q = db + u * sd
-            r0 = x[p:p + nb]
-            r1 = x[p + st:p + st + nb]
-            r2 = x[p + 2 * st:p + 2 * st + nb]
-            r3 = x[p + 3 * st:p + 3 * st + nb]
-            d = dst[q:q + nb]
-            for t in range(nb):
-                d[t] = ((c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t]) if weighted
-                        else (r0[t] + r1[t]) + (r2[t] + r3[t]))
+        _four_rows(x, xb, sx, cnt, st, 0, nb, w, wa, wst, weighted, False, dst, db, sd)
 
 
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _more_rows(x, xb, sx, cnt, st, r, nb, w, wa, wst, weighted, dst, db, sd):  # type: ignore[no-untyped-def]
-    """dst[db + u*sd + t] += the sum of rows r to r + 3 of unit u (times their weights)."""
+def _four_rows(x, xb, sx, cnt, st, r, nb, w, wa, wst, weighted, add, dst, db, sd):  # type: ignore[no-untyped-def]
+    """dst[db + u*sd + t] (+)= the sum of rows r to r + 3 of unit u (times their
+    weights): added when ``add``, else stored (a constant at each call)."""
     k = wa + r * wst
-    c0 = w[k] if weighted else x[xb]
+    c0 = w[k] if weighted else x[xb]  # (unweighted: unused, read where x has one)
     c1 = w[k + wst] if weighted else c0
     c2 = w[k + 2 * wst] if weighted else c0
     c3 = w[k + 3 * wst] if weighted else c0
@@ -481,8 +471,9 @@ def _more_rows(x, xb, sx, cnt, st, r, nb, w, wa, wst, weighted, dst, db, sd):  #
         r3 = x[p + 3 * st:p + 3 * st + nb]
         d = dst[q:q + nb]
         for t in range(nb):
-            d[t] += ((c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t]) if weighted
-                     else (r0[t] + r1[t]) + (r2[t] + r3[t]))
+            v = ((c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t]) if weighted
+                 else (r0[t] + r1[t]) + (r2[t] + r3[t]))
+            d[t] = d[t] + v if add else v
 
 
 @njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
@@ -499,7 +490,7 @@ def _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, weighted, dst, db, sd):  
                     db + u * sd, sd)
         r = g
         while r < c:
-            _more_rows(x, xb + u * sx, sx, m, st, r, nb, w, wa, wst, weighted, dst,
+            _four_rows(x, xb + u * sx, sx, m, st, r, nb, w, wa, wst, weighted, True, dst,
                        db + u * sd, sd)
             r += 4
         u += m
