@@ -18,7 +18,7 @@ one before it; torch, in a process of its own, is timed on each case within its 
 in an order that turns from round to round.
 
 Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
-[--threads T] [--no-calibrate] [--cases sums|contractions|all]
+[--threads T] [--no-calibrate] [--cases sums|contractions|all] [--only TEXT]
 (tp plans with the parameters of a full ``tp.calibrate()`` unless ``--no-calibrate``:
 then with what the library uses out of the box, its first-use measurement)
 """
@@ -77,6 +77,13 @@ CONTRACTIONS: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable |
 SECTIONS = {"sums": CASES, "contractions": CONTRACTIONS, "all": CASES + CONTRACTIONS}
 
 
+def selected(section: str, only: str | None) -> list:
+    """The section's cases whose subscripts and shapes, as in :func:`case_id` without its
+    backquotes ("ij->i 100000x300"), contain ``only`` (all if None)."""
+    return [c for c in SECTIONS[section]
+            if only is None or only in case_id(c[0], c[1]).replace("`", "")]
+
+
 def case_id(sub: str, shapes: list[tuple[int, ...]]) -> str:
     """A case's name: its subscripts and shapes (a subscripts string repeats)."""
     return f"`{sub}` {' '.join('x'.join(map(str, sh)) for sh in shapes)}"
@@ -133,10 +140,11 @@ class TorchWorker:
     one case at a time so that its timings lie beside tp's: on a shared host a case
     timed minutes apart from the others compares two different machines."""
 
-    def __init__(self, dtype: str, repeats: int, threads: int, section: str) -> None:
+    def __init__(self, dtype: str, repeats: int, threads: int, section: str,
+                 only: str | None) -> None:
         cmd = [sys.executable, "-m", "benchmarks.reductions", "--torch-worker",
                "--dtype", dtype, "--repeats", str(repeats), "--threads", str(threads),
-               "--cases", section]
+               "--cases", section, *(["--only", only] if only is not None else [])]
         self.proc: subprocess.Popen | None = None
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -173,7 +181,8 @@ class TorchWorker:
             self.proc = None
 
 
-def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
+def torch_worker(dtype: str, repeats: int, threads: int, section: str,
+                 only: str | None) -> None:
     """Answer TorchWorker's questions, a JSON line each: "ready" (1, or null without
     torch), "read" (bytes per second of torch.sum over 128 MiB), a case's index (its
     best time: torch.einsum or torch's own call), each after a pause (see main)."""
@@ -185,6 +194,10 @@ def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
     torch.set_num_threads(threads)
     x = torch.ones(128 * MiB // np.dtype(dtype).itemsize, dtype=getattr(torch, dtype))
     held: tuple[int, list] = (-1, [])  # the last case's operands (one case's at a time)
+    # Each case's call: torch.einsum or torch's own, whichever a short trial found the
+    # faster, so that torch is timed ``repeats`` times a round like every other system
+    # (the best of both calls' runs would be a best of twice as many runs).
+    chosen: dict[int, int] = {}  # case -> index into its calls
     for line in sys.stdin:
         what = line.strip()
         if what == "ready":
@@ -196,15 +209,18 @@ def torch_worker(dtype: str, repeats: int, threads: int, section: str) -> None:
                   flush=True)
             continue
         i = int(what)
-        sub, shapes, _, own = SECTIONS[section][i]
+        sub, shapes, _, own = selected(section, only)[i]
         if held[0] != i:
             held = (-1, [])
             held = (i, [torch.from_numpy(o) for o in operands(shapes, dtype)])
         tops = held[1]
-        best = timeit(lambda sub=sub, tops=tops: torch.einsum(sub, *tops), repeats)[0]
+        calls = [lambda sub=sub, tops=tops: torch.einsum(sub, *tops)]
         if own is not None:
-            best = min(best, timeit(lambda own=own, tops=tops: own(*tops), repeats)[0])
-        print(best, flush=True)
+            calls.append(lambda own=own, tops=tops: own(*tops))
+        if i not in chosen:
+            chosen[i] = min(range(len(calls)), key=lambda c: timeit(calls[c], 3)[0])
+            time.sleep(PAUSE_SECONDS)
+        print(timeit(calls[chosen[i]], repeats)[0], flush=True)
 
 
 def paired_ratio(rounds: list[dict[str, float]]) -> float:
@@ -240,12 +256,14 @@ def main() -> None:
     ap.add_argument("--no-calibrate", action="store_true",
                     help="predict with the cost model's default parameters")
     ap.add_argument("--cases", choices=sorted(SECTIONS), default="all")
+    ap.add_argument("--only", default=None,
+                    help="only the cases whose id contains this, such as 'ij->i '")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.threads is not None:
         tp.set_num_threads(args.threads)
     if args.torch_worker:
-        torch_worker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
+        torch_worker(args.dtype, args.repeats, tp.get_num_threads(), args.cases, args.only)
         return
     if not args.no_calibrate:
         tp.calibrate(save=False)  # predictions with this machine's parameters
@@ -253,7 +271,7 @@ def main() -> None:
     print(f"{cpu}\nthreads {tp.get_num_threads()}, dtype {args.dtype}, best of "
           f"{args.repeats} x {args.rounds} rounds", flush=True)
     cases = []
-    for sub, shapes, own, _ in SECTIONS[args.cases]:
+    for sub, shapes, own, _ in selected(args.cases, args.only):
         ops = operands(shapes, args.dtype)
         calls = systems(sub, ops, own)
         got = np.asarray(calls["tp"]())
@@ -263,7 +281,8 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     best: dict[str, dict[str, float]] = {name: {} for name, *_ in cases}
     bw: dict[str, float] = {}
-    torch_proc = TorchWorker(args.dtype, args.repeats, tp.get_num_threads(), args.cases)
+    torch_proc = TorchWorker(args.dtype, args.repeats, tp.get_num_threads(), args.cases,
+                             args.only)
     # Each round's time of each system, for the paired ratio (see paired_ratio).
     rounds: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in cases}
     # ... and of a plain read of 128 MiB beside them, in bytes per second: the host's
