@@ -20,8 +20,7 @@ from teir_plan.executor.partials import add_partials, block_pitch, run_partials,
 from teir_plan.executor.threads import (
     blas_threads,
     get_num_threads,
-    numba_threads,
-    parallel_region,
+    parallel_threads,
     parallel_usable,
 )
 from teir_plan.executor.walker import (
@@ -99,13 +98,13 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
     nchunks = min(low.parallel_iterations, threads) if low.has_parallel else 1
     if low.copy_runs is not None:
         if nchunks > 1:
-            with numba_threads(threads), parallel_region():
+            with parallel_threads(threads):
                 _runner(run_copy_runs)(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
         else:
             _runner(copy_runs_chunk)(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
                               int(np.prod(low.loops[:low.npar, 0])))
     elif nchunks > 1:
-        with _blas_limit(low), numba_threads(threads), parallel_region():
+        with _blas_limit(low), parallel_threads(threads):
             if low.plain_blas:
                 _runner(run_blas_tiles)(x0, x1, y, low.loops, low.npar, tile, consts,
                                           nchunks)
@@ -120,7 +119,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         tile_flops = 2 * int(t[K.T_M]) * int(t[K.T_N]) * int(t[K.T_K]) * int(t[K.T_BR])
         workers = min(threads, max(int(t[K.T_M]), int(t[K.T_N])))
         if workers > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
-            with blas_threads(1), numba_threads(threads), parallel_region():
+            with blas_threads(1), parallel_threads(threads):
                 _runner(run_split)(chunk_address(low.dtype), x0, x1, y, low.loops, tile,
                                      consts, workers)
         else:
@@ -131,7 +130,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
                     _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops,
                                             0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
-        with numba_threads(threads), parallel_region():
+        with parallel_threads(threads):
             _runner(run_dot_split)(x0, x1, y, tile, consts, threads)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
         _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops, low.npar,
@@ -164,7 +163,7 @@ def _run_partials(p: Partials, arrays: tuple[np.ndarray, ...] | list[np.ndarray]
     try:
         skip = (-raw.ctypes.data % 64) // dtype.itemsize
         parts = raw[skip:skip + workers * pitch]
-        with _blas_limit(low), numba_threads(threads), parallel_region():
+        with _blas_limit(low), parallel_threads(threads):
             _runner(run_partials)(chunk_address(dtype), x0, x1, parts, pitch, low.loops,
                                   low.npar, tile, _CONSTS[dtype], workers)
         _runner(add_partials)(y, o2, parts, pitch, workers, p.rows, p.layout.zero,
@@ -191,7 +190,7 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     nchunks = max(1, min(total, threads))
     consts = _CONSTS[low.dtype]
     if nchunks > 1:
-        with _blas_limit(low), numba_threads(threads), parallel_region():
+        with _blas_limit(low), parallel_threads(threads):
             _runner(run_blocks_parallel)(blocked_address(low.dtype), x0, x1, y, outer, low.loops,
                                    tile, block, stage_elements, consts, nchunks)
     else:

@@ -55,8 +55,7 @@ from teir_plan.executor.intrinsics import prefetch_element
 from teir_plan.executor.threads import (
     blas_threads,
     get_num_threads,
-    numba_threads,
-    parallel_region,
+    parallel_threads,
     parallel_usable,
 )
 from teir_plan.isa import LINE_BYTES
@@ -857,7 +856,6 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
             reduce_chunk(kind, xf, xo, wf, wo, kept, vec, summed, weighted, 0, pre.total_u,
                          0, total_s, yf, yo, 2, vec[2], zero, gemv)
         return
-    with blas_threads(1) if gemv[0] else nullcontext(), numba_threads(threads), \
-            parallel_region():
+    with blas_threads(1) if gemv[0] else nullcontext(), parallel_threads(threads):
         run_parallel(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo,
                      nchunks, zero, gemv, split, threads)
