@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan import tiles
 from teir_plan.executor.checks import _check_reach
-from teir_plan.executor.reduce import _fetch_add
+from teir_plan.executor.reduce import _fetch_add, chunk_to_try
 from teir_plan.frontend.contraction import Layout
 from teir_plan.frontend.expression import parse
 from teir_plan.planner import reduce as reduce_cost
@@ -335,6 +335,22 @@ def test_gemv_transposed_is_priced_per_call() -> None:
     assert split.cost.seconds > whole.cost.seconds + 3_000 * reduce_cost.GEMV_CALL_SECONDS
 
 
+@pytest.mark.parametrize("rows", [100, 300, 1000, 3000, 100_000])
+@pytest.mark.parametrize("sub", ["ij->", "ij->i", "ij->j"])
+def test_a_split_is_planned_only_where_it_is_predicted_faster(sub, rows) -> None:  # type: ignore[no-untyped-def]
+    """A reduction on two threads runs on one where the model finds the parallel
+    region's start costs more than the split saves."""
+    x = Layout("ij", (rows, 300), (300, 1))
+    out = {"ij->": Layout("", (), ()), "ij->i": Layout("i", (rows,), (1,)),
+           "ij->j": Layout("j", (300,), (1,))}[sub]
+    red = plan_reduction(x, out, None, np.dtype(np.float32), MachineParams(), 2)
+    assert red is not None
+    assert red.cost.seconds <= red.serial_seconds
+    assert (red.split == tiles.SPLIT_NONE) == (red.cost.seconds == red.serial_seconds)
+    if rows >= 3000:
+        assert red.split != tiles.SPLIT_NONE
+
+
 @pytest.mark.parametrize(("sub", "shapes", "kernel"), [
     ("ij->j", [(100_000, 300)], "rows kernel"),
     ("ij->i", [(100_000, 300)], "inner kernel"),
@@ -414,20 +430,27 @@ def test_the_explain_report_shows_the_reduce_step() -> None:
 
 @numba.njit(parallel=True)
 def _hand_out(nchunks, workers, taken):  # type: ignore[no-untyped-def]
-    """run_parallel's hand-out: each worker takes the next chunk until none is left."""
-    nxt = np.zeros(1, np.int64)
-    for _ in numba.prange(workers):
-        c = _fetch_add(nxt, 1)
-        while c < nchunks:
-            taken[c] += 1
-            c = _fetch_add(nxt, 1)
+    """run_parallel's hand-out: each worker tries its own chunks, then the others', and
+    runs those it claims."""
+    claimed = np.zeros(nchunks, np.int64)
+    for t in numba.prange(workers):
+        lo, hi = t * nchunks // workers, (t + 1) * nchunks // workers
+        for k in range(nchunks):
+            c = chunk_to_try(k, lo, hi, nchunks)
+            if _fetch_add(claimed[c:], 1) == 0:
+                taken[c] += 1
 
 
 @pytest.mark.parametrize("nchunks", [1, 2, 3, 8, 17])
 def test_every_chunk_is_handed_out_exactly_once(nchunks) -> None:  # type: ignore[no-untyped-def]
-    for workers in range(1, MAX_THREADS + 1):
+    for workers in range(1, min(nchunks, MAX_THREADS) + 1):
+        for t in range(workers):  # each worker's order tries every chunk once, own first
+            lo, hi = t * nchunks // workers, (t + 1) * nchunks // workers
+            order = [chunk_to_try(k, lo, hi, nchunks) for k in range(nchunks)]
+            assert sorted(order) == list(range(nchunks)) and order[:hi - lo] == [
+                *range(lo, hi)]
         taken = np.zeros(nchunks, np.int64)
-        _hand_out(nchunks, min(workers, nchunks), taken)
+        _hand_out(nchunks, workers, taken)
         assert taken.tolist() == [1] * nchunks
 
 

@@ -704,6 +704,19 @@ def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
     return c * total // nchunks, (c + 1) * total // nchunks
 
 
+@njit(cache=True, nogil=True, inline="always")
+def chunk_to_try(k, lo, hi, nchunks):  # type: ignore[no-untyped-def]
+    """The k-th of ``nchunks`` chunks a worker that owns chunks lo <= c < hi tries to
+    claim: its own in order, then those above from the last back, then those below
+    from lo - 1 back (each other owner's far end first); every chunk once over k."""
+    j = k - (hi - lo)
+    if j < 0:
+        return lo + k
+    if j < nchunks - hi:
+        return nchunks - 1 - j
+    return lo - 1 - (j - (nchunks - hi))
+
+
 @intrinsic
 def _fetch_add(typingctx, counter, inc):  # type: ignore[no-untyped-def]
     """counter[0] += inc atomically (counter an int64 array, or a slice of one that
@@ -755,11 +768,7 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
     for t in prange(nw):
         lo, hi = _chunk(t, nchunks, nw)
         for k in range(nchunks):
-            # Own chunks in order, then those above from the last back, then those
-            # below from lo - 1 back: each owner's far end first.
-            j = k - (hi - lo)
-            c = lo + k if j < 0 else nchunks - 1 - j if j < nchunks - hi else lo - 1 - (
-                j - (nchunks - hi))
+            c = chunk_to_try(k, lo, hi, nchunks)
             if _fetch_add(claimed[c:], 1) != 0:
                 continue
             if by_outputs:
