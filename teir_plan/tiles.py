@@ -144,6 +144,8 @@ def output_chunks(units: int, threads: int) -> int:
     """Chunks of a SPLIT_OUTPUTS reduction over ``threads``: at least four units each
     (the inner kernel sums four outputs per pass)."""
     return min(CHUNKS_PER_THREAD * threads, max(threads, units // 4))
+
+
 # Weighted rows shorter than this (one summed axis, unit stride along them), more than
 # ROW_GROUP of them, run on BLAS' ?gemv, as fast as the rows kernel there (``ki,k->i``
 # with rows of 24 float32); up to ROW_GROUP of them the rows kernel, which needs no
@@ -154,6 +156,14 @@ def output_chunks(units: int, threads: int) -> int:
 # with gaps between them are not prefetched, and run on ?gemv up to GEMV_MAX_NB.
 GEMV_MAX_ROW_BYTES = 192
 GEMV_MAX_NB = 64  # ... in elements, for rows with gaps between them (not prefetched)
+# Back-to-back rows up to this long run on ?gemv too when the reduction reads no more
+# than the last-level cache holds: from the caches ?gemv reads them 1.2-2x as fast as
+# the rows kernel, whose prefetches there only cost (2 threads, in a loop: 64000 x 64
+# float32 114 against 220 us, 16000 x 128 64 against 92, float64 10000 x 128 69
+# against 84; rows of 1 KiB float32 even), and from memory it is within 15% of it at
+# these sizes (the same operands evicted before each call: 494 against 429 us, 438
+# against 404, 322 against 324; AMD EPYC Zen 5; docs/decisions.md).
+GEMV_CACHED_MAX_ROW_BYTES = 1024
 # Rows a segment of the rows kernel sums (four a pass) before its block is added to the
 # unit's total: the summation error's bound (executor/reduce.py); more than this many
 # summed rows are worth a ?gemv call or flat windows.
@@ -221,10 +231,12 @@ def row_block(itemsize: int) -> int:
 
 
 def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
-              itemsize: int) -> bool:
+              itemsize: int, cached: bool = False) -> bool:
     """Whether a weighted reduction's rows run on BLAS' ?gemv: one summed axis whose
     weights step forward, and either rows of unit stride, short and many (see
-    GEMV_MAX_ROW_BYTES and GEMV_MAX_NB), that do not overlap (BLAS' lda >= m), or a
+    GEMV_MAX_ROW_BYTES and GEMV_MAX_NB; GEMV_CACHED_MAX_ROW_BYTES where ``cached``, the
+    reduction reading no more than the last-level cache holds), that do not overlap
+    (BLAS' lda >= m), or a
     strided vector axis whose elements each sum a unit-stride run of the summed axis
     no longer than that stride (``abu,u->ab`` with u short, ``?gemv`` transposed: the
     rows kernel would read each line once per summed element, ``u,abefkmu->abefkm``
@@ -233,8 +245,12 @@ def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
     if not (kind == KIND_ROWS and weighted and summed.shape[0] == 1 and summed[0, 2] > 0):
         return False
     if vec[1] == 1:
-        short = (vec[0] * itemsize < GEMV_MAX_ROW_BYTES if summed[0, 1] == vec[0]
-                 else vec[0] < GEMV_MAX_NB)
+        row_bytes = vec[0] * itemsize
+        if summed[0, 1] == vec[0]:  # back to back
+            short = row_bytes < GEMV_MAX_ROW_BYTES or (
+                cached and row_bytes <= GEMV_CACHED_MAX_ROW_BYTES)
+        else:
+            short = vec[0] < GEMV_MAX_NB
         return bool(short and summed[0, 1] >= vec[0] and summed[0, 0] > ROW_GROUP)
     return bool(summed[0, 1] == 1 and vec[1] >= summed[0, 0])
 

@@ -4,6 +4,7 @@ consistent (at most maxsize entries; every call counted once as a hit or a miss)
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -156,20 +157,29 @@ def test_new_machine_parameters_drop_the_cached_plans() -> None:
 
 
 def test_blas_narrowed_from_any_thread() -> None:
-    """BLAS is narrowed to one thread for an executor call made from any Python thread,
-    not only from the first one that narrowed it (OpenBLAS' count is process-wide), and
-    given back its count afterwards."""
+    """The BLAS library the executor calls is narrowed to one thread for an executor
+    call made from any Python thread, not only from the first one that narrowed it
+    (OpenBLAS' count is process-wide), and given back its count afterwards; another
+    BLAS library in the process keeps its count throughout."""
+    import scipy.linalg.cython_blas  # noqa: F401  (the executor loads it)
     from threadpoolctl import threadpool_info
 
-    from teir_plan.executor.threads import blas_threads
+    from teir_plan.blaslib import numpy_openblas, uses_numpy_openblas
+    from teir_plan.executor.threads import _scipy_blas_file, blas_threads
 
-    def counts() -> list[int]:
-        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+    called = numpy_openblas()._name if uses_numpy_openblas() else _scipy_blas_file()  # type: ignore[union-attr]
+    assert called is not None
+
+    def counts() -> list[tuple[bool, int]]:  # (the executor's library, its count)
+        return [(os.path.samefile(lib["filepath"], called), lib["num_threads"])
+                for lib in threadpool_info() if lib["user_api"] == "blas"]
 
     before = counts()
+    assert sum(mine for mine, _ in before) == 1
+    narrowed = [(mine, 1 if mine else n) for mine, n in before]
     with blas_threads(1):  # the main thread first
-        assert set(counts()) == {1}
-    seen: list[list[int]] = []
+        assert counts() == narrowed
+    seen: list[list[tuple[bool, int]]] = []
 
     def run() -> None:
         with blas_threads(1):
@@ -179,5 +189,5 @@ def test_blas_narrowed_from_any_thread() -> None:
     worker = threading.Thread(target=run)
     worker.start()
     worker.join(timeout=60)
-    assert seen == [[1] * len(before), before]
+    assert seen == [narrowed, before]
     assert counts() == before

@@ -835,11 +835,13 @@ class Prepared:
 
 
 def prepare(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
-            weighted: bool, dtype: np.dtype) -> Prepared:
-    """The :class:`Prepared` of a reduction's tables summed in ``dtype``."""
+            weighted: bool, dtype: np.dtype, cached: bool = False) -> Prepared:
+    """The :class:`Prepared` of a reduction's tables summed in ``dtype``; ``cached``:
+    the operand is no larger than the last-level cache (tiles.uses_gemv)."""
+    isz = np.dtype(dtype).itemsize
     return Prepared(total_s=math.prod(int(n) for n in summed[:, 0]),
-                    total_u=int(units(kind, kept, vec, np.dtype(dtype).itemsize)),
-                    gemv=uses_gemv(kind, vec, summed, weighted, np.dtype(dtype).itemsize))
+                    total_u=int(units(kind, kept, vec, isz)),
+                    gemv=uses_gemv(kind, vec, summed, weighted, isz, cached))
 
 
 def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,

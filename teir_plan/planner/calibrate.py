@@ -32,6 +32,7 @@ from teir_plan.planner.machine import (
     GRID_MAX_FLOPS,
     MachineParams,
     _l2_bytes,
+    _llc_bytes,
     blas_efficiency_table,
 )
 from teir_plan.teir.records import TEIR
@@ -257,6 +258,7 @@ class QuickMeasurements:
     # The worker threads' wake cost and spin time (the reference's if not measured).
     wake_seconds: float = MachineParams.wake_seconds
     spin_seconds: float = MachineParams.spin_seconds
+    llc_bytes: int | None = None  # from sysfs (the last level); None where Linux does not say
 
 
 def measure_quick() -> QuickMeasurements:
@@ -281,7 +283,8 @@ def measure_quick() -> QuickMeasurements:
     finally:
         set_num_threads(saved_threads)
     return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
-                             target().vector_bytes, _blas_vector_bytes(), wake, spin)
+                             target().vector_bytes, _blas_vector_bytes(), wake, spin,
+                             _llc_bytes())
 
 
 def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
@@ -324,6 +327,7 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         wake_seconds=m.wake_seconds,
         spin_seconds=m.spin_seconds,
         l2_bytes=m.l2_bytes or ref.l2_bytes,
+        llc_bytes=m.llc_bytes or ref.llc_bytes,
         source="first-use",
         measured_at=measured_at,
         machine=machine,
@@ -436,6 +440,7 @@ def calibrate(save: bool = True) -> MachineParams:
         p = replace(
             p,
             l2_bytes=_l2_bytes() or p.l2_bytes,
+            llc_bytes=_llc_bytes() or p.llc_bytes,
             gemm_flops_f32=peaks["float32"],
             gemm_flops_f64=peaks["float64"],
             gemm_efficiency=tuple(eff.values()),

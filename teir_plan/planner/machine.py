@@ -543,6 +543,7 @@ def default_params(target: VectorTarget | None = None, threads: int | None = Non
     ref_cores = 2  # the reference machine's
     share = min(n, BANDWIDTH_CORES_CAP) / ref_cores
     l2 = l2_bytes if l2_bytes is not None else ((_l2_bytes() if host else None) or ref.l2_bytes)
+    llc = (_llc_bytes() if host else None) or ref.llc_bytes
     return replace(
         ref,
         gemm_flops_f32=_flops_per_cycle(blas, 4) * EFFECTIVE_CLOCK_HZ,
@@ -555,6 +556,7 @@ def default_params(target: VectorTarget | None = None, threads: int | None = Non
         dram_bytes_per_second=ref.dram_bytes_per_second * share,
         llc_bytes_per_second=ref.llc_bytes_per_second * share,
         l2_bytes=l2,
+        llc_bytes=llc,
         source="isa",
         machine=f"{tgt.describe()} ({tgt.cpu}), {n} threads",
     )
@@ -726,17 +728,28 @@ def save_params(params: MachineParams) -> bool:
         return False  # a read-only home: calibration still applies to this process
 
 
-def _l2_bytes() -> int | None:
-    """This CPU's L2 cache per core as Linux reports it, or None."""
+def _cache_bytes(level: int) -> int | None:
+    """The size of cpu0's cache of ``level`` as Linux reports it (L2: a core's; the last
+    level: what cpu0 shares), or None."""
     try:
         for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
-            if (index / "level").read_text().strip() == "2":
+            if (index / "level").read_text().strip() == str(level):
                 text = (index / "size").read_text().strip().upper()
                 scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1:], 1)
                 return int(text.rstrip("KM")) * scale
     except (OSError, ValueError):
         pass
     return None
+
+
+def _l2_bytes() -> int | None:
+    """This CPU's L2 cache per core as Linux reports it, or None."""
+    return _cache_bytes(2)
+
+
+def _llc_bytes() -> int | None:
+    """This CPU's last-level cache (L3, else L2) as Linux reports it, or None."""
+    return _cache_bytes(3) or _cache_bytes(2)
 
 
 def set_machine_params(params: MachineParams | None) -> None:

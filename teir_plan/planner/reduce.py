@@ -94,6 +94,8 @@ class Reduction:
     # Predicted on the calling thread alone (the same as cost.seconds when it runs so):
     # a call that finds the worker threads asleep may run it so (schedule/idle.py).
     serial_seconds: float = 0.0
+    # x no larger than the last-level cache: short rows run on ?gemv (tiles.uses_gemv).
+    cached: bool = False
 
     @cached_property
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -106,7 +108,7 @@ class Reduction:
     def _prepared(self) -> Prepared:
         from teir_plan.executor.reduce import prepare  # the planner loads no numba
 
-        return prepare(self.kind, *self.tables, self.weighted, self.dtype)
+        return prepare(self.kind, *self.tables, self.weighted, self.dtype, self.cached)
 
     def run(self, x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
         kept, vec, summed = self.tables
@@ -203,13 +205,16 @@ def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
         kind = R.KIND_ROWS
         vec = min(kept, key=lambda a: (a[2] == 0, a[2]))
         kept.remove(vec)
-    cost, split = _cost(kind, kept, vec, summed, w is not None, isz, params, threads)
+    # Whether x can be in the caches when the call starts (tiles.uses_gemv).
+    cached = (math.prod(a[1] for a in kept) * (vec[1] if vec else 1)
+              * math.prod(a[1] for a in summed) * isz <= params.llc_bytes)
+    cost, split = _cost(kind, kept, vec, summed, w is not None, isz, params, threads, cached)
     serial = (cost if cost.threads == 1 else
-              _cost(kind, kept, vec, summed, w is not None, isz, params, 1)[0])
+              _cost(kind, kept, vec, summed, w is not None, isz, params, 1, cached)[0])
     return Reduction(kind, np.dtype(dtype), tuple(map(tuple, kept)),  # type: ignore[arg-type]
                      tuple(vec) if vec else None,  # type: ignore[arg-type]
                      tuple(map(tuple, summed)), tuple(origins),  # type: ignore[arg-type]
-                     w is not None, split, cost, serial.seconds)
+                     w is not None, split, cost, serial.seconds, cached)
 
 
 def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
@@ -222,7 +227,7 @@ def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
 
 
 def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], weighted: bool,
-          isz: int, params: MachineParams, threads: int) -> tuple[Cost, int]:
+          isz: int, params: MachineParams, threads: int, cached: bool) -> tuple[Cost, int]:
     """The predicted cost, and the split over the threads it assumes."""
     nout = math.prod(a[1] for a in kept) * (vec[1] if vec else 1)
     nsum = math.prod(a[1] for a in summed)
@@ -236,7 +241,7 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         block = R.row_block(isz)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
         tables = (np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3))
-        gemv = R.uses_gemv(kind, *tables, weighted, isz)
+        gemv = R.uses_gemv(kind, *tables, weighted, isz, cached)
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
             starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
         elif gemv and vec[2] != 1:
