@@ -1,8 +1,9 @@
 """Reductions (issue 36): one-operand sums and matrix-vector products with a long summed
 axis, memory-bound, and contractions with a short output over a long K (Gram matrices,
-a weight gradient: parallel K), against numpy.einsum(optimize=True), numpy's own sum /
-matmul and torch (einsum, sum or matmul: its fastest), with the machine's read
-bandwidth measured in the same run.
+a weight gradient: parallel K), and mid-sized sums of operands that stay in the caches
+from call to call, against numpy.einsum(optimize=True), numpy's own sum / matmul and
+torch (einsum, sum or matmul: its fastest), with the machine's read bandwidth measured
+in the same run.
 
 The read bandwidth is the best rate of a plain read of a 128 MiB buffer: numpy's
 add.reduce (one thread), a numba prange sum or torch.sum (tp's thread count), whichever
@@ -18,7 +19,7 @@ one before it; torch, in a process of its own, is timed on each case within its 
 in an order that turns from round to round.
 
 Run: .venv/bin/python -m benchmarks.reductions [--repeats N] [--rounds R] [--dtype D]
-[--threads T] [--no-calibrate] [--cases sums|contractions|all] [--only TEXT]
+[--threads T] [--no-calibrate] [--cases sums|contractions|mid|all] [--only TEXT]
 (tp plans with the parameters of a full ``tp.calibrate()`` unless ``--no-calibrate``:
 then with what the library uses out of the box, its first-use measurement)
 """
@@ -74,7 +75,19 @@ CONTRACTIONS: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable |
     ("bi,bj->ij", [(1_000_000, 64), (1_000_000, 64)], lambda a, b: a.T @ b,
      lambda a, b: a.T @ b),
 ]
-SECTIONS = {"sums": CASES, "contractions": CONTRACTIONS, "all": CASES + CONTRACTIONS}
+# Operands of 1-16 MiB summed again and again, which stay in the caches between calls
+# (an iterative method's matrix-vector products): the kernels' own speed, ?gemv from the
+# caches, each worker's own chunks and the choice of one thread over a split.
+MID: list[tuple[str, list[tuple[int, ...]], Callable | None, Callable | None]] = [
+    ("ij->", [(1000, 300)], lambda x: x.sum(), lambda x: x.sum()),
+    ("ij->i", [(3000, 300)], lambda x: x.sum(1), lambda x: x.sum(1)),
+    ("ij->j", [(3000, 300)], lambda x: x.sum(0), lambda x: x.sum(0)),
+    ("ki,k->i", [(4000, 64), (4000,)], lambda x, v: v @ x, lambda x, v: v @ x),
+    ("ki,k->i", [(64000, 64), (64000,)], lambda x, v: v @ x, lambda x, v: v @ x),
+    ("ki,k->i", [(32000, 128), (32000,)], lambda x, v: v @ x, lambda x, v: v @ x),
+]
+SECTIONS = {"sums": CASES, "contractions": CONTRACTIONS, "mid": MID,
+            "all": CASES + CONTRACTIONS + MID}
 
 
 def selected(section: str, only: str | None) -> list:
@@ -373,7 +386,10 @@ def main() -> None:
         f"round: a fast or slow spell of the host's memory then counts for all of "
         f"them). `% of read, paired`: the median over rounds of tp's read rate over a "
         f"plain read's (numba prange sum of 128 MiB) timed among the case's systems in "
-        f"the same round.", "", table, ""])
+        f"the same round. The cases of 1-16 MiB (section `mid`) stay in the caches "
+        f"between calls: their share of the read rate measures the caches, not memory.",
+        "",
+        table, ""])
     print(text)
     if not args.no_save:
         path = write_results("reductions", {"machine": info, "lscpu": cpu, "load": load,

@@ -11,8 +11,9 @@ summed element.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -112,10 +113,8 @@ class Reduction:
 
     def run(self, x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
         kept, vec, summed = self.tables
-        from teir_plan.executor.reduce import run_reduction
-
-        run_reduction(self.kind, kept, vec, summed, self.origins, self.weighted, self.split,
-                      x, w, y, self.dtype, self._prepared)
+        _runner()(self.kind, kept, vec, summed, self.origins, self.weighted, self.split,
+                  x, w, y, self.dtype, self._prepared)
 
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or
@@ -145,6 +144,15 @@ class Reduction:
         weights = ", weighted by in1" if self.weighted else ""
         return (f"{KINDS[self.kind]} kernel: {what}{weights}; summed {summed}; "
                 f"{SPLITS[self.split]}")
+
+
+@cache
+def _runner() -> Callable[..., None]:
+    """executor.reduce.run_reduction, imported on the first run (the planner loads no
+    numba; an import statement in every call cost 0.3 us)."""
+    from teir_plan.executor.reduce import run_reduction
+
+    return run_reduction
 
 
 def _fuse(axes: list[list], col: int) -> list[list]:

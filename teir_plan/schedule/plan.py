@@ -17,7 +17,14 @@ from teir_plan.executor.threads import call_threads, free_cores, idle_seconds, m
 from teir_plan.frontend.expression import Expression
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
-from teir_plan.schedule.steps import BufferSpec, Candidate, Step, TEIRStep, step_seconds
+from teir_plan.schedule.steps import (
+    BufferSpec,
+    Candidate,
+    ReduceStep,
+    Step,
+    TEIRStep,
+    step_seconds,
+)
 from teir_plan.schedule.tiny import (
     Route,
     Route1,
@@ -180,6 +187,10 @@ class Plan:
         self._single = only if (
             type(only) is TEIRStep and not only.chosen.packs and not self.buffers
             and only.inputs == tuple(range(n)) and only.dst == n) else None
+        # ... or one reduction step (a mid-sized sum: 1 us of some 14).
+        self._single_reduce = only.reduction if (
+            type(only) is ReduceStep and not self.buffers and only.inputs == tuple(range(n))
+            and only.dst == n) else None
         # Per operand, the (shape, byte strides, dtype) of plain arrays already found to
         # match its spec: a repeated call compares those instead of building a spec.
         self._seen: tuple[set[tuple[object, ...]], ...] = tuple(set() for _ in self.operands)
@@ -439,6 +450,10 @@ class Plan:
             return
         if self._single is not None:
             run_lowered(self._single.chosen.lowered, [*arrays, out])
+            return
+        red = self._single_reduce
+        if red is not None:
+            red.run(arrays[0], arrays[1] if len(arrays) > 1 else None, out)
             return
         one = self._one_call
         if one is not None:
