@@ -203,6 +203,9 @@ def test_quick_parameters_scale_what_they_do_not_measure() -> None:
     # Measured fields as measured.
     assert (p.gemm_flops_f32, p.gemm_flops_f64, p.copy_bytes_per_second) == (94e9, 47e9, 12e9)
     assert p.l2_bytes == 1 << 20
+    # The last-level cache as Linux reports it, else the reference's.
+    assert p.llc_bytes == MachineParams.reference().llc_bytes
+    assert params_from_quick(replace(FAKE, llc_bytes=8 << 20)).llc_bytes == 8 << 20
     # The vector kernel at the reference's 185/188 of the BLAS peak: half the reference's
     # peak measured, half its rate; float64 by its own ratio 47/89.
     assert p.vec_flops_f32 == pytest.approx(92.5e9)
@@ -349,3 +352,13 @@ def test_explain_names_the_parameters_the_plan_was_ranked_with(fresh) -> None:
             "Some CPU / avx2 / 2") in report.text(rich=False)
     assert report.to_dict()["machine_params"].startswith("first-use estimate")
     assert "first-use estimate" in report.markdown()
+
+
+def test_the_hosts_caches_size_the_default_parameters() -> None:
+    """The caches' sizes are read from the host (sysfs), the reference's where Linux does
+    not say: a target that is not the host's keeps the reference's last-level cache."""
+    ref = MachineParams.reference()
+    host = default_params()
+    assert host.l2_bytes == (machine._l2_bytes() or ref.l2_bytes)
+    assert host.llc_bytes == (machine._llc_bytes() or ref.llc_bytes)
+    assert default_params(AVX2, threads=2).llc_bytes == ref.llc_bytes

@@ -43,17 +43,18 @@ def using_threads(n: int) -> Iterator[None]:
 
 
 def reduce_directly(sub: str, ops: list[np.ndarray], out: np.ndarray, split: int,
-                    nthreads: int) -> Reduction | None:
-    """Plan ``sub`` as a reduction (whatever the TEIR programs would cost), prove its
-    reach as the planner does, and run it with ``split`` on ``nthreads`` threads (None:
-    nothing of extent > 1 is summed, not a reduction)."""
+                    nthreads: int, params: MachineParams | None = None) -> Reduction | None:
+    """Plan ``sub`` as a reduction (whatever the TEIR programs would cost; with
+    ``params``, else the defaults), prove its reach as the planner does, and run it with
+    ``split`` on ``nthreads`` threads (None: nothing of extent > 1 is summed, not a
+    reduction)."""
     ops = [as_operand(o, i) for i, o in enumerate(ops)]
     expr = parse(sub, [o.shape for o in ops])
     ext = expr.extent_map
     lays = [layout_from(t, OperandSpec.of(o), ext) for t, o in zip(expr.inputs, ops)]
     out_lay = layout_from(expr.output, OperandSpec.of(out), ext)
     red = plan_reduction(lays[0], out_lay, lays[1] if len(lays) > 1 else None,
-                         out.dtype, MachineParams(), nthreads)
+                         out.dtype, params or MachineParams(), nthreads)
     if red is None:
         return None
     for j, (arr, lay) in zip((0, 1, 2)[:len(ops)] + (2,), zip([*ops, out], [*lays, out_lay])):
@@ -265,6 +266,28 @@ def test_short_weighted_runs_of_a_strided_axis_run_on_gemv_transposed(rows, run,
     ok = np.isfinite(want)
     np.testing.assert_allclose(res[ok], want[ok], rtol=1e-5 if dtype == "float32" else 1e-12,
                                atol=1e-5 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+@pytest.mark.parametrize(("rows", "width", "dtype"), [
+    (3000, 64, "float32"), (2000, 128, "float64"), (3000, 256, "float32"),
+    (3000, 300, "float32"), (3000, 24, "float32")])
+def test_rows_up_to_1_kib_run_on_gemv_when_the_operand_fits_the_cache(rows, width, dtype,  # type: ignore[no-untyped-def]
+                                                                      split) -> None:
+    """Back-to-back weighted rows (``ki,k->i``) take ?gemv up to 1 KiB when the operand
+    is no larger than the last-level cache, below 192 bytes whatever its size; the rows
+    kernel otherwise; the same sums either way."""
+    rng = np.random.default_rng(width)
+    x = rng.standard_normal((rows, width)).astype(dtype)
+    w = rng.standard_normal(rows).astype(dtype)
+    row_bytes = width * x.itemsize
+    for llc, cached in ((32 << 20, True), (64 << 10, False)):
+        res = np.full(width, np.nan, dtype)
+        red = reduce_directly("ki,k->i", [x, w], res, split, MAX_THREADS,
+                              dataclasses.replace(MachineParams(), llc_bytes=llc))
+        assert red is not None and red.cached == cached
+        assert red._prepared.gemv == (row_bytes < 192 or (cached and row_bytes <= 1024))
+        assert_einsum_close(res, "ki,k->i", [x, w], dtype)
 
 
 def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:

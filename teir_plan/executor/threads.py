@@ -183,8 +183,8 @@ def _openblas_functions(dynlib: object) -> _BlasLib | None:
 def _blas_libs() -> list[_BlasLib]:
     """The BLAS library the executor calls (numpy's OpenBLAS, or scipy's: blaslib), found
     by threadpoolctl once; every BLAS library loaded where that one is not told apart.
-    Only its threads would compete with the executor's: setting the other's too cost
-    each call of a ?gemv or BLAS tile 1.2 us more (2.4 against 1.2 a call).  A pthreads
+    Only its threads would compete with the executor's: setting the other's too made
+    each executor call that narrows BLAS 0.5 us dearer (2.4 against 1.9 us).  A pthreads
     OpenBLAS is driven through its own functions: a process-wide setting, which
     threadpoolctl changes only from the first Python thread that changed it (calls from
     the caller's other threads would leave BLAS' threads competing with the
@@ -196,11 +196,8 @@ def _blas_libs() -> list[_BlasLib]:
 
         from teir_plan.blaslib import numpy_openblas, uses_numpy_openblas
 
-        called = None  # the executor's library's file
-        if uses_numpy_openblas():
-            called = getattr(numpy_openblas(), "_name", None)
-        else:
-            called = _scipy_blas_file()
+        called = (getattr(numpy_openblas(), "_name", None) if uses_numpy_openblas()
+                  else _scipy_blas_file())  # the executor's library's file
         controllers = ThreadpoolController().select(user_api="blas").lib_controllers
         if called is not None:
             mine = [lib for lib in controllers if _same_file(lib.filepath, called)]
