@@ -259,6 +259,50 @@ def lscpu() -> str:
     return "; ".join(lines + [f"ISA: {' '.join(isa)}"])
 
 
+def _ms(seconds: float | None) -> str | None:
+    """Milliseconds to three significant digits (the mid-sized cases take microseconds)."""
+    return None if seconds is None else f"{seconds * 1e3:.3g}"
+
+
+def render(saved: dict) -> str:
+    """The results' markdown, from what main() saves (``--render`` reads it back)."""
+    results, bw, load = saved["results"], saved["read_bandwidth"], saved["load"]
+    read = max(bw.values())
+    header = ["case", "MiB read", "tp ms", "numpy.einsum ms", "numpy own ms", "torch ms",
+              "best peer / tp", "paired", "tp GB/s", "% of best read", "% of read, paired",
+              "tp GFLOP/s", "parallel K",
+              "predicted ms", "measured / predicted"]
+    rows = []
+    for r in results:
+        s = r["seconds"]
+        peer = min(v for k, v in s.items() if k != "tp")
+        rate = r["MiB"] * MiB / s["tp"]
+        rows.append([case_id(r["case"], r["shapes"]),
+                     f"{r['MiB']:.0f}", _ms(s["tp"]), _ms(s["numpy.einsum"]),
+                     _ms(s.get("numpy own")), _ms(s.get("torch")), peer / s["tp"],
+                     r["paired"], rate / 1e9, 100 * rate / read, 100 * r["read_share"],
+                     r["flops"] / s["tp"] / 1e9,
+                     {True: "yes", False: "no", None: "reduction kernel"}[r["parallel_k"]],
+                     _ms(r["predicted"]), s["tp"] / r["predicted"]])
+    table = md_table(header, rows)
+    rates = ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in bw.items())
+    return "\n".join([
+        "# Reductions", "", machine_md(saved["machine"]), "", f"lscpu: {saved['lscpu']}", "",
+        f"dtype {saved['dtype']}, {saved['threads']} threads; best of {saved['repeats']} "
+        f"runs x {saved['rounds']} rounds (torch in a process of its own). Read bandwidth, "
+        f"a plain read of 128 MiB, the best of {rates}: {read / 1e9:.1f} GB/s. Load average "
+        f"{load[0]:.1f} before, {load[1]:.1f} after (other processes on the machine: a "
+        f"system's best time is its best spell). `paired`: the median over rounds of "
+        f"the best peer's time in a round over tp's in the same round (the systems "
+        f"of a round run within seconds of each other, in an order that turns each "
+        f"round: a fast or slow spell of the host's memory then counts for all of "
+        f"them). `% of read, paired`: the median over rounds of tp's read rate over a "
+        f"plain read's (numba prange sum of 128 MiB) timed among the case's systems in "
+        f"the same round. The cases of 1-16 MiB (section `mid`) stay in the caches "
+        f"between calls: their share of the read rate measures the caches, not memory.",
+        "", table, ""])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -271,8 +315,14 @@ def main() -> None:
     ap.add_argument("--cases", choices=sorted(SECTIONS), default="all")
     ap.add_argument("--only", default=None,
                     help="only the cases whose id contains this, such as 'ij->i '")
+    ap.add_argument("--render", metavar="JSON",
+                    help="print the markdown of saved results (reductions-latest.json)")
     ap.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            print(render(json.load(f)), end="")
+        return
     if args.threads is not None:
         tp.set_num_threads(args.threads)
     if args.torch_worker:
@@ -351,50 +401,15 @@ def main() -> None:
                             for times, rd in zip(rounds[case], reads[case])])),
                         "predicted": plan.predicted_seconds, "parallel_k": parallel_k,
                         "steps": [s.kind for s in plan.steps]})
-    read = max(bw.values())
-    header = ["case", "MiB read", "tp ms", "numpy.einsum ms", "numpy own ms", "torch ms",
-              "best peer / tp", "paired", "tp GB/s", "% of best read", "% of read, paired",
-              "tp GFLOP/s", "parallel K",
-              "predicted ms", "measured / predicted"]
-    rows = []
-    for r in results:
-        s = r["seconds"]
-        peer = min(v for k, v in s.items() if k != "tp")
-        rate = r["MiB"] * MiB / s["tp"]
-        rows.append([case_id(r["case"], r["shapes"]),
-                     f"{r['MiB']:.0f}", s["tp"] * 1e3, s["numpy.einsum"] * 1e3,
-                     s["numpy own"] * 1e3 if "numpy own" in s else None,
-                     s["torch"] * 1e3 if "torch" in s else None, peer / s["tp"],
-                     r["paired"], rate / 1e9, 100 * rate / read, 100 * r["read_share"],
-                     r["flops"] / s["tp"] / 1e9,
-                     {True: "yes", False: "no", None: "reduction kernel"}[r["parallel_k"]],
-                     r["predicted"] * 1e3,
-                     s["tp"] / r["predicted"]])
-    table = md_table(header, rows)
-    rates = ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in bw.items())
     info = machine()  # imports torch: only after tp's timings (see TorchWorker)
     info["calibrated"] = not args.no_calibrate
-    text = "\n".join([
-        "# Reductions", "", machine_md(info), "", f"lscpu: {cpu}", "",
-        f"dtype {args.dtype}, {tp.get_num_threads()} threads; best of {args.repeats} runs "
-        f"x {args.rounds} rounds (torch in a process of its own). Read bandwidth, a plain "
-        f"read of 128 MiB, the best of {rates}: {read / 1e9:.1f} GB/s. Load average "
-        f"{load[0]:.1f} before, {load[1]:.1f} after (other processes on the machine: a "
-        f"system's best time is its best spell). `paired`: the median over rounds of "
-        f"the best peer's time in a round over tp's in the same round (the systems "
-        f"of a round run within seconds of each other, in an order that turns each "
-        f"round: a fast or slow spell of the host's memory then counts for all of "
-        f"them). `% of read, paired`: the median over rounds of tp's read rate over a "
-        f"plain read's (numba prange sum of 128 MiB) timed among the case's systems in "
-        f"the same round. The cases of 1-16 MiB (section `mid`) stay in the caches "
-        f"between calls: their share of the read rate measures the caches, not memory.",
-        "",
-        table, ""])
+    saved = {"machine": info, "lscpu": cpu, "load": load, "read_bandwidth": bw,
+             "dtype": args.dtype, "threads": tp.get_num_threads(), "repeats": args.repeats,
+             "rounds": args.rounds, "results": results}
+    text = render(saved)
     print(text)
     if not args.no_save:
-        path = write_results("reductions", {"machine": info, "lscpu": cpu, "load": load,
-                                            "read_bandwidth": bw, "results": results}, text,
-                             complete=args.cases == "all")
+        path = write_results("reductions", saved, text, complete=args.cases == "all")
         print(f"saved {path}")
 
 

@@ -57,7 +57,9 @@ BENCHMARKS = [
      "and a three-operand chain.  Where tp is slower, this table says so."),
     ("reductions", "Reductions", ".venv/bin/python -m benchmarks.reductions",
      "One-operand sums and matrix-vector products with a long summed axis, 64-286 MiB "
-     "read once, against numpy.einsum(optimize=True), numpy's own sum or matmul and "
+     "read once, Gram matrices and a weight gradient over a long K, and mid-sized sums "
+     "(1-16 MiB) summed again and again, against numpy.einsum(optimize=True), numpy's "
+     "own sum or matmul and "
      "PyTorch (its einsum or its own sum/matmul, the faster; in a process of its own), "
      "with the machine's read bandwidth measured in the same run and the cost model's "
      "prediction for each."),
