@@ -8,6 +8,7 @@ import os
 import threading
 
 import numpy as np
+import pytest
 
 import teir_plan as tp
 from teir_plan.planner.machine import set_machine_params
@@ -191,3 +192,30 @@ def test_blas_narrowed_from_any_thread() -> None:
     worker.join(timeout=60)
     assert seen == [narrowed, before]
     assert counts() == before
+
+
+def test_a_parallel_call_that_raises_gives_back_the_thread_count_and_the_lock() -> None:
+    """parallel_threads around a kernel that raises: numba's thread count for the
+    calling thread is what it was, the regions' lock is free (the threading layer not
+    yet known threadsafe: the lock is taken), and the region's end is recorded."""
+    import numba
+
+    from teir_plan.executor import threads as thr
+
+    limit: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
+    before = numba.get_num_threads()
+    want = 1 if before != 1 else limit
+    saved_layer = thr._layer
+    try:
+        for _ in range(2):
+            thr._layer = None  # as before the first region: regions take the lock
+            with pytest.raises(ZeroDivisionError), thr.parallel_threads(want):
+                assert numba.get_num_threads() == want
+                assert thr._region_lock.locked()
+                _ = 1 // 0
+            assert numba.get_num_threads() == before
+            assert not thr._region_lock.locked()
+            assert thr._region_threads == want
+            assert thr.idle_seconds() < 1.0
+    finally:
+        thr._layer = saved_layer
