@@ -68,7 +68,10 @@ from teir_plan.errors import PlanError
 # 1.3-9x theirs (default: 2.3-136x); small parallel calls alone that follow other work
 # pay 30-60 us to wake the sleeping worker (3,000 spins: 15-20% on small calls alone;
 # no spinning at all, OMP_WAIT_POLICY=PASSIVE: 30-100%; 30,000: alternated calls 1.5-4x
-# slower than with 10,000).
+# slower than with 10,000, and 9-10x in a later run: a 256^2 product 968 against 103
+# us).  The price: where the host gives the two virtual CPUs one core's time, the
+# calls right after a pause wait out the caller's spin, about 0.5 ms each with 10,000
+# against one call of 1.6 ms with 30,000 (docs/decisions.md: the shared host).
 OMP_SPIN_COUNT = 10_000
 
 
