@@ -133,8 +133,8 @@ def test_mismatched_inputs_are_refused_after_cached_calls() -> None:
 @pytest.mark.parametrize("expr, shapes", [
     ("ij,jk->ik", [(8, 8), (8, 8)]),  # with ReLU, below
     ("bij,bjk->bik", [(3, 8, 8), (3, 8, 8)]),  # a batch: no single GEMM
-    ("ij,j->i", [(200, 200), (200,)]),  # a matrix-vector product beyond TINY_MV_BYTES
-    ("i,i->", [(20000,), (20000,)]),  # a dot product beyond TINY_MV_BYTES
+    ("ij,j->i", [(400, 400), (400,)]),  # a matrix-vector product beyond TINY_MV_BYTES
+    ("i,i->", [(20000,), (20000,)]),  # a dot product beyond TINY_DOT_BYTES
     ("ii,ij->ij", [(8, 8), (8, 8)]),  # a diagonal
     ("ij,jk->ik", [(300, 300), (300, 300)]),  # large: the executor, BLAS held to 1 thread
 ])

@@ -19,7 +19,7 @@ written in the layout the plan chose (``Plan.out_spec``, C or F order).  Matrix-
 products (``ij,j->i``, its transpose, either operand first) qualify too, up to a
 matrix of TINY_MV_BYTES, whether the plan runs them as one TEIR tile or on the
 reduction kernel (whose call checks 19 arguments), and so do dot products
-(``i,i->``) of vectors of up to TINY_MV_BYTES.
+(``i,i->``) of vectors of up to TINY_DOT_BYTES.
 
 Below TINY_UFUNC_BYTES, the reduction kernel's other calls and the products without a
 summed index take numpy's own loops too: a one-operand sum as ``add.reduce`` over a
@@ -56,8 +56,12 @@ except (ImportError, TypeError):  # numpy 1.x: no route
 # way, at any size that runs on one thread.
 TINY_MNK_BYTES = 131072
 # The largest matrix (in bytes) of a matrix-vector product the reduction kernel or a
-# TEIR program would run that dot runs instead (docs/decisions.md).
-TINY_MV_BYTES = 131072
+# TEIR program would run that dot runs instead, and the largest vectors of a dot
+# product (docs/decisions.md).  numpy's OpenBLAS runs such a ?gemv on one thread up to
+# at least 1 MiB (the same time with its threads limited to one, and no thread of its
+# own left running after: 181^2 to 512^2 float32, 256^2 and 362^2 float64).
+TINY_MV_BYTES = 1 << 20
+TINY_DOT_BYTES = 131072
 
 # The largest operand (in bytes) of a one-operand sum, and the largest result of a
 # product without a summed index (``ij,j->ij``, ``i,j->ij``), that numpy's add.reduce
@@ -137,7 +141,7 @@ def _vector_route(expression: Expression, dtype: np.dtype) -> tuple[Route, Route
     t0, t1 = expression.inputs
     to = expression.output
     if len(t0) == len(t1) == 1 and t0 == t1 and to == "":
-        if expression.extent(t0) * dtype.itemsize > TINY_MV_BYTES:
+        if expression.extent(t0) * dtype.itemsize > TINY_DOT_BYTES:
             return None
         return _make_dot(dtype)
     swap = len(t0) == 1  # the matrix is operand 1
