@@ -236,11 +236,10 @@ def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
     weights step forward, and either rows of unit stride, short and many (see
     GEMV_MAX_ROW_BYTES and GEMV_MAX_NB; GEMV_CACHED_MAX_ROW_BYTES where ``cached``, the
     reduction reading no more than the last-level cache holds), that do not overlap
-    (BLAS' lda >= m), or a
-    strided vector axis whose elements each sum a unit-stride run of the summed axis
-    no longer than that stride (``abu,u->ab`` with u short, ``?gemv`` transposed: the
-    rows kernel would read each line once per summed element, ``u,abefkmu->abefkm``
-    with u = 8 in 177k rows 480 us against sgemv's 198).
+    (BLAS' lda >= m), or a strided vector axis whose elements each sum a unit-stride
+    run of the summed axis no longer than that stride (``abu,u->ab`` with u short,
+    ``?gemv`` transposed: the rows kernel would read each line once per summed element,
+    ``u,abefkmu->abefkm`` with u = 8 in 177k rows 480 us against sgemv's 198).
     The executor calls it transposed when the vector axis is strided."""
     if not (kind == KIND_ROWS and weighted and summed.shape[0] == 1 and summed[0, 2] > 0):
         return False

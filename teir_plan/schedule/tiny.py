@@ -56,12 +56,12 @@ except (ImportError, TypeError):  # numpy 1.x: no route
 # way, at any size that runs on one thread.
 TINY_MNK_BYTES = 131072
 # The largest matrix (in bytes) of a matrix-vector product the reduction kernel or a
-# TEIR program would run that dot runs instead, and the largest vectors of a dot
-# product (docs/decisions.md).  numpy's OpenBLAS runs such a ?gemv on one thread up to
-# at least 1 MiB (the same time with its threads limited to one, and no thread of its
-# own left running after: 181^2 to 512^2 float32, 256^2 and 362^2 float64).
+# TEIR program would run that dot runs instead (docs/decisions.md): numpy's OpenBLAS
+# runs such a ?gemv on one thread up to at least 1 MiB (the same time with its threads
+# limited to one, and no thread of its own left running after: 181^2 to 512^2 float32,
+# 256^2 and 362^2 float64).
 TINY_MV_BYTES = 1 << 20
-TINY_DOT_BYTES = 131072
+TINY_DOT_BYTES = 131072  # ... and the largest vectors of a dot product (``i,i->``)
 
 # The largest operand (in bytes) of a one-operand sum, and the largest result of a
 # product without a summed index (``ij,j->ij``, ``i,j->ij``), that numpy's add.reduce
