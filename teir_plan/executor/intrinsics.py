@@ -32,14 +32,12 @@ def vector_ops(builder, vty: ir.VectorType, bits: int) -> VectorOps:  # type: ig
     ``bits`` bits."""
     lanes = vty.count
     i32 = ir.IntType(32)
-    i8p = ir.IntType(8).as_pointer()
     mty = ir.VectorType(ir.IntType(1), lanes)
     module = builder.module
     return VectorOps(
         cgutils.get_or_insert_function(module, ir.FunctionType(vty, [vty, vty, vty]),
                                        f"llvm.fma.v{lanes}f{bits}"),
-        cgutils.get_or_insert_function(
-            module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0"),
+        _prefetch_declaration(module),
         cgutils.get_or_insert_function(
             module, ir.FunctionType(vty, [vty.as_pointer(), i32, mty, vty]),
             f"llvm.masked.load.v{lanes}f{bits}.p0"),
@@ -48,6 +46,15 @@ def vector_ops(builder, vty: ir.VectorType, bits: int) -> VectorOps:  # type: ig
             f"llvm.masked.store.v{lanes}f{bits}.p0"),
         mty,
     )
+
+
+def _prefetch_declaration(module: ir.Module) -> ir.Function:
+    """llvm.prefetch (address, read or write, locality, data or instructions), declared
+    once per module."""
+    i32 = ir.IntType(32)
+    return cgutils.get_or_insert_function(
+        module, ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32]),
+        "llvm.prefetch.p0")
 
 
 def splat(builder, value, vty: ir.VectorType):  # type: ignore[no-untyped-def]
@@ -184,12 +191,9 @@ def prefetch_element(typingctx, y, yo):  # type: ignore[no-untyped-def]
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         ptr = address(context, builder, args[0], signature.args[0], args[1], signature.args[1])
         i32 = ir.IntType(32)
-        i8p = ir.IntType(8).as_pointer()
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-            "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
-                          ir.Constant(i32, 1)])
+        builder.call(_prefetch_declaration(builder.module),
+                     [builder.bitcast(ptr, ir.IntType(8).as_pointer()), ir.Constant(i32, 0),
+                      ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
     return sig, codegen
