@@ -49,21 +49,23 @@ def test_the_kernel_computes_its_tile_and_nothing_else(data: st.DataObject) -> N
     co = data.draw(st.integers(0, 2 * lanes), label="C offset")
     vk = mv + vpad
     # The next tile's lines, prefetched while this one computes: a second tile after
-    # this one in V (prefetches read nothing into the results; the tile stays exact).
+    # this one in V and in S (prefetches read nothing into the results; the tile stays
+    # exact).  S's are prefetched where its rows have unit stride.
     nxt = data.draw(st.sampled_from([0, max(k, 1) * vk]), label="next tile offset")
     V = rng.standard_normal(vo + 2 * max(k, 1) * vk + 3).astype(dtype)
     if s_rows_inner:
         sk, sn = n + 1, 1
     else:
         sk, sn = 1, k + 2
-    S = rng.standard_normal(so + max(k, 1) * sk + n * sn + 3).astype(dtype)
+    nxs = data.draw(st.sampled_from([0, max(k, 1) * sk]), label="next tile offset in S")
+    S = rng.standard_normal(so + 2 * max(k, 1) * sk + n * sn + 3).astype(dtype)
     cn = mv + data.draw(st.integers(0, 4), label="C row padding")
     if data.draw(st.booleans(), label="C rows whole lines"):
         cn = -(-cn // lanes) * lanes
     C = line_aligned(co + n * cn + 5, dtype)
     C[:] = rng.standard_normal(C.size)
     before = C.copy()
-    gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu, nxt)
+    gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu, nxt, nxs)
 
     expected = before.astype(np.float64)
     for r in range(n):
@@ -109,7 +111,7 @@ def test_four_line_axes_and_four_line_remainders(dtype: type, lines: int) -> Non
                 C[:] = rng.standard_normal(C.size)
                 before = C.copy()
                 gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, k, first, stream, relu,
-                         nxt)
+                         nxt, 0)
                 calls += 1
                 v = V[vo: vo + k * vk].reshape(k, vk)[:, :mv].astype(np.float64)
                 s_ = S[so: so + n * sn].reshape(n, sn)[:, :k].astype(np.float64)
@@ -357,7 +359,7 @@ def test_rows_at_the_same_page_offsets_take_two_strips_at_a_time_exactly(
     S = rng.standard_normal(k * n).astype(dtype)
     assert _rows_alias(V, 0, stride, k, C, 0, stride, n)
     before = C.copy()
-    gemm_vec(V, 0, stride, S, 0, n, 1, C, 0, stride, mv, n, k, first, stream, relu, 0)
+    gemm_vec(V, 0, stride, S, 0, n, 1, C, 0, stride, mv, n, k, first, stream, relu, 0, 0)
     Vm = V.reshape(k, stride)[:, :mv].astype(np.float64)
     Sm = S.reshape(k, n).astype(np.float64)
     expected = before.astype(np.float64).reshape(n, stride)

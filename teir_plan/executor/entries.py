@@ -9,7 +9,7 @@ cached on disk like the rest (executor/cache.py).
 
 Two C signatures serve every entry point, each array passed as (data pointer, size):
 the vector kernels' (three arrays around the scalars of a vector-kernel tile, then a
-buffer and one more integer whose meaning is the kernel's: :func:`call_entry`), and the
+buffer and two more integers whose meaning is the kernel's: :func:`call_entry`), and the
 tile kinds' (the loop walker's own arguments: :func:`call_tile`).
 """
 
@@ -38,7 +38,7 @@ renew_after_fork(sys.modules[__name__], "_COMPILE_LOCK", threading.Lock)
 def _vector_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
     ptr = types.CPointer(numba.from_dtype(dtype))
     i = types.int64
-    return types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i, i)
+    return types.void(ptr, i, i, i, ptr, i, i, i, i, ptr, i, i, i, i, i, i, i, ptr, i, i, i)
 
 
 def _tile_signature(dtype: np.dtype):  # type: ignore[no-untyped-def]
@@ -119,8 +119,10 @@ def call_codegen(context, builder, signature, args):  # type: ignore[no-untyped-
 
 
 @intrinsic
-def _call(typingctx, fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra):  # type: ignore[no-untyped-def]
-    sig = types.void(fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra)
+def _call(typingctx, fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra,  # type: ignore[no-untyped-def]
+          extra2):
+    sig = types.void(fn, v, vo, vk, s, so, sk, sn, c, co, cv, mv, n, k, flags, b, extra,
+                     extra2)
     return sig, call_codegen
 
 
@@ -144,15 +146,15 @@ def call_tile(fn, x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, co
 
 @njit(cache=True, nogil=True, inline="always")
 def call_entry(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, relu, buf,  # type: ignore[no-untyped-def]
-               extra):
+               extra, extra2):
     """The vector kernel at address ``fn`` (:func:`compiled_address` of the arrays'
     dtype) on a tile: V (the operand along the vector axis, ``mv`` long) from ``vo``,
     K rows ``vk`` apart; S (the broadcast operand) from ``so``, K rows ``sk`` apart and
     ``n`` rows ``sn`` apart; C from ``co``, its stride ``cv`` the kernel's (rows for
     the vector kernel, the vector axis for the transposed one); ``buf`` a per-worker
-    buffer and ``extra`` the kernel's own integer."""
+    buffer, ``extra`` and ``extra2`` the kernel's own integers."""
     flags = (1 if first else 0) + (2 if stream else 0) + (4 if relu else 0)
-    _call(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, flags, buf, extra)
+    _call(fn, V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, flags, buf, extra, extra2)
 
 
 @intrinsic

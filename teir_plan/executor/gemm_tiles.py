@@ -281,7 +281,7 @@ def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scra
             iparams[0] = o1 + 1
         call_entry(fn, scratch, base, ld, x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
                    tile[T_C_M], tile[T_N], tile[T_M], k, zero_first, stream, relu, scratch,
-                   none + 1)
+                   none + 1, none + 1)
     else:  # along M: in0's m x K block, in1 broadcast
         if iparams[0] != o0 + 1:
             _copy_transposed(x0, o0, scratch, base, tile[T_M], k, tile[T_A_M], ld, plain,
@@ -289,4 +289,4 @@ def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scra
             iparams[0] = o0 + 1
         call_entry(fn, scratch, base, ld, x1, o1, tile[T_B_K], tile[T_B_N], y, o2,
                    tile[T_C_N], tile[T_M], tile[T_N], k, zero_first, stream, relu, scratch,
-                   none + 1)
+                   none + 1, none + 1)

@@ -76,7 +76,7 @@ def reg_vector(context, dtype) -> LineVector:  # type: ignore[no-untyped-def]
 @intrinsic
 def _micro(  # type: ignore[no-untyped-def]
     typingctx, rows_ty, lines_ty, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-    relu, nf, nfl,
+    relu, nf, nfl, sf, sfl,
 ):
     """An intrinsic computing, for r < rows and v < lines * L (``rows`` and ``lines``
     integer constants at the call; L the elements of one vector register),
@@ -87,8 +87,9 @@ def _micro(  # type: ignore[no-untyped-def]
     (then max(., 0) as numpy.maximum does, if ``relu``), only the first ``tail``
     elements of the last vector (the others are neither read nor written: masked loads
     and stores), and prefetching the cache lines of V[vo + p*vk + pf + v] for
-    v < lines * L into L1 and those of V[vo + p*vk + nf + j*64 bytes] for j < nfl (at
-    most 3: lines of the next tile) into L2 in each K step.
+    v < lines * L into L1, and into L2 in each K step the lines of the next tile: those
+    of V[vo + p*vk + nf + j*64 bytes] for j < nfl, then those of
+    S[so + p*sk + sf + j*64 bytes] for j < sfl (3 lines at most in all).
     With ``nt`` (only with ``first``; the caller guarantees that every row's first
     vector is 64-byte aligned) whole vectors are written with non-temporal stores:
     straight to memory, without reading them for ownership first."""
@@ -97,7 +98,7 @@ def _micro(  # type: ignore[no-untyped-def]
         return None  # typed again with the constants as literals
     rows, lines = rows_ty.literal_value, lines_ty.literal_value
     sig = types.void(rows_ty, lines_ty, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf,
-                     tail, nt, relu, nf, nfl)
+                     tail, nt, relu, nf, nfl, sf, sfl)
 
     def codegen(context, builder, signature, all_args):  # type: ignore[no-untyped-def]
         tys = signature.args[2:]
@@ -110,7 +111,8 @@ def _micro(  # type: ignore[no-untyped-def]
         vo_, vk_, so_, sk_, sn_, co_, cn_, k_, pf_, tail_ = (
             as_intp(context, builder, args[i], tys[i])
             for i in (1, 2, 4, 5, 6, 8, 9, 10, 12, 13))
-        nf_, nfl_ = (as_intp(context, builder, args[i], tys[i]) for i in (16, 17))
+        nf_, nfl_, sf_, sfl_ = (as_intp(context, builder, args[i], tys[i])
+                                for i in (16, 17, 18, 19))
         first_ = context.cast(builder, args[11], tys[11], types.boolean)
         nt_ = context.cast(builder, args[14], tys[14], types.boolean)
         relu_ = context.cast(builder, args[15], tys[15], types.boolean)
@@ -145,6 +147,29 @@ def _micro(  # type: ignore[no-untyped-def]
         done = builder.append_basic_block("vec.done")
         builder.cbranch(builder.icmp_signed(">", k_, const(0)), pick, done)
 
+        # The next tile's lines: slot j prefetches V's line j, else S's line j - nfl,
+        # else the row's own first line (loaded in this step anyway), one K row further
+        # each step.  Each slot's first address and step are chosen here, once: in the
+        # loop a slot costs an add and the prefetch (chosen there, the selects' operands
+        # made the AVX-512 kernel 20% slower on a 32 x 32 tile).  Selects, not branches,
+        # keep one loop body (branches would have LLVM unswitch the loop into copies).
+        builder.position_at_end(pick)
+        isz = const(dt.bitwidth // 8)
+        both = builder.add(nfl_, sfl_)
+        vk_bytes, sk_bytes = builder.mul(vk_, isz), builder.mul(sk_, isz)
+        slots = []
+        for j in range(NEXT_TILE_LINES):
+            v_at = builder.add(vo_, builder.add(nf_, const(j * line_lanes)))
+            v_ptr = builder.bitcast(builder.gep(v_data, [v_at]), i8p)
+            s_at = builder.add(so_, builder.add(sf_, builder.mul(builder.sub(const(j), nfl_),
+                                                                 const(line_lanes))))
+            s_ptr = builder.bitcast(builder.gep(s_data, [s_at]), i8p)
+            own = builder.bitcast(builder.gep(v_data, [vo_]), i8p)
+            in_v = builder.icmp_signed(">", nfl_, const(j))
+            in_s = builder.and_(builder.not_(in_v), builder.icmp_signed(">", both, const(j)))
+            start = builder.select(in_v, v_ptr, builder.select(in_s, s_ptr, own))
+            slots.append((start, builder.select(in_s, sk_bytes, vk_bytes)))
+
         def k_loop(next_tile: bool):  # type: ignore[no-untyped-def]
             """The K loop, prefetching the next tile's lines or not; returns its
             last block and the accumulators it leaves."""
@@ -152,6 +177,11 @@ def _micro(  # type: ignore[no-untyped-def]
             builder.position_at_end(loop)
             p = builder.phi(intp)
             p.add_incoming(const(0), pick)
+            next_ptrs = []
+            for start, _ in (slots if next_tile else []):
+                ptr = builder.phi(i8p)
+                ptr.add_incoming(start, pick)
+                next_ptrs.append(ptr)
             acc = []
             for _ in range(rows * lines):
                 phi = builder.phi(vty)
@@ -169,16 +199,9 @@ def _micro(  # type: ignore[no-untyped-def]
                                         ir.Constant(i32, 3), ir.Constant(i32, 1)])
             # The next tile's lines go to L2 only (locality 1): into L1 they would
             # evict this tile's lines (docs/decisions.md).
-            for j in range(NEXT_TILE_LINES if next_tile else 0):
-                # Lines past ``nfl`` prefetch the row's own first line instead
-                # (loaded in this step anyway): a select, not a branch, keeps one
-                # loop body (branches would have LLVM unswitch the loop into eight
-                # copies).
-                off = builder.select(builder.icmp_signed(">", nfl_, const(j)),
-                                     builder.add(nf_, const(j * line_lanes)), const(0))
-                ptr = builder.gep(v_data, [builder.add(vrow, off)])
-                builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                                        ir.Constant(i32, 1), ir.Constant(i32, 1)])
+            for ptr in next_ptrs:
+                builder.call(prefetch, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 1),
+                                        ir.Constant(i32, 1)])
             srow = builder.add(so_, builder.mul(p, sk_))
             new = []
             for r in range(rows):
@@ -188,20 +211,23 @@ def _micro(  # type: ignore[no-untyped-def]
                 for j in range(lines):
                     new.append(builder.call(fma, [vecs[j], sv, acc[r * lines + j]]))
             p_next = builder.add(p, const(1))
+            stepped = [builder.gep(ptr, [step]) for ptr, (_, step) in zip(next_ptrs, slots)]
             tail = builder.basic_block
             p.add_incoming(p_next, tail)
+            for ptr, after in zip(next_ptrs, stepped):
+                ptr.add_incoming(after, tail)
             for a, b in zip(acc, new):
                 a.add_incoming(b, tail)
             builder.cbranch(builder.icmp_signed("<", p_next, k_), loop, done)
             return loop, tail, new
 
         # Two loop bodies, chosen once per micro-tile: the next tile's prefetches
-        # cost a K step three instructions, which tiles with nothing to prefetch
-        # (``nfl`` = 0: most tiles) would pay for nothing (docs/decisions.md).
+        # cost a K step a few instructions, which tiles with nothing to prefetch
+        # (``nfl`` = ``sfl`` = 0: most tiles) would pay for nothing (docs/decisions.md).
         plain, plain_tail, plain_new = k_loop(False)
         ahead, ahead_tail, ahead_new = k_loop(True)
         builder.position_at_end(pick)
-        builder.cbranch(builder.icmp_signed(">", nfl_, const(0)), ahead, plain)
+        builder.cbranch(builder.icmp_signed(">", both, const(0)), ahead, plain)
 
         builder.position_at_end(done)
         totals = []
@@ -298,67 +324,69 @@ def _row_calls(n):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always")
 def _micro_tile(  # type: ignore[no-untyped-def]
     rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl,
+    sf, sfl,
 ):
     """The micro-tile of ``rows`` rows (ROWS, 4, 2 or 1) and ``lines`` vectors (LINES
     or fewer; LINES is 2 or 3)."""
     if rows == ROWS:
         if lines == 3:
             _micro(ROWS, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-                   relu, nf, nfl)
+                   relu, nf, nfl, sf, sfl)
         elif lines == 2:
             _micro(ROWS, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-                   relu, nf, nfl)
+                   relu, nf, nfl, sf, sfl)
         else:
             _micro(ROWS, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-                   relu, nf, nfl)
+                   relu, nf, nfl, sf, sfl)
     elif rows == 4:
         if lines == 3:
             _micro(4, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl)
+                   nf, nfl, sf, sfl)
         elif lines == 2:
             _micro(4, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl)
+                   nf, nfl, sf, sfl)
         else:
             _micro(4, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl)
+                   nf, nfl, sf, sfl)
     elif rows == 2:
         if lines == 3:
             _micro(2, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl)
+                   nf, nfl, sf, sfl)
         elif lines == 2:
             _micro(2, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl)
+                   nf, nfl, sf, sfl)
         else:
             _micro(2, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl)
+                   nf, nfl, sf, sfl)
     elif lines == 3:
         _micro(1, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
-               nfl)
+               nfl, sf, sfl)
     elif lines == 2:
         _micro(1, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
-               nfl)
+               nfl, sf, sfl)
     else:
         _micro(1, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
-               nfl)
+               nfl, sf, sfl)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _quad_tile(  # type: ignore[no-untyped-def]
-    rows, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl,
+    rows, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl, sf,
+    sfl,
 ):
     """The QUAD_LINES-vector micro-tile of ``rows`` rows (QUAD_ROWS, 4, 2 or 1)."""
     if rows == QUAD_ROWS:
         _micro(QUAD_ROWS, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf,
-               tail, nt, relu, nf, nfl)
+               tail, nt, relu, nf, nfl, sf, sfl)
     elif rows == 4:
         _micro(4, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-               relu, nf, nfl)
+               relu, nf, nfl, sf, sfl)
     elif rows == 2:
         _micro(2, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-               relu, nf, nfl)
+               relu, nf, nfl, sf, sfl)
     else:
         _micro(1, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-               relu, nf, nfl)
+               relu, nf, nfl, sf, sfl)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -392,18 +420,25 @@ def _rows_alias(V, vo, vk, K, C, co, cn, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _next_tile_share(call, calls, nl, nxt, line, v):  # type: ignore[no-untyped-def]
-    """(nf, nfl) for micro-tile call ``call`` of ``calls`` at vector offset ``v``: the
-    next tile's lines l0.. it prefetches (``nfl`` of them, from V offset ``nf`` relative
-    to its own), an even share of that tile's ``nl`` lines; (0, 0) without calls."""
+def _next_tile_share(call, calls, nl, nxt, ns, nxs, line, v, r):  # type: ignore[no-untyped-def]
+    """(nf, nfl, sf, sfl) for micro-tile call ``call`` of ``calls`` at vector offset
+    ``v`` and row ``r``: an even share of the next tile's lines in each K row, its ``nl``
+    lines of V (from V offset ``nxt``) then its ``ns`` lines of S (from S offset
+    ``nxs``).  The call prefetches ``nfl`` lines of V from ``nf`` and ``sfl`` of S from
+    ``sf``, offsets relative to its own in V and S; (0, 0, 0, 0) without calls."""
     if calls == 0:
-        return 0, 0
-    l0 = call * nl // calls
-    return nxt + l0 * line - v, (call + 1) * nl // calls - l0
+        return 0, 0, 0, 0
+    total = nl + ns
+    l0 = call * total // calls
+    l1 = (call + 1) * total // calls
+    vl = max(min(l1, nl) - l0, 0)
+    s0 = max(l0, nl)
+    return nxt + l0 * line - v, vl, nxs + (s0 - nl) * line - r, max(l1 - s0, 0)
 
 
 @njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
-def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False, relu=False, nxt=0):  # type: ignore[no-untyped-def]
+def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False, relu=False,  # type: ignore[no-untyped-def]
+             nxt=0, nxs=0):
     """C[co + r*cn + v] = (or +=, unless ``first``) sum_{p < K} V[vo + p*vk + v] *
     S[so + p*sk + r*sn] for v < mv (the vector axis: unit stride in V and C) and
     r < n; then max(., 0) if ``relu``.
@@ -414,10 +449,10 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
     inside a line runs its first partial line with ordinary stores, and a row stride
     that is not a whole number of lines keeps them all ordinary.
 
-    ``nxt``: the offset in V of the tile that runs next, from ``vo`` (0: unknown, or the
-    same V); its lines are prefetched while this tile computes.  The caller passes it
-    only for a tile that really runs next, so every prefetched line is one that tile
-    reads."""
+    ``nxt``, ``nxs``: the offsets in V and S of the tile that runs next, from ``vo`` and
+    ``so`` (0: unknown, or the same lines); its lines are prefetched while this tile
+    computes.  The caller passes them only for a tile that really runs next, so every
+    prefetched line is one that tile reads."""
     lanes = VECTOR_BYTES // C.itemsize  # elements of one vector register
     line = LINE_BYTES // C.itemsize  # ... of one cache line
     w = LINES * lanes
@@ -439,7 +474,7 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                     rows = _row_step(n - r)
                     _micro_tile(rows, 1, V, vo + pre, vk, S, so + r * sn, sk, sn, C,
                                 co + r * cn + pre, cn, K, first, 0, min(lanes, v - pre),
-                                False, relu, 0, 0)
+                                False, relu, 0, 0, 0, 0)
                     r += rows
                 pre += lanes
     # Each micro-tile's first row block prefetches the lines of a later micro-tile
@@ -449,13 +484,22 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
     # second row block then fetches the second column.
     ahead = 2 if n >= 2 * ROWS else 1
     start = v
-    # The next tile's lines (``nxt``: its V offset from this one's; 0 = none or the same
-    # lines) are prefetched into L2 spread evenly over this tile's micro-tile calls, so
-    # that its reads from memory overlap this tile's arithmetic.  Only for small tiles:
-    # two large tiles' lines in L2 at once evict each other.
-    nl = (mv + line - 1) // line
+    # The next tile's lines (``nxt``, ``nxs``: its V and S offsets from this one's; 0 =
+    # none or the same lines) are prefetched into L2 spread evenly over this tile's
+    # micro-tile calls, so that its reads from memory overlap this tile's arithmetic:
+    # V's lines, and S's where its rows are contiguous (the broadcast operand of a Gram
+    # matrix's K x n rows).  Only for small tiles: two large tiles' lines in L2 at once
+    # evict each other.  S's lines, as V's, went from memory or L3 while the tile
+    # computed, not at its start: ki,kj->ij over 64,000 x 32 float32 in L3, one thread,
+    # 65 -> 88 GFLOP/s at AVX2 width and 147 -> 170 at AVX-512 (docs/decisions.md).
+    nl = (mv + line - 1) // line if nxt != 0 else 0
+    if K * nl * LINE_BYTES > NEXT_TILE_PREFETCH_BYTES:  # lower.vec_line_bytes
+        nl = 0
+    ns = (n + line - 1) // line if nxs != 0 and sn == 1 else 0
+    if K * (nl + ns) * LINE_BYTES > NEXT_TILE_PREFETCH_BYTES:
+        ns = 0
     calls = 0
-    if nxt != 0 and K * nl * LINE_BYTES <= NEXT_TILE_PREFETCH_BYTES:  # lower.vec_line_bytes
+    if nl + ns > 0:
         calls = ((mv - v + w - 1) // w) * _row_calls(n)
     call = 0
     left_lines = (mv - v + lanes - 1) // lanes
@@ -470,10 +514,10 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
         r = 0
         while r < n:
             rows = _quad_rows(n - r)
-            nf, nfl = _next_tile_share(call, calls, nl, nxt, line, v)
+            nf, nfl, sf, sfl = _next_tile_share(call, calls, nl, nxt, ns, nxs, line, v, r)
             call += 1
             _quad_tile(rows, V, vo + v, vk, S, so + r * sn, sk, sn, C, co + r * cn + v, cn,
-                       K, first, 0, tail, nt, relu, nf, nfl)
+                       K, first, 0, tail, nt, relu, nf, nfl, sf, sfl)
             r += rows
         if nt:
             store_fence()
@@ -491,10 +535,12 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                 vv = v + half * w
                 # The first row block fetches this strip's successor in the next pair.
                 pf = 2 * w if r == 0 and vv + 3 * w <= mv else 0
-                nf, nfl = _next_tile_share(call, calls, nl, nxt, line, vv)
+                nf, nfl, sf, sfl = _next_tile_share(call, calls, nl, nxt, ns, nxs, line,
+                                                    vv, r)
                 call += 1
                 _micro_tile(rows, LINES, V, vo + vv, vk, S, so + r * sn, sk, sn, C,
-                            co + r * cn + vv, cn, K, first, pf, lanes, nt, relu, nf, nfl)
+                            co + r * cn + vv, cn, K, first, pf, lanes, nt, relu, nf, nfl,
+                            sf, sfl)
             r += rows
         v += 2 * w
     while v < mv:
@@ -517,10 +563,10 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                     pf = near if v == start else far
                 elif r == ROWS and v == start and ahead == 2:
                     pf = far
-            nf, nfl = _next_tile_share(call, calls, nl, nxt, line, v)
+            nf, nfl, sf, sfl = _next_tile_share(call, calls, nl, nxt, ns, nxs, line, v, r)
             call += 1
             _micro_tile(rows, lines, V, vo + v, vk, S, so + r * sn, sk, sn, C,
-                        co + r * cn + v, cn, K, first, pf, tail, nt, relu, nf, nfl)
+                        co + r * cn + v, cn, K, first, pf, tail, nt, relu, nf, nfl, sf, sfl)
             r += rows
         v += lines * lanes
     if nt:
@@ -528,11 +574,12 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
 
 
 def _entry(vp, vn, vo, vk, sp, sn_, so, sk, sn, cp, cn_, co, cn, mv, n, k, flags, bp, bn,  # type: ignore[no-untyped-def]
-           nxt):
+           nxt, nxs):
     """gemm_vec on arrays given as (pointer, size); ``flags``: first (1), stream (2),
-    relu (4); ``nxt`` the next tile's offset in V; the buffer unused."""
+    relu (4); ``nxt``, ``nxs`` the next tile's offsets in V and S; the buffer unused."""
     gemm_vec(carray(vp, (vn,)), vo, vk, carray(sp, (sn_,)), so, sk, sn, carray(cp, (cn_,)),
-             co, cn, mv, n, k, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0, nxt)
+             co, cn, mv, n, k, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0, nxt,
+             nxs)
 
 
 def entry_address(dtype: np.dtype) -> int:

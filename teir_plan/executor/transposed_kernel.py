@@ -312,9 +312,9 @@ def gemm_vec_t(V, vo, vk, S, so, sk, sn, C, co, cv, mv, n, K, first, stream, rel
 
 
 def _entry(vp, vn, vo, vk, sp, sn_, so, sk, sn, cp, cn_, co, cv, mv, n, k, flags, bp, bn,  # type: ignore[no-untyped-def]
-           extra):
+           extra, extra2):
     """gemm_vec_t on arrays given as (pointer, size); ``flags``: first (1), stream (2),
-    relu (4); ``extra`` unused."""
+    relu (4); ``extra`` and ``extra2`` unused."""
     gemm_vec_t(carray(vp, (vn,)), vo, vk, carray(sp, (sn_,)), so, sk, sn, carray(cp, (cn_,)),
                co, cv, mv, n, k, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0,
                carray(bp, (bn,)))

@@ -129,16 +129,22 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
         # stride along the vector axis, the vector kernel out's stride along the rows.
         transposed = tile[T_VEC_T] != 0
         fn = tile[T_VEC_T] if transposed else tile[T_VEC_FN]
+        # The next tile's offsets in V and in S, from this tile's (0: none, or the same
+        # lines), for the vector kernel's prefetch of the next tile.
         if tile[T_SWAP]:  # along N: B has unit stride along N, A is broadcast
             nxt = n1 - o1 if n1 >= 0 else 0
+            nxs = n0 - o0 if n0 >= 0 else 0
             cv = tile[T_C_N] if transposed else tile[T_C_M]
             call_entry(fn, x1, o1, tile[T_B_K], x0, o0, tile[T_A_K], tile[T_A_M], y, o2, cv,
-                       tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu, scratch, nxt)
+                       tile[T_N], tile[T_M], tile[T_K], zero_first, stream, relu, scratch, nxt,
+                       nxs)
         else:  # along M: A has unit stride along M, B is broadcast
             nxt = n0 - o0 if n0 >= 0 else 0
+            nxs = n1 - o1 if n1 >= 0 else 0
             cv = tile[T_C_M] if transposed else tile[T_C_N]
             call_entry(fn, x0, o0, tile[T_A_K], x1, o1, tile[T_B_K], tile[T_B_N], y, o2, cv,
-                       tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu, scratch, nxt)
+                       tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu, scratch, nxt,
+                       nxs)
         return
     elif tile[T_MODE] == MODE_ROW:
         _row_tile(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,
