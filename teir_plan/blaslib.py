@@ -67,6 +67,24 @@ def uses_numpy_openblas() -> bool:
 
 
 @cache
+def blas_kernels() -> str:
+    """The library the GEMM tiles call and the kernels it runs: ``numpy OpenBLAS
+    Haswell`` (numpy's OpenBLAS names the CPU whose kernels it chose; ``OPENBLAS_CORETYPE``
+    can choose a narrower one than the CPU's), or ``scipy BLAS``.  The cost model's
+    measured GEMM rates hold for these kernels alone (planner/machine.machine_key)."""
+    lib = numpy_openblas() if uses_numpy_openblas() else None
+    if lib is None:
+        return "scipy BLAS"
+    try:
+        corename = lib.scipy_openblas_get_corename64_
+    except AttributeError:
+        return "numpy OpenBLAS"
+    corename.restype = ctypes.c_char_p
+    name = corename()
+    return f"numpy OpenBLAS {name.decode(errors='replace')}" if name else "numpy OpenBLAS"
+
+
+@cache
 def gemm3m_address(dtype: np.dtype) -> int:
     """The address of numpy's OpenBLAS ``cgemm3m`` (complex64) or ``zgemm3m``
     (complex128), 64-bit integers like its ``?gemm``; 0 when the tiles do not call that

@@ -163,6 +163,31 @@ def test_the_cache_key_names_the_isa_and_the_threads(monkeypatch) -> None:
     assert "sapphirerapids" in wide and "avx512" in wide and "avx2" not in wide
 
 
+def test_the_cache_key_names_the_blas_kernels(monkeypatch) -> None:
+    # Rates measured with OpenBLAS' Haswell kernels do not hold for its SkylakeX ones
+    # (OPENBLAS_CORETYPE chooses them): each set of kernels has a calibration of its own.
+    monkeypatch.setattr("teir_plan.blaslib.blas_kernels", lambda: "numpy OpenBLAS Haswell")
+    narrow = machine.machine_key()
+    monkeypatch.setattr("teir_plan.blaslib.blas_kernels", lambda: "numpy OpenBLAS SkylakeX")
+    wide = machine.machine_key()
+    assert "Haswell" in narrow and "SkylakeX" in wide and narrow != wide
+
+
+def test_the_blas_kernels_are_the_ones_numpy_runs() -> None:
+    # Against threadpoolctl's report for numpy's OpenBLAS, where the tiles call it.
+    from threadpoolctl import threadpool_info
+
+    from teir_plan.blaslib import blas_kernels, uses_numpy_openblas
+
+    name = blas_kernels()
+    if not uses_numpy_openblas():
+        assert name == "scipy BLAS"
+        return
+    archs = [lib.get("architecture") for lib in threadpool_info()
+             if lib.get("internal_api") == "openblas" and "numpy" in str(lib.get("filepath"))]
+    assert archs and name == f"numpy OpenBLAS {archs[0]}"
+
+
 def test_a_full_calibration_replaces_a_first_use_estimate(fresh) -> None:
     first = params_from_quick(FAKE)
     full = replace(first, gemm_flops_f32=150e9, calibrated=True, source="calibrated")

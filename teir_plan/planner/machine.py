@@ -18,10 +18,11 @@ Four sources of parameters, recorded in every plan (``MachineParams.source``) an
   outcomes do not depend on the machine (``TEIR_PLAN_AUTOCALIBRATE=reference``).
 
 Calibrations are cached on disk (``$TEIR_PLAN_CACHE_DIR`` or ``~/.cache/teir_plan``),
-keyed by the CPU model, the vector ISA and the thread count; later processes load them,
-and a full calibration replaces a first-use one.  ``TEIR_PLAN_AUTOCALIBRATE``: unset (or
-``quick``) measures on first use, ``0`` never measures, ``1`` runs the full calibration
-on first use, ``reference`` plans against the reference parameters and ignores the cache.
+keyed by the CPU model, the vector ISA, the BLAS kernels and the thread count; later
+processes load them, and a full calibration replaces a first-use one.
+``TEIR_PLAN_AUTOCALIBRATE``: unset (or ``quick``) measures on first use, ``0`` never
+measures, ``1`` runs the full calibration on first use, ``reference`` plans against the
+reference parameters and ignores the cache.
 """
 
 from __future__ import annotations
@@ -616,11 +617,16 @@ def _cpu_model() -> str:
 def machine_key() -> str:
     """What a calibration is valid for: the CPU model, the vector ISA the kernels are
     generated for (its key names the compile target's CPU and vector shape: the same
-    model under TEIR_PLAN_VECTOR_BYTES=32 runs other kernels) and the thread count."""
+    model under TEIR_PLAN_VECTOR_BYTES=32 runs other kernels), the BLAS kernels the
+    GEMM tiles call (``OPENBLAS_CORETYPE=Haswell`` on an AVX-512 CPU halves their rate:
+    rates measured with one set of kernels mis-rank plans run on the other) and the
+    thread count."""
+    from teir_plan.blaslib import blas_kernels
     from teir_plan.executor.threads import get_num_threads
     from teir_plan.isa import target
 
-    return f"{_cpu_model()} / {target().key} / {get_num_threads()} threads"
+    return (f"{_cpu_model()} / {target().key} / {blas_kernels()} / "
+            f"{get_num_threads()} threads")
 
 
 def cache_file() -> Path:
