@@ -174,6 +174,14 @@ def performance_page() -> str:
         "Each file names the machine and the library versions it was measured with. "
         "`make bench` reruns the primitive, everyday, alternating and TCCG benchmarks.",
         "",
+        "Which BLAS the peers ran: a machine line with `openblas kernels` names the kernels "
+        "numpy's OpenBLAS (numpy, opt_einsum, cotengra and tp's own BLAS tiles) ran. On the "
+        "AMD EPYC Zen 5 (AVX-512), results without it were measured with OpenBLAS held at "
+        "its Haswell (AVX2) kernels by the host's `OPENBLAS_CORETYPE`, about half its rate "
+        "there: their ratios against numpy and opt_einsum overstate what users of that CPU "
+        "see (trees: 2.28x the best peer against those kernels, 1.84x against its AVX-512 "
+        "ones).",
+        "",
     ]
     for stem, title, command, what in BENCHMARKS:
         parts += [f"## {title}", "", what, "", f"Reproduce: `{command}`", ""]
