@@ -55,14 +55,18 @@ docs-check: $(STAMP)
 fuzz: $(STAMP)
 	TEIR_PLAN_FUZZ=1 $(PY) -m pytest -q -n 2 tests -p no:cacheprovider --hypothesis-show-statistics
 
+# The peers' OpenBLAS on the kernels it picks for this CPU, as its users have it: a host
+# may set OPENBLAS_CORETYPE (with OPENBLAS_L2_SIZE) to an older CPU's, which on an
+# AVX-512 CPU halves numpy's GEMM rate (the results name the kernels OpenBLAS ran).
+BENCH = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY)
 bench: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 || echo "torch not installable here: benchmarking without it"
-	$(PY) -m benchmarks.prims
-	$(PY) -m benchmarks.everyday
-	$(PY) -m benchmarks.mixed --rounds 2
-	$(PY) -m benchmarks.mixed --rounds 2 --peer numba
-	$(PY) -m benchmarks.gaps
-	$(PY) -m benchmarks.tccg --quick
+	$(BENCH) -m benchmarks.prims
+	$(BENCH) -m benchmarks.everyday
+	$(BENCH) -m benchmarks.mixed --rounds 2
+	$(BENCH) -m benchmarks.mixed --rounds 2 --peer numba
+	$(BENCH) -m benchmarks.gaps
+	$(BENCH) -m benchmarks.tccg --quick
 
 # numba's compiled-code cache. Not needed for correctness: the executor's cache is keyed on
 # every executor source file and the vector target (teir_plan/executor/cache.py).

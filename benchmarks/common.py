@@ -91,6 +91,12 @@ def machine() -> dict:
     narrowed = [f"{k}={os.environ[k]}" for k in _NARROWING if k in os.environ]
     if narrowed:
         info["narrowed by"] = " ".join(narrowed)
+        if "OPENBLAS_CORETYPE" in os.environ and vec.name == "avx512":
+            sys.stderr.write(
+                "warning: OPENBLAS_CORETYPE holds numpy's OpenBLAS at "
+                f"{info['openblas kernels']} kernels while tp runs AVX-512 ones: the peers "
+                "are slower than for users of this CPU (unset OPENBLAS_CORETYPE and "
+                "OPENBLAS_L2_SIZE for this command, as make bench does)\n")
     return info
 
 
