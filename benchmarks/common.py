@@ -54,6 +54,7 @@ def machine() -> dict:
     import scipy
 
     import teir_plan as tp
+    from teir_plan.blaslib import numpy_openblas_kernels
     from teir_plan.isa import target
 
     vec = target()
@@ -85,7 +86,7 @@ def machine() -> dict:
     # tp's BLAS tiles): OPENBLAS_CORETYPE can hold it below the CPU (Haswell's AVX2
     # kernels on an AVX-512 CPU run at half its rate), and a comparison is then with a
     # slower numpy than users of that CPU have.
-    info["openblas kernels"] = _openblas_kernels()
+    info["openblas kernels"] = numpy_openblas_kernels()
     # Variables that narrow what the libraries run (a run at AVX2 width on a wider CPU):
     # the numbers are then that width's, and the results say so.
     narrowed = [f"{k}={os.environ[k]}" for k in _NARROWING if k in os.environ]
@@ -103,19 +104,6 @@ def machine() -> dict:
 _NARROWING = ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES", "TEIR_PLAN_VECTOR_BYTES",
               "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ATEN_CPU_CAPABILITY",
               "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
-
-
-def _openblas_kernels() -> str | None:
-    """The architecture numpy's OpenBLAS chose its kernels for (threadpoolctl), or None
-    when numpy has no OpenBLAS or threadpoolctl is missing."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return None
-    for lib in threadpool_info():
-        if lib.get("internal_api") == "openblas" and "numpy" in str(lib.get("filepath")):
-            return str(lib.get("architecture"))
-    return None
 
 
 def progress(i: int, n: int, label: str) -> None:

@@ -67,21 +67,25 @@ def uses_numpy_openblas() -> bool:
 
 
 @cache
-def blas_kernels() -> str:
-    """The library the GEMM tiles call and the kernels it runs: ``numpy OpenBLAS
-    Haswell`` (numpy's OpenBLAS names the CPU whose kernels it chose; ``OPENBLAS_CORETYPE``
-    can choose a narrower one than the CPU's), or ``scipy BLAS``.  The cost model's
-    measured GEMM rates hold for these kernels alone (planner/machine.machine_key)."""
-    lib = numpy_openblas() if uses_numpy_openblas() else None
-    if lib is None:
-        return "scipy BLAS"
-    try:
-        corename = lib.scipy_openblas_get_corename64_
-    except AttributeError:
-        return "numpy OpenBLAS"
+def numpy_openblas_kernels() -> str | None:
+    """The CPU whose kernels numpy's OpenBLAS chose (``Haswell``, ``SkylakeX``, ...:
+    ``OPENBLAS_CORETYPE`` can choose a narrower one than the CPU's), or None."""
+    lib = numpy_openblas()
+    corename = getattr(lib, "scipy_openblas_get_corename64_", None)
+    if corename is None:
+        return None
     corename.restype = ctypes.c_char_p
     name = corename()
-    return f"numpy OpenBLAS {name.decode(errors='replace')}" if name else "numpy OpenBLAS"
+    return name.decode(errors="replace") if name else None
+
+
+def blas_kernels() -> str:
+    """The library the GEMM tiles call and the kernels it runs: ``numpy OpenBLAS
+    Haswell`` or ``scipy BLAS``.  The cost model's measured GEMM rates hold for these
+    kernels alone (planner/machine.machine_key)."""
+    if not uses_numpy_openblas():
+        return "scipy BLAS"
+    return f"numpy OpenBLAS {numpy_openblas_kernels() or ''}".rstrip()
 
 
 @cache
