@@ -396,6 +396,9 @@ def calibrate(save: bool = True) -> MachineParams:
         return best_seconds(lambda: run_lowered(lowered, arrs), repeats) / reps  # noqa: B023
 
     saved_threads = get_num_threads()
+    # Keyed before the measurements narrow the threads to one: the parameters are for
+    # calls on all of them (the key the cache stores them under).
+    key = machine.machine_key()
     try:
         set_num_threads(1)
         peaks = {dtype: _peak_flops(dtype, rng) for dtype in ("float32", "float64")}
@@ -454,7 +457,7 @@ def calibrate(save: bool = True) -> MachineParams:
             calibrated=True,
             source="calibrated",
             measured_at=_now(),
-            machine=machine.machine_key(),
+            machine=key,
         )
     finally:
         set_num_threads(saved_threads)
