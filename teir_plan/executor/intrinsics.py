@@ -129,6 +129,17 @@ def store_nontemporal(builder, value, ptr, align: int):  # type: ignore[no-untyp
     st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
 
 
+def keep_rolled(branch) -> None:  # type: ignore[no-untyped-def]
+    """Mark the loop whose back edge is ``branch`` as not to be unrolled (LLVM's
+    ``llvm.loop.unroll.disable``).  A loop's ID is a node of its own that names itself
+    first; ``add_metadata`` would hand two loops the same cached node."""
+    module = branch.module
+    disable = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.disable")])
+    loop_id = ir.values.MDValue(module, [disable], name=str(len(module.metadata)))
+    loop_id.operands = (loop_id, disable)
+    branch.set_metadata("llvm.loop", loop_id)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def to_next_line(addr, itemsize):  # type: ignore[no-untyped-def]
     """Elements from address ``addr`` (a multiple of ``itemsize``) to the next 64-byte
