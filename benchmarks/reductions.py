@@ -130,6 +130,15 @@ def read_bandwidth(dtype: str, repeats: int) -> dict[str, float]:
             "numba prange sum": x.nbytes / timeit(lambda: _parallel_read(x), repeats)[0]}
 
 
+def gemm_peak(dtype: str, repeats: int) -> float:
+    """FLOP/s of numpy's matmul on 2048^3 on all its BLAS threads: what the machine's
+    best GEMM reaches in this run.  A compute-bound case whose best peer is above
+    two thirds of it cannot be run 1.5x faster than that peer on this machine."""
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((2048, 2048)).astype(dtype) for _ in range(2))
+    return 2 * 2048**3 / timeit(lambda: a @ b, repeats)[0]
+
+
 def operands(shapes: list[tuple[int, ...]], dtype: str) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     return [rng.standard_normal(s).astype(dtype) for s in shapes]
@@ -267,24 +276,33 @@ def _ms(seconds: float | None) -> str | None:
 def render(saved: dict) -> str:
     """The results' markdown, from what main() saves (``--render`` reads it back)."""
     results, bw, load = saved["results"], saved["read_bandwidth"], saved["load"]
+    peak = saved.get("gemm_peak", 0.0)  # (results saved before it was measured: none)
     read = max(bw.values())
-    header = ["case", "MiB read", "tp ms", "numpy.einsum ms", "numpy own ms", "torch ms",
+    header = ["case", "MiB read", "MiB written", "tp ms", "numpy.einsum ms", "numpy own ms",
+              "torch ms",
               "best peer / tp", "paired", "tp GB/s", "% of best read", "% of read, paired",
-              "tp GFLOP/s", "parallel K",
+              "tp GFLOP/s", "best peer, % of GEMM peak", "parallel K",
               "predicted ms", "measured / predicted"]
     rows = []
     for r in results:
         s = r["seconds"]
         peer = min(v for k, v in s.items() if k != "tp")
-        rate = r["MiB"] * MiB / s["tp"]
+        # Memory traffic: the operands read once and the result written once (a
+        # result as large as bkd->bd's, 92 MiB beside 366 read, is a fifth of it).
+        written = r.get("out_MiB", 0.0)  # (results saved before it was recorded: 0)
+        rate = (r["MiB"] + written) * MiB / s["tp"]
         rows.append([case_id(r["case"], r["shapes"]),
-                     f"{r['MiB']:.0f}", _ms(s["tp"]), _ms(s["numpy.einsum"]),
+                     f"{r['MiB']:.0f}", f"{written:.2g}", _ms(s["tp"]), _ms(s["numpy.einsum"]),
                      _ms(s.get("numpy own")), _ms(s.get("torch")), peer / s["tp"],
                      r["paired"], rate / 1e9, 100 * rate / read, 100 * r["read_share"],
                      r["flops"] / s["tp"] / 1e9,
+                     f"{100 * r['flops'] / peer / peak:.0f}" if peak else None,
                      {True: "yes", False: "no", None: "reduction kernel"}[r["parallel_k"]],
                      _ms(r["predicted"]), s["tp"] / r["predicted"]])
     table = md_table(header, rows)
+    peak_note = (f"GEMM peak: numpy's matmul on 2048^3 (all BLAS threads), the best of "
+                 f"the run: {peak / 1e9:.0f} GFLOP/s; where the best peer runs above 67% "
+                 f"of it, 1.5x that peer would be above the machine's peak. ") if peak else ""
     rates = ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in bw.items())
     return "\n".join([
         "# Reductions", "", machine_md(saved["machine"]), "", f"lscpu: {saved['lscpu']}", "",
@@ -296,10 +314,12 @@ def render(saved: dict) -> str:
         f"the best peer's time in a round over tp's in the same round (the systems "
         f"of a round run within seconds of each other, in an order that turns each "
         f"round: a fast or slow spell of the host's memory then counts for all of "
-        f"them). `% of read, paired`: the median over rounds of tp's read rate over a "
+        f"them). `tp GB/s`: the operands read and the result written, once each, over "
+        f"tp's time. `% of read, paired`: the median over rounds of that rate over a "
         f"plain read's (numba prange sum of 128 MiB) timed among the case's systems in "
-        f"the same round. The cases of 1-16 MiB (section `mid`) stay in the caches "
-        f"between calls: their share of the read rate measures the caches, not memory.",
+        f"the same round. {peak_note}The cases of 1-16 "
+        f"MiB (section `mid`) stay in the caches between calls: their share of the read "
+        f"rate measures the caches, not memory.",
         "", table, ""])
 
 
@@ -353,9 +373,11 @@ def main() -> None:
     # a read timed among its systems in each round, not from the run's best read.
     reads: dict[str, list[float]] = {name: [] for name, *_ in cases}
     buffer = np.ones(128 * MiB // np.dtype(args.dtype).itemsize, args.dtype)
+    peak = 0.0
     for r in range(args.rounds):
         for name, rate in read_bandwidth(args.dtype, args.repeats).items():
             bw[name] = max(bw.get(name, 0.0), rate)
+        peak = max(peak, gemm_peak(args.dtype, args.repeats))
         read = torch_proc.ask("read")
         if read is not None:
             bw["torch.sum"] = max(bw.get("torch.sum", 0.0), read)
@@ -392,18 +414,21 @@ def main() -> None:
         parallel_k = None if teir is None else any(
             d is tp.DimType.K and e is tp.ExecType.PARALLEL
             for d, e in zip(teir.schedule.dim_types, teir.schedule.exec_types))
+        moved = sum(o.nbytes for o in ops) + plan.empty_out().nbytes
         results.append({"case": sub, "shapes": shapes, "flops": flops(sub, shapes),
-                        "MiB": sum(o.nbytes for o in ops) / MiB, "seconds": best[case],
+                        "MiB": sum(o.nbytes for o in ops) / MiB,
+                        "out_MiB": plan.empty_out().nbytes / MiB, "seconds": best[case],
                         "rounds": rounds[case], "paired": paired_ratio(rounds[case]),
                         "reads": reads[case],
                         "read_share": float(np.median([
-                            sum(o.nbytes for o in ops) / times["tp"] / rd
+                            moved / times["tp"] / rd
                             for times, rd in zip(rounds[case], reads[case])])),
                         "predicted": plan.predicted_seconds, "parallel_k": parallel_k,
                         "steps": [s.kind for s in plan.steps]})
     info = machine()  # imports torch: only after tp's timings (see TorchWorker)
     info["calibrated"] = not args.no_calibrate
     saved = {"machine": info, "lscpu": cpu, "load": load, "read_bandwidth": bw,
+             "gemm_peak": peak,
              "dtype": args.dtype, "threads": tp.get_num_threads(), "repeats": args.repeats,
              "rounds": args.rounds, "results": results}
     text = render(saved)
