@@ -67,6 +67,11 @@ LINES = _TARGET.vectors  # vector registers along the vector axis of the main mi
 # not as a LINES strip and a 1-vector one whose K steps wait on their loads.
 QUAD_LINES = LINES + 1
 QUAD_ROWS = _TARGET.wide_rows
+# A masked load of a whole vector costs where the mask takes a vector register (AVX2,
+# NEON, SSE: no mask registers): at AVX2 width a 64-wide Gram tile in L2 ran at 91
+# GFLOP/s with its strips' last lines masked, 111 loaded whole.  With AVX-512's mask
+# registers the two ran alike, and one loop body fewer compiles faster.
+FULL_LINE_LOADS = _TARGET.name != "avx512"
 
 
 def reg_vector(context, dtype) -> LineVector:  # type: ignore[no-untyped-def]
@@ -171,28 +176,30 @@ def _micro(  # type: ignore[no-untyped-def]
             start = builder.select(in_v, v_ptr, builder.select(in_s, s_ptr, own))
             slots.append((start, builder.select(in_s, sk_bytes, vk_bytes)))
 
-        def k_loop(next_tile: bool):  # type: ignore[no-untyped-def]
-            """The K loop, prefetching the next tile's lines or not; returns its
-            last block and the accumulators it leaves."""
+        def k_loop(next_tile: bool, masked: bool, enter):  # type: ignore[no-untyped-def]
+            """The K loop entered from block ``enter``, prefetching the next tile's
+            lines or not, its last line's loads masked or whole; returns its first and
+            last blocks and the accumulators it leaves."""
             loop = builder.append_basic_block("vec.k.next" if next_tile else "vec.k")
             builder.position_at_end(loop)
             p = builder.phi(intp)
-            p.add_incoming(const(0), pick)
+            p.add_incoming(const(0), enter)
             next_ptrs = []
             for start, _ in (slots if next_tile else []):
                 ptr = builder.phi(i8p)
-                ptr.add_incoming(start, pick)
+                ptr.add_incoming(start, enter)
                 next_ptrs.append(ptr)
             acc = []
             for _ in range(rows * lines):
                 phi = builder.phi(vty)
-                phi.add_incoming(zero, pick)
+                phi.add_incoming(zero, enter)
                 acc.append(phi)
             vrow = builder.add(vo_, builder.mul(p, vk_))
             vecs = []
             for j in range(lines):
                 ptr = builder.gep(v_data, [builder.add(vrow, const(j * lanes))])
-                vecs.append(load(builder.bitcast(ptr, vty.as_pointer()), j == lines - 1))
+                vecs.append(load(builder.bitcast(ptr, vty.as_pointer()),
+                                 masked and j == lines - 1))
             for j in range(-(-lines * lanes // line_lanes)):  # each cache line once
                 ptr = builder.gep(v_data, [builder.add(builder.add(vrow, pf_),
                                                        const(j * line_lanes))])
@@ -228,21 +235,42 @@ def _micro(  # type: ignore[no-untyped-def]
                 keep_rolled(back)
             return loop, tail, new
 
-        # Two loop bodies, chosen once per micro-tile: the next tile's prefetches
-        # cost a K step a few instructions, which tiles with nothing to prefetch
-        # (``nfl`` = ``sfl`` = 0: most tiles) would pay for nothing (docs/decisions.md).
-        plain, plain_tail, plain_new = k_loop(False)
-        ahead, ahead_tail, ahead_new = k_loop(True)
+        # Loop bodies chosen once per micro-tile: the next tile's prefetches cost a K
+        # step a few instructions, which tiles with nothing to prefetch (``nfl`` =
+        # ``sfl`` = 0: most tiles) would pay for nothing; and where a mask takes a
+        # vector register (FULL_LINE_LOADS), a last line that is whole is loaded whole
+        # (docs/decisions.md).
+        variants = [(False, True), (True, True)]
+        if FULL_LINE_LOADS:
+            variants += [(False, False), (True, False)]
+        loops = []
+        for next_tile, masked in variants:
+            enter = builder.append_basic_block("vec.enter")
+            first_block, tail_block, new = k_loop(next_tile, masked, enter)
+            builder.position_at_end(enter)
+            builder.branch(first_block)
+            loops.append((enter, tail_block, new))
         builder.position_at_end(pick)
-        builder.cbranch(builder.icmp_signed(">", both, const(0)), ahead, plain)
+        ahead_ = builder.icmp_signed(">", both, const(0))
+        if FULL_LINE_LOADS:
+            whole = builder.icmp_signed("==", tail_, const(lanes))
+            pick_m = builder.append_basic_block("vec.pick.masked")
+            pick_w = builder.append_basic_block("vec.pick.whole")
+            builder.cbranch(whole, pick_w, pick_m)
+            builder.position_at_end(pick_w)
+            builder.cbranch(ahead_, loops[3][0], loops[2][0])
+            builder.position_at_end(pick_m)
+            builder.cbranch(ahead_, loops[1][0], loops[0][0])
+        else:
+            builder.cbranch(ahead_, loops[1][0], loops[0][0])
 
         builder.position_at_end(done)
         totals = []
         for i in range(rows * lines):  # phis first: LLVM wants them at the block's top
             total = builder.phi(vty)
             total.add_incoming(zero, entry)
-            total.add_incoming(plain_new[i], plain_tail)
-            total.add_incoming(ahead_new[i], ahead_tail)
+            for _, tail_block, new in loops:
+                total.add_incoming(new[i], tail_block)
             totals.append(total)
 
         def out_ptr(r: int, j: int):  # type: ignore[no-untyped-def]
