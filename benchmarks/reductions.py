@@ -414,10 +414,11 @@ def main() -> None:
         parallel_k = None if teir is None else any(
             d is tp.DimType.K and e is tp.ExecType.PARALLEL
             for d, e in zip(teir.schedule.dim_types, teir.schedule.exec_types))
-        moved = sum(o.nbytes for o in ops) + plan.empty_out().nbytes
+        read_bytes, written_bytes = sum(o.nbytes for o in ops), plan.empty_out().nbytes
+        moved = read_bytes + written_bytes
         results.append({"case": sub, "shapes": shapes, "flops": flops(sub, shapes),
-                        "MiB": sum(o.nbytes for o in ops) / MiB,
-                        "out_MiB": plan.empty_out().nbytes / MiB, "seconds": best[case],
+                        "MiB": read_bytes / MiB, "out_MiB": written_bytes / MiB,
+                        "seconds": best[case],
                         "rounds": rounds[case], "paired": paired_ratio(rounds[case]),
                         "reads": reads[case],
                         "read_share": float(np.median([
