@@ -14,7 +14,9 @@ and runs a short plan on the cores other threads leave free, schedule/idle.py);
 (``OPENBLAS_THREAD_TIMEOUT=4``, which must be set before numpy is imported: the user's
 remedy for OpenBLAS' threads spinning for about 0.1 s after each of numpy's
 multi-threaded calls); and ``cores unchecked``: as shipped but without the free-cores
-check (``TEIR_PLAN_CHECK_CORES=0``), tp's threads beside OpenBLAS' spinning one.
+check (``TEIR_PLAN_CHECK_CORES=0``), tp's threads beside OpenBLAS' spinning one; and
+``workers unplaced``: as shipped but with numba's workers left where the kernel wakes
+them (``TEIR_PLAN_PLACE_WORKERS=0``; executor/threads.keep_workers_off_caller).
 
 ``--peer numba`` alternates with the user's own numba parallel loop instead: its
 workers are tp's own pool, spinning after the user's region (the free-cores check must
@@ -53,10 +55,11 @@ NUMBA_PEER_SIZE = 1 << 24
 
 # The environment variables that decide how idle threads wait.
 SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT",
-            "TEIR_PLAN_CHECK_CORES")
+            "TEIR_PLAN_CHECK_CORES", "TEIR_PLAN_PLACE_WORKERS")
 CONFIGS = {"tp": {}, "spin=300000": {"GOMP_SPINCOUNT": "300000"},
            "tp, blas timeout=4": {"OPENBLAS_THREAD_TIMEOUT": "4"},
-           "cores unchecked": {"TEIR_PLAN_CHECK_CORES": "0"}}
+           "cores unchecked": {"TEIR_PLAN_CHECK_CORES": "0"},
+           "workers unplaced": {"TEIR_PLAN_PLACE_WORKERS": "0"}}
 
 
 @numba.njit(parallel=True, fastmath=True, cache=True)

@@ -342,3 +342,39 @@ def test_a_lost_idle_measurement_falls_back_to_the_reference(
     monkeypatch.delenv("OMP_WAIT_POLICY")
     slow = iter([1e-5] * 51 + [1e-3] * 1000)
     assert calibrate._idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)
+
+
+def test_workers_are_kept_off_the_callers_cpu(two_threads: None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a pause, a parallel region's workers may use every CPU the caller may use
+    except the caller's own (keep_workers_off_caller), and follow the caller when it
+    moves; with no CPU left for them, their affinity is not touched."""
+    a = np.random.default_rng(0).random((192, 192))
+    tp.einsum("ij,jk->ik", a, a)  # (numba's layer started: the first region runs as is)
+    allowed = os.sched_getaffinity(0)
+    ids = threads._pool_thread_ids()
+    if (threads._getcpu is None or threads._layer != "omp" or len(allowed) < 2
+            or not ids or len(ids) > len(allowed) - 1):
+        pytest.skip("needs GNU OpenMP workers, sched_getcpu and two CPUs or more")
+    time.sleep(2 * threads.WAKE_PLACEMENT_SECONDS)
+    with threads.parallel_threads(2):
+        away = threads._pool.away
+    assert away in allowed
+    for tid in ids:
+        assert os.sched_getaffinity(tid) == allowed - {away}
+    # The caller moves: the workers follow (the CPU reported is the only thing faked).
+    moved = next(c for c in sorted(allowed) if c != away)
+    monkeypatch.setattr(threads, "_getcpu", lambda: moved)
+    threads.keep_workers_off_caller()
+    assert threads._pool.away == moved
+    for tid in ids:
+        assert os.sched_getaffinity(tid) == allowed - {moved}
+    # No CPU left besides the caller's: nothing changes.
+    threads._pool.away = -1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {moved})
+    threads.keep_workers_off_caller()
+    monkeypatch.undo()
+    for tid in ids:
+        assert os.sched_getaffinity(tid) == allowed - {moved}
+    # The result is still right with the workers placed so.
+    np.testing.assert_allclose(tp.einsum("ij,jk->ik", a, a), a @ a, rtol=1e-12)

@@ -69,9 +69,10 @@ from teir_plan.errors import PlanError
 # pay 30-60 us to wake the sleeping worker (3,000 spins: 15-20% on small calls alone;
 # no spinning at all, OMP_WAIT_POLICY=PASSIVE: 30-100%; 30,000: alternated calls 1.5-4x
 # slower than with 10,000, and 9-10x in a later run: a 256^2 product 968 against 103
-# us).  The price: where the host gives the two virtual CPUs one core's time, the
-# calls right after a pause wait out the caller's spin, about 0.5 ms each with 10,000
-# against one call of 1.6 ms with 30,000 (docs/decisions.md: the shared host).
+# us).  The price: where a worker shares the caller's CPU, the calls right after a
+# pause wait out the caller's spin, about 0.5 ms each with 10,000 against one call of
+# 1.6 ms with 30,000 (docs/decisions.md: the shared host); the workers are kept off the
+# caller's CPU for that reason (keep_workers_off_caller).
 OMP_SPIN_COUNT = 10_000
 
 
@@ -324,6 +325,9 @@ class parallel_threads:  # noqa: N801  (used as a function: ``with parallel_thre
         self.locked = _layer is None
         if self.locked:
             _region_lock.acquire()
+        elif (self.n > 1 and _layer == "omp" and not _pool.finding
+              and time.perf_counter() - _region_end > WAKE_PLACEMENT_SECONDS):
+            keep_workers_off_caller()
 
     def __exit__(self, *exc: object) -> None:
         global _layer, _busy_end, _region_end, _region_threads
@@ -447,10 +451,14 @@ class _PoolIds(threading.local):
     """The kernel's ids of the threads that run this calling thread's parallel regions
     (GNU OpenMP gives each calling thread a team of its own), asked once (None before),
     and a descriptor of each one's /proc stat kept open (a pread of it costs 4-30 us, an
-    open and a read 20-60 after the caller was idle)."""
+    open and a read 20-60 after the caller was idle); the CPU they were last kept off
+    (keep_workers_off_caller; -1: none yet), and whether the region that asks their ids
+    is running."""
 
     ids: tuple[int, ...] | None = None
     fds: tuple[int, ...] = ()
+    away: int = -1
+    finding: bool = False
 
 
 _pool = _PoolIds()
@@ -466,8 +474,12 @@ def _pool_thread_ids() -> tuple[int, ...]:
         if fn is not None and parallel_usable():
             limit: int = getattr(numba.config, "NUMBA_NUM_THREADS")  # noqa: B009
             out = np.zeros(8 * limit, np.int64)
-            with parallel_threads(limit):
-                _thread_ids(fn, out)
+            _pool.finding = True
+            try:
+                with parallel_threads(limit):
+                    _thread_ids(fn, out)
+            finally:
+                _pool.finding = False
             ids = {int(t) for t in out} - {threading.get_native_id(), 0}
         _pool.ids = tuple(sorted(ids))
         fds = []
@@ -476,6 +488,59 @@ def _pool_thread_ids() -> tuple[int, ...]:
                 fds.append(os.open(f"/proc/self/task/{tid}/stat", os.O_RDONLY))
         _pool.fds = tuple(fds)
     return _pool.ids
+
+
+def _sched_getcpu() -> Callable[[], int] | None:
+    try:
+        fn = ctypes.CDLL(None).sched_getcpu
+    except (AttributeError, OSError):  # not Linux's C library
+        return None
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    return fn
+
+
+# (TEIR_PLAN_PLACE_WORKERS=0 leaves the workers where the kernel puts them.)
+_getcpu = None if os.environ.get("TEIR_PLAN_PLACE_WORKERS") == "0" else _sched_getcpu()
+# A region that starts this long after the last one ended may find its workers asleep
+# (they spin about 200-400 us: OMP_SPIN_COUNT) and wake them: then the kernel places
+# them, and keep_workers_off_caller runs first.  In a tight loop they spin where they
+# are, and the check (0.1 us: sched_getcpu through ctypes) is not made.
+WAKE_PLACEMENT_SECONDS = 1e-4
+
+
+def keep_workers_off_caller() -> None:
+    """Let numba's workers that run the calling thread's regions use every CPU the caller
+    may use except the one it runs on now (sched_setaffinity on each worker; again only
+    when the caller has moved to another CPU).
+
+    Linux tends to wake a sleeping worker on its waker's CPU, and there the caller then
+    spins at the region's end barrier while the worker waits for its turn: the region's
+    work is done on one core in scheduler slices.  Measured on a 2-core AMD EPYC
+    (Zen 5, a virtual machine), a 3-step Tucker tree (predicted 0.28 ms) called 5 times
+    after each 0.25 s pause: 33-36 of 48 calls took 1.7-2.4 ms with the worker on the
+    caller's CPU (read from /proc) against 0.3-0.4 ms otherwise; kept off it, 0 of 48,
+    with one change of affinity in the whole run.  Nothing is changed where the workers
+    outnumber the CPUs left, where the C library cannot say where the caller runs, or
+    with ``TEIR_PLAN_PLACE_WORKERS=0`` in the environment."""
+    if _getcpu is None:
+        return
+    cpu = _getcpu()
+    if cpu == _pool.away or cpu < 0:
+        return
+    _pool.away = cpu
+    ids = _pool_thread_ids()
+    try:
+        others = os.sched_getaffinity(0) - {cpu}
+    except OSError:
+        return
+    if not ids or len(ids) > len(others):
+        return
+    for tid in ids:
+        # (A worker's id is checked to be this process's: an id that outlived its thread
+        # may name another process's.)
+        with suppress(OSError):
+            if os.path.exists(f"/proc/self/task/{tid}"):
+                os.sched_setaffinity(tid, others)
 
 
 def _running_pool_threads() -> int:
@@ -567,7 +632,7 @@ def _after_fork_in_child() -> None:
     for fd in _pool.fds:  # the parent's workers: the child's pool is its own
         with suppress(OSError):
             os.close(fd)
-    _pool.ids, _pool.fds = None, ()
+    _pool.ids, _pool.fds, _pool.away = None, (), -1
     if _started_layer() == "omp":
         import importlib
 
