@@ -387,3 +387,18 @@ def test_the_hosts_caches_size_the_default_parameters() -> None:
     assert host.l2_bytes == (machine._l2_bytes() or ref.l2_bytes)
     assert host.llc_bytes == (machine._llc_bytes() or ref.llc_bytes)
     assert default_params(AVX2, threads=2).llc_bytes == ref.llc_bytes
+
+
+def test_dram_rate_is_the_cores_aggregate() -> None:
+    """The DRAM rate is measured with the threads the plans share it on: at least two
+    (one thread's plans get cost.memory_seconds' share of it), at most the CPUs this
+    process may use; the copy in parts gives a finite, positive rate."""
+    from teir_plan.planner.calibrate import _dram_rate, bandwidth_threads
+
+    cpus = len(os.sched_getaffinity(0))
+    assert bandwidth_threads(1) == min(2, cpus)
+    assert bandwidth_threads(2) == min(2, cpus)
+    assert bandwidth_threads(10_000) == cpus
+    for threads in (1, 2, 3):
+        rate = _dram_rate(4, 1, threads)
+        assert 1e8 < rate < 1e13

@@ -672,11 +672,12 @@ def machine_params() -> MachineParams:
 
 # The form of a cached first-use estimate: 2 since its efficiency table is the one of
 # BLAS' kernel width (blas_efficiency_table), 3 since it measures the idle threads' wake
-# cost and spin time.  An estimate cached in an earlier form is
+# cost and spin time, 4 since its DRAM rate is the cores' aggregate
+# (calibrate.bandwidth_threads).  An estimate cached in an earlier form is
 # not used: the first planning call measures a new one (a second or so), as on a new
 # machine, so that a user who planned before gets the same plans as a new one.  A full
 # calibration measures its table and stays.
-FIRST_USE_FORM = 3
+FIRST_USE_FORM = 4
 
 
 def _load() -> MachineParams | None:
