@@ -329,7 +329,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller ML chains, 3 repeats")
     ap.add_argument("--all", action="store_true", help="include TNLM (7 TFLOP: minutes)")
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per round")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds over the systems")
+    # 5 rounds: the shared host runs every thread at half speed in spells of seconds
+    # (docs/troubleshooting.md), long enough to cover one system's turns in 2 of 3
+    # rounds (gen LM first+last read 0.75x and 1.11x the best peer in two runs of 3).
+    ap.add_argument("--rounds", type=int, default=5, help="rounds over the systems")
     ap.add_argument("--dtype", default="float32",
                     choices=("float32", "float64", "complex64", "complex128"))
     ap.add_argument("--circuits", action="store_true",

@@ -180,7 +180,7 @@ def performance_page() -> str:
         "its Haswell (AVX2) kernels by the host's `OPENBLAS_CORETYPE`, about half its rate "
         "there: their ratios against numpy and opt_einsum overstate what users of that CPU "
         "see (trees: 2.28x the best peer against those kernels, 1.84x against its AVX-512 "
-        "ones).",
+        "ones with the same code; the trees section below has the latest run).",
         "",
     ]
     for stem, title, command, what in BENCHMARKS:
