@@ -240,36 +240,41 @@ def _micro(  # type: ignore[no-untyped-def]
         # ``sfl`` = 0: most tiles) would pay for nothing; and where a mask takes a
         # vector register (FULL_LINE_LOADS), a last line that is whole is loaded whole
         # (docs/decisions.md).
-        variants = [(False, True), (True, True)]
-        if FULL_LINE_LOADS:
-            variants += [(False, False), (True, False)]
-        loops = []
-        for next_tile, masked in variants:
-            enter = builder.append_basic_block("vec.enter")
-            first_block, tail_block, new = k_loop(next_tile, masked, enter)
-            builder.position_at_end(enter)
-            builder.branch(first_block)
-            loops.append((enter, tail_block, new))
+        masks = (True, False) if FULL_LINE_LOADS else (True,)
+        enters = {}  # (next_tile, masked) -> the block that enters that loop
+        loops = []  # (last block, accumulators left) of each loop
+        for masked in masks:
+            for next_tile in (False, True):
+                enter = builder.append_basic_block("vec.enter")
+                first_block, tail_block, new = k_loop(next_tile, masked, enter)
+                builder.position_at_end(enter)
+                builder.branch(first_block)
+                enters[next_tile, masked] = enter
+                loops.append((tail_block, new))
         builder.position_at_end(pick)
         ahead_ = builder.icmp_signed(">", both, const(0))
+
+        def branch_to_loop(masked: bool) -> None:
+            builder.cbranch(ahead_, enters[True, masked], enters[False, masked])
+
         if FULL_LINE_LOADS:
             whole = builder.icmp_signed("==", tail_, const(lanes))
             pick_m = builder.append_basic_block("vec.pick.masked")
             pick_w = builder.append_basic_block("vec.pick.whole")
             builder.cbranch(whole, pick_w, pick_m)
             builder.position_at_end(pick_w)
-            builder.cbranch(ahead_, loops[3][0], loops[2][0])
+            branch_to_loop(False)
             builder.position_at_end(pick_m)
-            builder.cbranch(ahead_, loops[1][0], loops[0][0])
+            branch_to_loop(True)
         else:
-            builder.cbranch(ahead_, loops[1][0], loops[0][0])
+            branch_to_loop(True)
 
         builder.position_at_end(done)
         totals = []
         for i in range(rows * lines):  # phis first: LLVM wants them at the block's top
             total = builder.phi(vty)
             total.add_incoming(zero, entry)
-            for _, tail_block, new in loops:
+            for tail_block, new in loops:
                 total.add_incoming(new[i], tail_block)
             totals.append(total)
 
