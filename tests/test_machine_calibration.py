@@ -29,6 +29,7 @@ from teir_plan.planner.machine import (
     set_machine_params,
 )
 from teir_plan.render.report import build_report
+from teir_plan.tilekinds.vec import vec_efficiency
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
 # the tests are fast and deterministic.
@@ -128,7 +129,9 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
         p = measure.quick_calibrate()
     for f in fields(MachineParams):
         value = getattr(p, f.name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if f.name == "handoff_seconds" and len(os.sched_getaffinity(0)) < 2:
+            assert value == 0  # one CPU: nothing is handed between cores
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
             # (A wake cost lost in a busy host's noise falls back to the reference's.)
             assert value > 0, f.name
     assert len(p.gemm_efficiency) == 4 * 6**3
@@ -254,6 +257,23 @@ def test_a_narrower_blas_does_not_scale_the_vector_kernel_down() -> None:
     for kernel, blas in ((64, 64), (64, None), (32, 64)):
         q = replace(FAKE, kernel_vector_bytes=kernel, blas_vector_bytes=blas)
         assert params_from_quick(q).vec_flops_f32 == pytest.approx(92.5e9)
+
+
+def test_a_measured_vector_rate_is_taken_as_measured() -> None:
+    # The first-use measurement of the vector kernel (any BLAS width): its float32 rate as
+    # measured, float64 at the reference's ratio to it.
+    for blas in (32, 64, None):
+        q = replace(FAKE, kernel_vector_bytes=64, blas_vector_bytes=blas, vec_flops_f32=150e9)
+        p = params_from_quick(q)
+        assert p.vec_flops_f32 == pytest.approx(150e9)
+        assert p.vec_flops_f64 == pytest.approx(150e9 * 92 / 185)
+
+
+def test_the_vector_rate_is_the_calibration_tile_over_its_efficiency() -> None:
+    m, n, k = measure.VEC_TILE
+    spent = 2 * m * n * k / 200e9 + 15e-9  # 200 GFLOP/s, bookkeeping included
+    rate = measure.vector_rate(spent, 15e-9)
+    assert rate == pytest.approx(200e9 / vec_efficiency(m, n, k, 4))
 
 
 def test_first_use_takes_the_efficiency_table_of_blas_kernels_width() -> None:

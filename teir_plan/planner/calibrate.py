@@ -10,8 +10,11 @@ on the executor, so this module imports it; the rest of the planner does not.
 from __future__ import annotations
 
 import itertools
+import math
 import os
+import queue
 import sys
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+from numba import njit
 
 from teir_plan.errors import CalibrationWarning
 from teir_plan.executor import blas
@@ -84,6 +88,33 @@ def _peak_flops(dtype: str, rng: np.random.Generator, repeats: int = 5) -> float
             np.zeros(s * s, dtype)]
     execute(prog, *arrs)
     return 2 * s**3 / best_seconds(lambda: execute(prog, *arrs), repeats)
+
+
+# The vector kernel's calibration tile: one of efbad,cf->abcde's blocks (432 long along
+# the vector axis, 24 rows, K 36), its operands in cache.
+VEC_TILE = (432, 24, 36)
+
+
+def _vector_tile_seconds(rng: np.random.Generator, repeats: int = 5) -> float:
+    """Seconds per VEC_TILE tile on the vector kernel (float32, one thread), the loop
+    nest's bookkeeping per tile included (reps of it along a sequential N loop, about
+    80 MFLOP in all), best of ``repeats``."""
+    m, n, k = VEC_TILE
+    reps = max(1, min(4000, int(8e7 / (2 * m * n * k))))
+    prog = calibration_program(m, n, k, "float32", reps)
+    arrs = [rng.random(m * k).astype(np.float32), rng.random(k * n * reps).astype(np.float32),
+            np.zeros(m * n * reps, np.float32)]
+    lowered = lower(prog, True)
+    run_lowered(lowered, arrs)
+    return best_seconds(lambda: run_lowered(lowered, arrs), repeats) / reps
+
+
+def vector_rate(spent: float, tile_seconds: float) -> float:
+    """The vector kernel's float32 rate at full efficiency (MachineParams.vec_flops_f32)
+    from ``spent`` seconds per VEC_TILE tile: the tile's rate, its bookkeeping
+    (``tile_seconds``) taken off, over the tile's modelled efficiency."""
+    m, n, k = VEC_TILE
+    return 2 * m * n * k / max(spent - tile_seconds, 1e-9) / vec_efficiency(m, n, k, 4)
 
 
 def _call_seconds() -> float:
@@ -203,6 +234,94 @@ def _idle_measurements(threads: int) -> tuple[float, float]:
     return wake, IDLE_GAPS[asleep[0] - 1] if asleep[0] else 0.0
 
 
+# The lines of a buffer one core writes and another then reads, chased in a random order
+# so that no prefetcher helps: 128 KiB, within the writer's L2 on every x86 core.
+HANDOFF_BYTES = 128 * 1024
+
+
+@njit(cache=True, nogil=True)
+def _link(chain: np.ndarray, order: np.ndarray) -> None:  # pragma: no cover - jitted
+    """Write a cycle through the lines ``order`` names (each line's first slot holds the
+    next line's)."""
+    n = order.size
+    for i in range(n):
+        chain[order[i] * 8] = order[(i + 1) % n] * 8
+
+
+@njit(cache=True, nogil=True)
+def _chase(chain: np.ndarray, steps: int) -> int:  # pragma: no cover - jitted
+    """Follow the cycle ``steps`` lines on: each load waits for the one before."""
+    p = 0
+    for _ in range(steps):
+        p = chain[p]
+    return p
+
+
+class _Pinned(threading.Thread):
+    """A thread on one CPU that runs what it is given and hands back the result (the
+    caller's own affinity is never changed: threads it creates later would inherit it)."""
+
+    def __init__(self, cpu: int) -> None:
+        super().__init__(daemon=True)
+        self.cpu = cpu
+        self.todo: queue.Queue = queue.Queue()
+        self.done: queue.Queue = queue.Queue()
+        self.start()
+
+    def run(self) -> None:
+        os.sched_setaffinity(0, {self.cpu})
+        while True:
+            fn = self.todo.get()
+            if fn is None:
+                return
+            self.done.put(fn())
+
+    def call(self, fn):  # type: ignore[no-untyped-def]
+        self.todo.put(fn)
+        return self.done.get()
+
+    def stop(self) -> None:
+        self.todo.put(None)
+        self.join()
+
+
+def _handoff_latency(rounds: int = 5) -> float:
+    """Seconds a core waits for a line that another core just wrote
+    (``MachineParams.handoff_seconds``, see planner/handoff.py): one thread on each of
+    two CPUs, the first writing a cycle through HANDOFF_BYTES of lines in a random
+    order, the second following it, best of ``rounds``.  0 with fewer than two CPUs
+    (nothing is handed between cores) or where threads cannot be placed on CPUs."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return 0.0
+    if len(cpus) < 2:
+        return 0.0
+    lines = HANDOFF_BYTES // 64
+    chain = np.zeros(lines * 8, np.int64)
+    order = np.random.default_rng(0).permutation(lines).astype(np.int64)
+    try:
+        writer, reader = _Pinned(cpus[0]), _Pinned(cpus[1])
+    except (OSError, RuntimeError):
+        return 0.0
+    try:
+        def chase() -> float:
+            start = time.perf_counter()
+            _chase(chain, lines)
+            return time.perf_counter() - start
+
+        writer.call(lambda: _link(chain, order))
+        writer.call(chase)  # compiled
+        best = math.inf
+        for _ in range(rounds):
+            writer.call(lambda: _link(chain, order))
+            best = min(best, reader.call(chase))
+    finally:
+        writer.stop()
+        reader.stop()
+    return best / lines
+
+
 def _call_seconds_gemm() -> float:
     """The executor's call overhead as the first-use calibration reads it, from programs
     of 8 x 8 x 8 float32 BLAS tiles (the kernel the peak was just measured with, already
@@ -285,12 +404,17 @@ class QuickMeasurements:
     wake_seconds: float = MachineParams.wake_seconds
     spin_seconds: float = MachineParams.spin_seconds
     llc_bytes: int | None = None  # from sysfs (the last level); None where Linux does not say
+    handoff_seconds: float = MachineParams.handoff_seconds  # (the reference's if not measured)
+    # The vector kernel's float32 rate at full efficiency (0: not measured, scaled from
+    # the BLAS peak instead).
+    vec_flops_f32: float = 0.0
 
 
 def measure_quick() -> QuickMeasurements:
     """The first-use measurements, on one thread: about 0.3 s here once the kernels are
     compiled (numba's disk cache), plus their first compilation on a fresh install
-    (which the first einsum would pay anyway)."""
+    (which the first einsum would pay anyway: BLAS tiles 8 s, the vector kernel 5 s
+    more on an AMD EPYC Zen 5)."""
     rng = np.random.default_rng(0)
     saved_threads = get_num_threads()
     try:
@@ -298,37 +422,45 @@ def measure_quick() -> QuickMeasurements:
         # Best of 7, float32 measured before and after float64: one reading in a busy
         # spell of a shared machine priced every BLAS tile twice too dear (see calibrate).
         f32 = _peak_flops("float32", rng, 7)
+        vec = _vector_tile_seconds(rng) if target().vector_bytes else 0.0
         f64 = _peak_flops("float64", rng, 5)
         f32 = max(f32, _peak_flops("float32", rng, 3))
+        if vec:  # (the kernel's rate is weighed against BLAS': both read twice)
+            vec = vector_rate(min(vec, _vector_tile_seconds(rng, 3)),
+                              MachineParams.tile_seconds)
         call = _call_seconds_gemm()
         copy = _numpy_copy_rate(rng)
         # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
         # about 15 ms a copy at 20 GB/s (the full calibration copies 256 MiB).
         dram = _dram_rate(128, 3, bandwidth_threads(saved_threads))
         wake, spin = _idle_measurements(saved_threads)
+        handoff = _handoff_latency()
     finally:
         set_num_threads(saved_threads)
     return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
                              target().vector_bytes, _blas_vector_bytes(), wake, spin,
-                             _llc_bytes())
+                             _llc_bytes(), handoff, vec)
 
 
 def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
                       ) -> MachineParams:
     """First-use parameters: the measured fields as measured, and what hangs on them
-    scaled by the measured-to-reference ratio: the vector kernel's rate by the BLAS peak
-    (on the reference it runs at 0.98 of BLAS' peak), the LLC and packing rates by the
-    in-cache copy rate.  The efficiency table is a fraction of the peak: the one measured
-    with BLAS kernels of the width this BLAS runs (``machine.blas_efficiency_table``: the
-    kernels' width when BLAS' is not known), since the fractions differ between widths;
-    the idle threads' wake cost and spin time as measured; the loop, tile and
+    scaled by the measured-to-reference ratio: the LLC and packing rates by the in-cache
+    copy rate; the vector kernel's rate as measured, or scaled by the BLAS peak when it
+    was not (on the reference it runs at 0.98 of BLAS' peak: on an AMD EPYC Zen 5 at
+    1.05-1.11, so scaled it was priced a quarter too dear, and a tree's BLAS tiles of
+    96 x 32 x 32 took its place on 96 x 96 x 32 tiles that ran faster).  The efficiency
+    table is a fraction of the peak: the one measured with BLAS kernels of the width
+    this BLAS runs (``machine.blas_efficiency_table``: the kernels' width when BLAS' is
+    not known), since the fractions differ between widths; the idle threads' wake cost
+    and spin time and the cross-core handoff as measured; the loop, tile and
     parallel-region costs stay the reference's.
 
     Where BLAS' kernels use narrower vectors than teir_plan's (OpenBLAS' AVX2 kernels on
-    AMD's Zen 5: BLAS at 131 GFLOP/s a core, the AVX-512 vector kernel at 288), the vector
-    kernel's rate is scaled by the width ratio too: scaled by BLAS' peak alone it read
-    130, and the first-use plans matched the full calibration's on 17 of the 24 TCCG
-    cases (22 with the measured rate).  A CPU that splits wide vectors in two (Zen 4's
+    AMD's Zen 5: BLAS at 131 GFLOP/s a core, the AVX-512 vector kernel at 288), a scaled
+    rate is scaled by the width ratio too: scaled by BLAS' peak alone it read 130, and
+    the first-use plans matched the full calibration's on 17 of the 24 TCCG cases (22
+    with the measured rate).  A CPU that splits wide vectors in two (Zen 4's
     AVX-512) would be over-rated by this if its BLAS ran narrower kernels there; recent
     OpenBLAS releases run their AVX-512 (SkylakeX/Cooperlake) kernels on Zen 4, so the
     widths agree (not checked on a Zen 4 here)."""
@@ -343,8 +475,9 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         gemm_flops_f32=m.gemm_flops_f32,
         gemm_flops_f64=m.gemm_flops_f64,
         gemm_efficiency=blas_efficiency_table(m.blas_vector_bytes or m.kernel_vector_bytes),
-        vec_flops_f32=ref.vec_flops_f32 * f32 * wider,
-        vec_flops_f64=ref.vec_flops_f64 * f64 * wider,
+        vec_flops_f32=m.vec_flops_f32 or ref.vec_flops_f32 * f32 * wider,
+        vec_flops_f64=(m.vec_flops_f32 * ref.vec_flops_f64 / ref.vec_flops_f32
+                       or ref.vec_flops_f64 * f64 * wider),
         dram_bytes_per_second=m.dram_bytes_per_second,
         copy_bytes_per_second=m.copy_bytes_per_second,
         llc_bytes_per_second=ref.llc_bytes_per_second * copy,
@@ -352,6 +485,7 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         call_seconds=m.call_seconds,
         wake_seconds=m.wake_seconds,
         spin_seconds=m.spin_seconds,
+        handoff_seconds=m.handoff_seconds,
         l2_bytes=m.l2_bytes or ref.l2_bytes,
         llc_bytes=m.llc_bytes or ref.llc_bytes,
         source="first-use",
@@ -412,12 +546,11 @@ def calibrate(save: bool = True) -> MachineParams:
                 np.zeros(m * n * reps, dtype)]
         return prog, arrs
 
-    def tile_seconds(m: int, n: int, k: int, vector_kernel: bool = False, form: int = 0,
-                     repeats: int = 5) -> float:
+    def tile_seconds(m: int, n: int, k: int, form: int = 0, repeats: int = 5) -> float:
         reps = max(1, min(4000, int(8e7 / (2 * m * n * k))))
         prog, arrs = gemm_tiles(m, n, k, "float32", reps, form)
         # The grid is BLAS' table: tiles the vector kernel would take run on BLAS here.
-        lowered = lower(prog, vector_kernel)
+        lowered = lower(prog, False)
         run_lowered(lowered, arrs)
         return best_seconds(lambda: run_lowered(lowered, arrs), repeats) / reps  # noqa: B023
 
@@ -433,8 +566,7 @@ def calibrate(save: bool = True) -> MachineParams:
         # planner weighs the two rates against each other, and a single reading in a busy
         # spell (135 GFLOP/s against a peak of 157, where the calibrations around it read
         # 0.95-1.0 of the peak) tilts its choices toward BLAS tiles.
-        vm, vn, vk = 432, 24, 36
-        vec_spent = tile_seconds(vm, vn, vk, True)
+        vec_spent = _vector_tile_seconds(rng)
         # BLAS on every tile shape of the grid, as a fraction of the large-tile peak
         # with the call's fixed cost included (the loop nest's own cost per tile,
         # ``tile_seconds``, is the model's separate term).
@@ -459,13 +591,13 @@ def calibrate(save: bool = True) -> MachineParams:
         eff = {key: min(1.0, rate / peaks["float32"]) for key, rate in rates.items()}
         # The vector kernel at full efficiency: its rate on that tile divided by the
         # tile's modelled efficiency.
-        vec_spent = max(min(vec_spent, tile_seconds(vm, vn, vk, True)) - p.tile_seconds, 1e-9)
-        vec_f32 = 2 * vm * vn * vk / vec_spent / vec_efficiency(vm, vn, vk, 4)
+        vec_f32 = vector_rate(min(vec_spent, _vector_tile_seconds(rng)), p.tile_seconds)
         t_call = _call_seconds()
         copy_rate = _copy_rate(rng)
         # 256 MiB: large enough for the kernel to use huge pages.
         dram = _dram_rate(256, 3, bandwidth_threads(saved_threads))
         wake, spin = _idle_measurements(saved_threads)
+        handoff = _handoff_latency()
         p = replace(
             p,
             l2_bytes=_l2_bytes() or p.l2_bytes,
@@ -478,6 +610,7 @@ def calibrate(save: bool = True) -> MachineParams:
             call_seconds=t_call,
             wake_seconds=wake,
             spin_seconds=spin,
+            handoff_seconds=handoff,
             copy_bytes_per_second=copy_rate,
             dram_bytes_per_second=dram,
             calibrated=True,

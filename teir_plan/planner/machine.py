@@ -418,6 +418,11 @@ class MachineParams:
     # EPYC (Zen 5) virtual machine's, 20-50 us and 0.2-0.25 ms, not the reference Xeon's.
     wake_seconds: float = 3e-5
     spin_seconds: float = 2e-4
+    # A core's wait for a cache line another core just wrote (planner/handoff.py: a tree
+    # step reading what the step before wrote on other workers).  Both calibrations
+    # measure it; the default is the same AMD EPYC virtual machine's, 136-141 ns (a line
+    # in its own L3: 87), not the reference Xeon's.
+    handoff_seconds: float = 1.4e-7
     calibrated: bool = False  # measured by the full tp.calibrate()
     # Where the values come from (one of SOURCES), when they were measured (UTC, "" if
     # not), and for which machine (CPU / vector ISA / threads): recorded in every plan,
@@ -673,11 +678,12 @@ def machine_params() -> MachineParams:
 # The form of a cached first-use estimate: 2 since its efficiency table is the one of
 # BLAS' kernel width (blas_efficiency_table), 3 since it measures the idle threads' wake
 # cost and spin time, 4 since its DRAM rate is the cores' aggregate
-# (calibrate.bandwidth_threads).  An estimate cached in an earlier form is
+# (calibrate.bandwidth_threads), 5 since it measures the cross-core handoff latency
+# (calibrate._handoff_latency).  An estimate cached in an earlier form is
 # not used: the first planning call measures a new one (a second or so), as on a new
 # machine, so that a user who planned before gets the same plans as a new one.  A full
 # calibration measures its table and stays.
-FIRST_USE_FORM = 4
+FIRST_USE_FORM = 5
 
 
 def _load() -> MachineParams | None:

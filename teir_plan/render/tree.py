@@ -5,8 +5,9 @@ A plan of three or more operands records how its intermediates' layouts were cho
 (``plan.options["tree_layouts"]``, see :mod:`teir_plan.schedule.tree_plan`).
 :func:`tree_lines` turns that into the lines the explain report prints under the
 contraction tree: per step, the memory order it writes, opt_einsum's order, its predicted
-time and the operands its program packs (transposes) first, each beside what opt_einsum's
-orders would cost; then the peak scratch memory.  :func:`draw_tree` draws the tree with
+time (and of it, the wait for lines of its inputs other cores wrote) and the operands its
+program packs (transposes) first, each beside what opt_einsum's orders would cost; then
+the peak scratch memory.  :func:`draw_tree` draws the tree with
 networkx and matplotlib.
 """
 
@@ -30,11 +31,13 @@ def layout_rows(plan: Plan) -> list[list[str]]:
     if layouts is None or not layouts.steps:
         return []
     rows = [["step", "contracts", "writes (memory order)", "opt_einsum's order",
-             "predicted us", "with opt_einsum's orders", "packs", "transposes avoided"]]
+             "predicted us", "of it other cores' lines", "with opt_einsum's orders",
+             "packs", "transposes avoided"]]
     for k, s in enumerate(layouts.steps):
         rows.append([str(k), s.subscripts, s.order if s.order is not None else "the result",
-                     s.term, f"{s.seconds * 1e6:.1f}", f"{s.default_seconds * 1e6:.1f}",
-                     str(s.packs), str(max(0, s.default_packs - s.packs))])
+                     s.term, f"{s.seconds * 1e6:.1f}", f"{s.handoff * 1e6:.1f}",
+                     f"{s.default_seconds * 1e6:.1f}", str(s.packs),
+                     str(max(0, s.default_packs - s.packs))])
     return rows
 
 

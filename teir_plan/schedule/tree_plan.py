@@ -34,11 +34,13 @@ import opt_einsum as oe
 from teir_plan.errors import PlanError
 from teir_plan.frontend.convention import Optimize
 from teir_plan.frontend.expression import Expression
+from teir_plan.planner.handoff import handoff_seconds
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.tree import ContractionTree, tree_for
 from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
 from teir_plan.schedule.plan import OperandSpec
 from teir_plan.schedule.steps import TEIRStep, step_seconds
+from teir_plan.teir.records import TEIR
 from teir_plan.tiles import flop_factor
 
 # Memory orders tried per intermediate: opt_einsum's, two that its consumer reads in
@@ -77,6 +79,10 @@ class StepLayout:
     packs: int
     default_seconds: float
     default_packs: int
+    # Of ``seconds`` (``default_seconds``): waiting for lines of its inputs that other
+    # cores wrote (planner/handoff.py).
+    handoff: float = 0.0
+    default_handoff: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -265,11 +271,12 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
         options[node.node] = candidate_orders(tree, node.node, leaf_orders, root_order) if big \
             else [node.term]
     # (step, its order, its children's) -> (predicted seconds, or inf when no candidate
-    # costs less than the ceiling it was searched under; that ceiling; operands packed)
+    # costs less than the ceiling it was searched under; that ceiling; operands packed;
+    # its programs' accesses, see _accesses)
     # Shared by the searches of one build_plan (its result layouts): the root's key
     # holds the layout it writes.
-    memo: dict[tuple, tuple[float, float, int]] = {} if b.expansions is None else \
-        b.expansions.setdefault(("tree layouts",), {})
+    memo: dict[tuple, tuple[float, float, int, Accesses]] = {} if b.expansions is None \
+        else b.expansions.setdefault(("tree layouts",), {})
     where = b.specs[target].strides
 
     def step_cost(node: int, own: str | None, child_orders: tuple[str, ...],
@@ -297,8 +304,37 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
                   dtype, True, False, step_threads(tree, node, dtype, threads), params)
         seconds = math.inf if scratch.outpriced else sum(step_seconds(s) for s in scratch.steps)
         packs = sum(len(s.chosen.packs) for s in scratch.steps if isinstance(s, TEIRStep))
-        memo[key] = (seconds, ceiling, packs)
+        memo[key] = (seconds, ceiling, packs, _accesses(
+            scratch.steps, dst if own is not None else None, srcs,
+            step_threads(tree, node, dtype, threads)))
         return seconds
+
+    def key_of(v: int, own: str | None, kids: tuple[str, ...]) -> tuple:
+        return (v, own if own is not None else where, kids)
+
+    def handoff(v: int, own: str | None, kids: tuple[str, ...], default: bool = False
+                ) -> float:
+        """Seconds step ``v`` (writing ``own`` from children in ``kids``) waits for
+        lines its intermediate inputs' producers left in other cores (each producer as
+        its best subtree for that order has it; ``default``: as every intermediate in
+        opt_einsum's order has it)."""
+        known = memo.get(key_of(v, own, kids))
+        if known is None or not math.isfinite(known[0]):
+            return 0.0
+        readers = known[3].readers
+        total = 0.0
+        for q, (c, o) in enumerate(zip(tree.nodes[v].children, kids)):
+            if c in leaf_orders:
+                continue
+            below = memo.get(key_of(c, o, defaults[c][1] if default else best[c][o][1]))
+            writer = below[3].writer if below is not None else None
+            if writer is None:
+                continue
+            for reader, j, reader_threads in readers[q]:
+                total += handoff_seconds(writer[0], writer[1], reader, j, reader_threads,
+                                         dtype.itemsize, params.l2_bytes,
+                                         params.handoff_seconds)
+        return total
 
     # Every intermediate in opt_einsum's order first: the reference, and the first bound.
     defaults = {node.node: (None if node.node == tree.root else node.term, tuple(
@@ -328,8 +364,13 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
                     continue
                 total = step_cost(v, own, combo, found[0] - below) + below
                 if total < found[0]:
+                    total += handoff(v, own, combo)
+                if total < found[0]:
                     found = (total, combo)
             best[v][own] = found
+    default_handoff = {v: handoff(v, own, kids, default=True)
+                       for v, (own, kids) in defaults.items()}
+    default += sum(default_handoff.values())
     # Top down: each child's order as its parent's best choice has it.
     chosen: dict[int, str] = {}
     accounts: dict[int, StepLayout] = {}
@@ -340,14 +381,50 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
             chosen[v] = own
         n = tree.nodes[v]
         kids = best[v][own][1]
-        mine = memo[(v, own if own is not None else where, kids)]
-        dflt = memo[(v, defaults[v][0] if defaults[v][0] is not None else where,
-                     defaults[v][1])]
+        mine = memo[key_of(v, own, kids)]
+        dflt = memo[key_of(v, *defaults[v])]
+        waits = handoff(v, own, kids)
+        dflt_waits = default_handoff[v]
         accounts[v] = StepLayout(
             v, ",".join(tree.nodes[c].term for c in n.children) + "->" + n.term, own,
-            n.term, mine[0], mine[2], dflt[0], dflt[2])
+            n.term, mine[0] + waits, mine[2], dflt[0] + dflt_waits, dflt[2], waits,
+            dflt_waits)
         for c, o in zip(n.children, kids):
             if c not in leaf_orders:
                 todo.append((c, o))
     return TreeLayouts(tuple(sorted(chosen.items())), best[tree.root][None][0], default,
                        tuple(accounts[n.node] for n in tree.steps), tree)
+
+
+@dataclass(frozen=True)
+class Accesses:
+    """What a tree step's programs do with the buffers it shares with its neighbours:
+    the program that writes its result (with the threads it runs on; None when no
+    single program does: a blocked step, a reduction run from Python) and, for each of
+    its inputs, the programs that read it (program, tensor index, threads)."""
+
+    writer: tuple[TEIR, int] | None
+    readers: tuple[tuple[tuple[TEIR, int, int], ...], ...]
+
+
+def _accesses(steps: Sequence[object], dst: int | None, srcs: Sequence[int], threads: int
+              ) -> Accesses:
+    """The :class:`Accesses` of a step planned as ``steps`` writing buffer ``dst`` (None:
+    the result, which no later step reads) from buffers ``srcs``; an operand a program
+    packs first is read by its pack's copy."""
+    writer = None
+    readers: list[list[tuple[TEIR, int, int]]] = [[] for _ in srcs]
+    for s in steps:
+        if not isinstance(s, TEIRStep):
+            continue
+        if dst is not None and s.dst == dst and type(s) is TEIRStep:
+            writer = (s.teir, threads)
+        packed = {p.tensor: p for p in s.chosen.packs}
+        for q, src in enumerate(srcs):
+            for pos, i in enumerate(s.inputs):
+                if i != src:
+                    continue
+                pack = packed.get(pos)
+                readers[q].append((pack.copy.teir, 0, threads) if pack is not None
+                                  else (s.teir, pos, threads))
+    return Accesses(writer, tuple(tuple(r) for r in readers))
