@@ -33,7 +33,7 @@ from teir_plan.executor.execute import run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.isa import target
 from teir_plan.planner.calibrate import calibration_program
-from teir_plan.planner.machine import MachineParams
+from teir_plan.planner.machine import MachineParams, machine_params
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.vec import KIND as VEC
 from teir_plan.tilekinds.vec import aliased_k_rows, vec_efficiency
@@ -99,17 +99,20 @@ def sweep(rounds: int) -> None:
     def rate(m: int, n: int, k: int, tiles: int, seconds: float) -> float:
         return 2 * m * n * k / max(seconds / tiles - tile_s, 1e-12)
 
+    # The K steps of the parameters in force (a calibration's fit, or the reference's).
+    steps = machine_params().vec_k_steps
     reps, arrays, vec, _ = _runs(432, 24, 36, rng)
-    full = rate(432, 24, 36, reps, _best(vec, arrays, rounds)) / vec_efficiency(432, 24, 36, 4)
-    print(f"vector kernel at full efficiency (432 x 24 x 36 / its vec_efficiency): "
-          f"{full / 1e9:.1f} GFLOP/s")
+    full = (rate(432, 24, 36, reps, _best(vec, arrays, rounds))
+            / vec_efficiency(432, 24, 36, 4, steps))
+    print(f"vector kernel at full efficiency (432 x 24 x 36 / its vec_efficiency, "
+          f"K steps {steps:.2f}): {full / 1e9:.1f} GFLOP/s")
     print("| length | rows | k | vec_efficiency | V in cache GFLOP/s | measured / model "
           "| V rows far apart GFLOP/s | measured / model |")
     print("|---|---|---|---|---|---|---|---|")
     for k in KS:
         for rows in ROWS:
             for length in LENGTHS:
-                eff = vec_efficiency(length, rows, k, 4)
+                eff = vec_efficiency(length, rows, k, 4, steps)
                 cells = ["-", "-"]
                 reps, arrays, vec, _ = _runs(length, rows, k, rng)
                 if vec.kind is VEC:

@@ -37,7 +37,12 @@ VEC_ROWS = VEC_TARGET.rows
 # With fewer rows each K step loads nearly as many lines as it multiplies
 # (docs/decisions.md).
 VEC_MIN_ROWS = 4
-VEC_K_STEPS = 8  # a micro-tile's output loads and stores, in K steps (vec_efficiency)
+# A micro-tile's output loads and stores, in K steps (vec.k_share): the reference's
+# (MachineParams.vec_k_steps, which the calibrations measure), and below VEC_SHORT_K on
+# every machine (docs/decisions.md).
+VEC_K_STEPS = 8
+VEC_SHORT_K = 8
+VEC_LONG_K = 16  # from here on, the machine's K steps alone
 # A tile whose vector operand has more K rows than this, far apart (not one contiguous
 # run), reads more streams at once than the hardware prefetchers follow
 # (docs/decisions.md).

@@ -131,6 +131,8 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
         value = getattr(p, f.name)
         if f.name == "handoff_seconds" and len(os.sched_getaffinity(0)) < 2:
             assert value == 0  # one CPU: nothing is handed between cores
+        elif f.name == "vec_k_steps":  # (0: the kernel as fast at K 36 as at K 192)
+            assert 0 <= value <= measure.MAX_K_STEPS
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             # (A wake cost lost in a busy host's noise falls back to the reference's.)
             assert value > 0, f.name
@@ -272,8 +274,30 @@ def test_a_measured_vector_rate_is_taken_as_measured() -> None:
 def test_the_vector_rate_is_the_calibration_tile_over_its_efficiency() -> None:
     m, n, k = measure.VEC_TILE
     spent = 2 * m * n * k / 200e9 + 15e-9  # 200 GFLOP/s, bookkeeping included
-    rate = measure.vector_rate(spent, 15e-9)
-    assert rate == pytest.approx(200e9 / vec_efficiency(m, n, k, 4))
+    for steps in (0.0, 2.5, 8.0):
+        rate = measure.vector_rate(spent, 15e-9, steps)
+        assert rate == pytest.approx(200e9 / vec_efficiency(m, n, k, 4, steps))
+
+
+@pytest.mark.parametrize("steps", [0.0, 1.0, 2.5, 8.0, 15.0])
+def test_the_k_steps_are_those_that_rate_both_tiles_as_measured(steps) -> None:
+    # Both tiles timed at a rate R * K / (K + steps), bookkeeping on top.
+    rate, book = 250e9, 15e-9
+
+    def spent(tile: tuple[int, int, int]) -> float:
+        m, n, k = tile
+        return 2 * m * n * k / (rate * k / (k + steps)) + book
+
+    got = measure.vector_k_steps(spent(measure.VEC_TILE), spent(measure.VEC_LONG_K_TILE), book)
+    assert got == pytest.approx(steps, abs=1e-6)
+    # (The calibration tile is whole micro-tiles and lines: its efficiency is K's share.)
+    assert measure.vector_rate(spent(measure.VEC_TILE), book, got) == pytest.approx(rate)
+
+
+def test_k_steps_out_of_range_are_clamped() -> None:
+    k1, k2 = measure.VEC_TILE[2], measure.VEC_LONG_K_TILE[2]
+    assert measure.vector_k_steps(k1 / 2, k2, 0) == 0.0  # the short K faster: no cost
+    assert measure.vector_k_steps(1.0, 1e-6, 0) == measure.MAX_K_STEPS
 
 
 def test_first_use_takes_the_efficiency_table_of_blas_kernels_width() -> None:

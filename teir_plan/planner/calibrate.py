@@ -91,15 +91,21 @@ def _peak_flops(dtype: str, rng: np.random.Generator, repeats: int = 5) -> float
 
 
 # The vector kernel's calibration tile: one of efbad,cf->abcde's blocks (432 long along
-# the vector axis, 24 rows, K 36), its operands in cache.
+# the vector axis, 24 rows, K 36), its operands in cache; and the same with K 192, whose
+# rate against it gives the K steps its outputs' loads and stores cost (VEC_LONG_K_TILE:
+# its vector operand, 324 KiB, within every L2 the kernels run on, its 24 x 192 block
+# within L1).
 VEC_TILE = (432, 24, 36)
+VEC_LONG_K_TILE = (432, 24, 192)
+MAX_K_STEPS = 16.0  # (a fit beyond is noise: 0-2.7 on the machines measured)
 
 
-def _vector_tile_seconds(rng: np.random.Generator, repeats: int = 5) -> float:
-    """Seconds per VEC_TILE tile on the vector kernel (float32, one thread), the loop
-    nest's bookkeeping per tile included (reps of it along a sequential N loop, about
-    80 MFLOP in all), best of ``repeats``."""
-    m, n, k = VEC_TILE
+def _vector_tile_seconds(rng: np.random.Generator, repeats: int = 5,
+                         tile: tuple[int, int, int] = VEC_TILE) -> float:
+    """Seconds per ``tile`` on the vector kernel (float32, one thread), the loop nest's
+    bookkeeping per tile included (reps of it along a sequential N loop, about 80 MFLOP
+    in all), best of ``repeats``."""
+    m, n, k = tile
     reps = max(1, min(4000, int(8e7 / (2 * m * n * k))))
     prog = calibration_program(m, n, k, "float32", reps)
     arrs = [rng.random(m * k).astype(np.float32), rng.random(k * n * reps).astype(np.float32),
@@ -109,12 +115,42 @@ def _vector_tile_seconds(rng: np.random.Generator, repeats: int = 5) -> float:
     return best_seconds(lambda: run_lowered(lowered, arrs), repeats) / reps
 
 
-def vector_rate(spent: float, tile_seconds: float) -> float:
+def vector_k_steps(spent: float, long_spent: float, tile_seconds: float) -> float:
+    """MachineParams.vec_k_steps from the seconds per VEC_TILE and per VEC_LONG_K_TILE:
+    the ``s`` for which K / (K + s) rates the two as measured, within [0, MAX_K_STEPS].
+
+    >>> k1, k2 = VEC_TILE[2], VEC_LONG_K_TILE[2]
+    >>> round(vector_k_steps(k1 * (k1 + 2.5) / k1, k2 * (k2 + 2.5) / k2, 0), 6)
+    2.5
+    """
+    k1, k2 = VEC_TILE[2], VEC_LONG_K_TILE[2]
+    q = (k1 / max(spent - tile_seconds, 1e-12)) / (k2 / max(long_spent - tile_seconds, 1e-12))
+    if q >= 1 or q * k2 <= k1:
+        return 0.0 if q >= 1 else MAX_K_STEPS
+    return min(MAX_K_STEPS, k1 * k2 * (1 - q) / (q * k2 - k1))
+
+
+def vector_rate(spent: float, tile_seconds: float, k_steps: float) -> float:
     """The vector kernel's float32 rate at full efficiency (MachineParams.vec_flops_f32)
     from ``spent`` seconds per VEC_TILE tile: the tile's rate, its bookkeeping
-    (``tile_seconds``) taken off, over the tile's modelled efficiency."""
+    (``tile_seconds``) taken off, over the tile's modelled efficiency with ``k_steps``."""
     m, n, k = VEC_TILE
-    return 2 * m * n * k / max(spent - tile_seconds, 1e-9) / vec_efficiency(m, n, k, 4)
+    return (2 * m * n * k / max(spent - tile_seconds, 1e-9)
+            / vec_efficiency(m, n, k, 4, k_steps))
+
+
+def _vector_kernel(rng: np.random.Generator, tile_seconds: float, spent: float = math.inf
+                   ) -> tuple[float, float]:
+    """(vec_flops_f32, vec_k_steps): both calibration tiles in turns, three rounds of best
+    of 3 each (about 10 ms), the best of all kept (VEC_TILE's with ``spent``, an earlier
+    reading).  Read once each, back to back, the K steps came out anywhere in 0.2-2.8
+    on one machine: a 3% drift between the two readings moves the fit by 1.4."""
+    long_spent = math.inf
+    for _ in range(3):
+        spent = min(spent, _vector_tile_seconds(rng, 3))
+        long_spent = min(long_spent, _vector_tile_seconds(rng, 3, VEC_LONG_K_TILE))
+    steps = vector_k_steps(spent, long_spent, tile_seconds)
+    return vector_rate(spent, tile_seconds, steps), steps
 
 
 def _call_seconds() -> float:
@@ -406,8 +442,9 @@ class QuickMeasurements:
     llc_bytes: int | None = None  # from sysfs (the last level); None where Linux does not say
     handoff_seconds: float = MachineParams.handoff_seconds  # (the reference's if not measured)
     # The vector kernel's float32 rate at full efficiency (0: not measured, scaled from
-    # the BLAS peak instead).
+    # the BLAS peak instead) and its K steps (the reference's if not measured).
     vec_flops_f32: float = 0.0
+    vec_k_steps: float = MachineParams.vec_k_steps
 
 
 def measure_quick() -> QuickMeasurements:
@@ -425,9 +462,9 @@ def measure_quick() -> QuickMeasurements:
         vec = _vector_tile_seconds(rng) if target().vector_bytes else 0.0
         f64 = _peak_flops("float64", rng, 5)
         f32 = max(f32, _peak_flops("float32", rng, 3))
+        steps = MachineParams.vec_k_steps
         if vec:  # (the kernel's rate is weighed against BLAS': both read twice)
-            vec = vector_rate(min(vec, _vector_tile_seconds(rng, 3)),
-                              MachineParams.tile_seconds)
+            vec, steps = _vector_kernel(rng, MachineParams.tile_seconds, vec)
         call = _call_seconds_gemm()
         copy = _numpy_copy_rate(rng)
         # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
@@ -439,7 +476,7 @@ def measure_quick() -> QuickMeasurements:
         set_num_threads(saved_threads)
     return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
                              target().vector_bytes, _blas_vector_bytes(), wake, spin,
-                             _llc_bytes(), handoff, vec)
+                             _llc_bytes(), handoff, vec, steps)
 
 
 def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
@@ -476,6 +513,7 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         gemm_flops_f64=m.gemm_flops_f64,
         gemm_efficiency=blas_efficiency_table(m.blas_vector_bytes or m.kernel_vector_bytes),
         vec_flops_f32=m.vec_flops_f32 or ref.vec_flops_f32 * f32 * wider,
+        vec_k_steps=m.vec_k_steps if m.vec_flops_f32 else ref.vec_k_steps,
         vec_flops_f64=(m.vec_flops_f32 * ref.vec_flops_f64 / ref.vec_flops_f32
                        or ref.vec_flops_f64 * f64 * wider),
         dram_bytes_per_second=m.dram_bytes_per_second,
@@ -591,7 +629,7 @@ def calibrate(save: bool = True) -> MachineParams:
         eff = {key: min(1.0, rate / peaks["float32"]) for key, rate in rates.items()}
         # The vector kernel at full efficiency: its rate on that tile divided by the
         # tile's modelled efficiency.
-        vec_f32 = vector_rate(min(vec_spent, _vector_tile_seconds(rng)), p.tile_seconds)
+        vec_f32, vec_steps = _vector_kernel(rng, p.tile_seconds, vec_spent)
         t_call = _call_seconds()
         copy_rate = _copy_rate(rng)
         # 256 MiB: large enough for the kernel to use huge pages.
@@ -607,6 +645,7 @@ def calibrate(save: bool = True) -> MachineParams:
             gemm_efficiency=tuple(eff.values()),
             vec_flops_f32=vec_f32,
             vec_flops_f64=vec_f32 * p.vec_flops_f64 / p.vec_flops_f32,
+            vec_k_steps=vec_steps,
             call_seconds=t_call,
             wake_seconds=wake,
             spin_seconds=spin,

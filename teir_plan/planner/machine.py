@@ -9,7 +9,8 @@ Four sources of parameters, recorded in every plan (``MachineParams.source``) an
   that matters most, the BLAS efficiency table included).
 * ``"first-use"``: nothing was cached for this machine, so the first planning call
   measured what plans depend on most in about a second (``calibrate.quick_calibrate``: BLAS'
-  float32/float64 peak, memory bandwidth, the copy rate, the call overhead, L2 from
+  float32/float64 peak, the vector kernel's rate and K steps, memory bandwidth, the copy
+  rate, the call overhead, the idle threads' wake cost, the cross-core handoff, L2 from
   sysfs), scaled the rest from the reference machine, cached it and warned once.
 * ``"isa"``: nothing measured (``TEIR_PLAN_AUTOCALIBRATE=0``): rates derived from the
   vector ISA (:func:`default_params`: vector width, FMA, threads).
@@ -402,6 +403,10 @@ class MachineParams:
     # executor.lower.vec_efficiency; float64 at half the float32 rate, not measured).
     vec_flops_f32: float = 185e9
     vec_flops_f64: float = 92e9
+    # The vector kernel's micro-tile output loads and stores, in K steps (vec.k_share):
+    # measured by both calibrations from its rates at K 36 and 192 (2.4-2.7 on an AMD
+    # EPYC Zen 5 with AVX-512 code, 0 with AVX2 code); the reference's fitted value.
+    vec_k_steps: float = 8.0
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
     copy_bytes_per_second: float = 24e9  # Copy/ReLU tiles and packs in cache, one core
@@ -679,7 +684,8 @@ def machine_params() -> MachineParams:
 # BLAS' kernel width (blas_efficiency_table), 3 since it measures the idle threads' wake
 # cost and spin time, 4 since its DRAM rate is the cores' aggregate
 # (calibrate.bandwidth_threads), 5 since it measures the cross-core handoff latency
-# (calibrate._handoff_latency).  An estimate cached in an earlier form is
+# (calibrate._handoff_latency) and the vector kernel's rate and K steps
+# (calibrate._vector_kernel).  An estimate cached in an earlier form is
 # not used: the first planning call measures a new one (a second or so), as on a new
 # machine, so that a user who planned before gets the same plans as a new one.  A full
 # calibration measures its table and stays.

@@ -25,10 +25,12 @@ from teir_plan.tiles import (
     VEC_BYTES,
     VEC_K_STEPS,
     VEC_LINES,
+    VEC_LONG_K,
     VEC_MAX_ROWS_TIMES_K,
     VEC_MAX_SPAN,
     VEC_MIN_ROWS,
     VEC_ROWS,
+    VEC_SHORT_K,
 )
 
 if TYPE_CHECKING:
@@ -112,20 +114,39 @@ def aliased_k_rows(k: int, rows: int, k_stride: int, itemsize: int,
                 and k_stride != 0 and (k_stride * itemsize) % 4096 == 0)
 
 
-def vec_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
+def k_share(k: int, k_steps: float = VEC_K_STEPS) -> float:
+    """The share of a micro-tile's time that goes to its ``k`` K steps: each loads and
+    stores its outputs once, ``k_steps`` K steps' worth (the machine's,
+    MachineParams.vec_k_steps) from VEC_LONG_K on; VEC_K_STEPS up to VEC_SHORT_K, where
+    the kernel runs at a third of its rate or less on every machine measured; a blend
+    between.
+
+    >>> round(k_share(32, 2.5), 3), round(k_share(8, 2.5), 3), round(k_share(12, 2.5), 3)
+    (0.928, 0.5, 0.696)
+    """
+    if k >= VEC_LONG_K or k_steps >= VEC_K_STEPS:
+        steps = k_steps
+    else:
+        short = min(1.0, (VEC_LONG_K - k) / (VEC_LONG_K - VEC_SHORT_K))
+        steps = k_steps + (VEC_K_STEPS - k_steps) * short
+    return k / (k + steps)
+
+
+def vec_efficiency(length: int, rows: int, k: int, itemsize: int,
+                   k_steps: float = VEC_K_STEPS) -> float:
     """The vector kernel's fraction of its rate on a tile ``length`` long along the
     vector axis, of ``rows`` rows and ``k`` K steps.  Full micro-tiles have VEC_ROWS
     rows, and a row costs about as many loads as a micro-tile's products, so short and
     left-over row blocks run at their share of the rows; a partial last line computes
-    its whole line; and each micro-tile loads and stores its outputs once, about
-    VEC_K_STEPS K steps' worth.
+    its whole line; and each micro-tile loads and stores its outputs once
+    (:func:`k_share`, ``k_steps`` the machine's).
 
     >>> round(vec_efficiency(4096, 24, 1000, 4), 2), round(vec_efficiency(84, 4, 1000, 4), 2)
     (0.99, 0.43)
     """
     lanes = max(VEC_BYTES, 16) // itemsize
     return (rows / (VEC_ROWS * -(-rows // VEC_ROWS)) * length / (lanes * -(-length // lanes))
-            * k / (k + VEC_K_STEPS))
+            * k_share(k, k_steps))
 
 
 def vec_line_bytes(k: int, length: int, itemsize: int) -> int:
@@ -178,15 +199,16 @@ def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
 
 def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
     length, rows = along(axis, t)
-    eff = vec_efficiency(length, rows, t.k, t.itemsize)
+    eff = vec_efficiency(length, rows, t.k, t.itemsize, p.params.vec_k_steps)
     return Price(p.flops / (p.params.vec_flops(p.dtype) * eff), streams=p.streamed)
 
 
 def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
                 dtype: np.dtype) -> float:
     if VEC_BYTES and max(m, n) >= _shortest(itemsize) and min(m, n) >= VEC_MIN_ROWS:
-        return params.vec_flops(dtype) * max(vec_efficiency(m, n, k, itemsize),
-                                             vec_efficiency(n, m, k, itemsize))
+        steps = params.vec_k_steps
+        return params.vec_flops(dtype) * max(vec_efficiency(m, n, k, itemsize, steps),
+                                             vec_efficiency(n, m, k, itemsize, steps))
     return 0.0
 
 

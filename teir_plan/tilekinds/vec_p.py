@@ -93,7 +93,7 @@ def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
 
 def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
     length, rows = along(axis, t)
-    eff = vec_efficiency(length, rows, t.k, t.itemsize)
+    eff = vec_efficiency(length, rows, t.k, t.itemsize, p.params.vec_k_steps)
     per_call = p.flops / (p.params.vec_flops(p.dtype) * eff)
     # The vector operand's block transposed into the worker's buffer first.
     packed = t.k * length * t.itemsize

@@ -11,7 +11,7 @@ import numpy as np
 from teir_plan.isa import LINE_BYTES
 from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, T_VEC_T, set_fields
-from teir_plan.tilekinds.vec import MODE, along, streamed_note
+from teir_plan.tilekinds.vec import MODE, along, k_share, streamed_note
 from teir_plan.tiles import (
     VEC_BYTES,
     VEC_K_STEPS,
@@ -78,13 +78,14 @@ def vec_t_axis(m: int, n: int, k: int, br: int, a: tuple[int, int], b: tuple[int
     return 0
 
 
-def vec_t_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
+def vec_t_efficiency(length: int, rows: int, k: int, itemsize: int,
+                     k_steps: float = VEC_K_STEPS) -> float:
     """The transposed vector kernel's fraction of the vector kernel's rate on a tile
     ``length`` long along its vector axis, of ``rows`` rows and ``k`` K steps: its
     micro-tiles are one line along the vector axis and up to VEC_T_TILE_ROWS rows
     (computed in multiples of 4, fewer than VEC_T_FULL_ROWS waiting on the
     multiply-adds' latency), and each loads and stores its outputs once after the K loop
-    (K / (K + VEC_K_STEPS), as for the vector kernel) and transposes them
+    (``vec.k_share``, as for the vector kernel) and transposes them
     (K / (K + VEC_T_K_STEPS)).
 
     >>> round(vec_t_efficiency(9600, 20, 24, 4), 2), round(vec_t_efficiency(100, 8, 24, 4), 2)
@@ -100,7 +101,7 @@ def vec_t_efficiency(length: int, rows: int, k: int, itemsize: int) -> float:
     latency = (full * VEC_T_TILE_ROWS * min(1.0, VEC_T_TILE_ROWS / VEC_T_FULL_ROWS)
                + rest * min(1.0, padded / VEC_T_FULL_ROWS))
     return (latency / computed * length / (lanes * -(-length // lanes))
-            * k / (k + VEC_K_STEPS) * k / (k + VEC_T_K_STEPS))
+            * k_share(k, k_steps) * k / (k + VEC_T_K_STEPS))
 
 
 def scratch_elements(rows: int, k: int, itemsize: int) -> int:
@@ -144,7 +145,7 @@ def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
 def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
     length, rows = along(axis, t)
     isz = t.itemsize
-    eff = vec_t_efficiency(length, rows, t.k, isz)
+    eff = vec_t_efficiency(length, rows, t.k, isz, p.params.vec_k_steps)
     # Its output streams only as one contiguous block (see _encode); other blocks go
     # through the cache.
     streams = p.streamed and _out_along(t, axis) == rows
@@ -164,8 +165,9 @@ def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
     lanes = LINE_BYTES // itemsize
     if (VEC_BYTES and max(m, n) >= VEC_T_MIN_LINES * lanes
             and 2 <= min(m, n) <= VEC_T_MAX_ROWS):
-        return params.vec_flops(dtype) * max(vec_t_efficiency(m, n, k, itemsize),
-                                             vec_t_efficiency(n, m, k, itemsize))
+        steps = params.vec_k_steps
+        return params.vec_flops(dtype) * max(vec_t_efficiency(m, n, k, itemsize, steps),
+                                             vec_t_efficiency(n, m, k, itemsize, steps))
     return 0.0
 
 
