@@ -93,8 +93,12 @@ BENCHMARKS = [
      "`--all`), ML chains and einsum_benchmark's generated networks, against "
      "numpy.einsum(optimize=path), opt_einsum, opt_einsum with PyTorch and cotengra, and "
      "against tp itself with every intermediate in opt_einsum's order (the layouts chosen "
-     "across the tree switched off; the two timed in turns).  Each system's time is its "
-     "best over rounds that time every system back to back."),
+     "across the tree switched off; the two timed in turns).  Each of the two also "
+     "chooses its result's layout: a C-order result is kept unless another is predicted "
+     "10% faster (schedule/build.py, LAYOUT_MARGIN), so where the layouts chosen across "
+     "the tree bring C order within that margin (SYN) tp writes C order while opt_einsum's "
+     "orders return a permuted view, and the column compares the two layouts too.  Each "
+     "system's time is its best over rounds that time every system back to back."),
     ("trees-overhead", "Tree plans: per-step overhead",
      ".venv/bin/python -m benchmarks.trees --overhead",
      "A cached tree plan's time per pairwise step on chains of 8 x 8 matrices, and the "
