@@ -159,3 +159,24 @@ def test_the_handoff_latency_is_measured_between_two_cpus(monkeypatch):
         assert 0 < latency < 1e-5
     monkeypatch.setattr(calibrate.os, "sched_getaffinity", lambda pid: {0})
     assert calibrate._handoff_latency() == 0.0  # one CPU: nothing is handed over
+
+
+def test_threads_that_cannot_be_placed_measure_nothing(monkeypatch):
+    """A container that refuses the CPUs: no latency, and nothing left waiting."""
+    def refuse(pid, cpus):
+        raise OSError("not permitted")
+
+    monkeypatch.setattr(calibrate.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(calibrate.os, "sched_setaffinity", refuse)
+    assert calibrate._handoff_latency() == 0.0
+
+
+def test_a_failing_call_on_a_placed_thread_is_raised_in_the_caller():
+    pinned = calibrate._Pinned(sorted(os.sched_getaffinity(0))[0])
+    try:
+        assert pinned.call(lambda: 6 * 7) == 42
+        with pytest.raises(ZeroDivisionError):
+            pinned.call(lambda: 1 / 0)
+        assert pinned.call(lambda: "still serving") == "still serving"
+    finally:
+        pinned.stop()

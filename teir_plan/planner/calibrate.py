@@ -295,26 +295,42 @@ def _chase(chain: np.ndarray, steps: int) -> int:  # pragma: no cover - jitted
 
 class _Pinned(threading.Thread):
     """A thread on one CPU that runs what it is given and hands back the result (the
-    caller's own affinity is never changed: threads it creates later would inherit it)."""
+    caller's own affinity is never changed: threads it creates later would inherit it).
+    ``placed`` says whether the CPU took it, once ``ready`` is set; what a call raises
+    is raised again in the caller, so that a failure never leaves the caller waiting."""
 
     def __init__(self, cpu: int) -> None:
         super().__init__(daemon=True)
         self.cpu = cpu
+        self.placed = False
+        self.ready = threading.Event()
         self.todo: queue.Queue = queue.Queue()
         self.done: queue.Queue = queue.Queue()
         self.start()
 
     def run(self) -> None:
-        os.sched_setaffinity(0, {self.cpu})
+        try:
+            os.sched_setaffinity(0, {self.cpu})
+            self.placed = True
+        except OSError:
+            pass
+        finally:
+            self.ready.set()
         while True:
             fn = self.todo.get()
             if fn is None:
                 return
-            self.done.put(fn())
+            try:
+                self.done.put((True, fn()))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                self.done.put((False, e))
 
     def call(self, fn):  # type: ignore[no-untyped-def]
         self.todo.put(fn)
-        return self.done.get()
+        ok, value = self.done.get()
+        if not ok:
+            raise value
+        return value
 
     def stop(self) -> None:
         self.todo.put(None)
@@ -337,10 +353,19 @@ def _handoff_latency(rounds: int = 5) -> float:
     chain = np.zeros(lines * 8, np.int64)
     order = np.random.default_rng(0).permutation(lines).astype(np.int64)
     try:
-        writer, reader = _Pinned(cpus[0]), _Pinned(cpus[1])
-    except (OSError, RuntimeError):
+        writer = _Pinned(cpus[0])
+    except RuntimeError:  # (no thread could be started)
         return 0.0
     try:
+        reader = _Pinned(cpus[1])
+    except RuntimeError:
+        writer.stop()
+        return 0.0
+    try:
+        if not (writer.ready.wait(5) and reader.ready.wait(5)
+                and writer.placed and reader.placed):
+            return 0.0
+
         def chase() -> float:
             start = time.perf_counter()
             _chase(chain, lines)
