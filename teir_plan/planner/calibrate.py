@@ -484,12 +484,12 @@ def measure_quick() -> QuickMeasurements:
         # Best of 7, float32 measured before and after float64: one reading in a busy
         # spell of a shared machine priced every BLAS tile twice too dear (see calibrate).
         f32 = _peak_flops("float32", rng, 7)
-        vec = _vector_tile_seconds(rng) if target().vector_bytes else 0.0
+        vec_spent = _vector_tile_seconds(rng) if target().vector_bytes else 0.0
         f64 = _peak_flops("float64", rng, 5)
         f32 = max(f32, _peak_flops("float32", rng, 3))
-        steps = MachineParams.vec_k_steps
-        if vec:  # (the kernel's rate is weighed against BLAS': both read twice)
-            vec, steps = _vector_kernel(rng, MachineParams.tile_seconds, vec)
+        vec, steps = 0.0, MachineParams.vec_k_steps
+        if vec_spent:  # (the kernel's rate is weighed against BLAS': both read twice)
+            vec, steps = _vector_kernel(rng, MachineParams.tile_seconds, vec_spent)
         call = _call_seconds_gemm()
         copy = _numpy_copy_rate(rng)
         # 128 MiB: past any last-level cache of the machines teir_plan runs on, and

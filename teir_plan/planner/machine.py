@@ -404,8 +404,9 @@ class MachineParams:
     vec_flops_f32: float = 185e9
     vec_flops_f64: float = 92e9
     # The vector kernel's micro-tile output loads and stores, in K steps (vec.k_share):
-    # measured by both calibrations from its rates at K 36 and 192 (2.4-2.7 on an AMD
-    # EPYC Zen 5 with AVX-512 code, 0 with AVX2 code); the reference's fitted value.
+    # measured by both calibrations from its rates at K 36 and 192 (0.2-2.7 on an AMD
+    # EPYC Zen 5 virtual machine with AVX-512 code, by the hour; 0 with AVX2 code); the
+    # reference's fitted value.
     vec_k_steps: float = 8.0
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
