@@ -294,15 +294,17 @@ def test_a_long_k_is_read_in_blocks_accumulated_in_cache() -> None:
     vector-kernel tiles that accumulate; the vector axis is split into cache-sized
     tiles.  The plan and every alternative give numpy's answer.  (Planned as if the
     operands streamed from memory, as a larger problem's do: when all of it fits in the
-    last-level cache, cost.fits_llc, both schedules run alike and either may win.)"""
+    last-level cache, cost.fits_llc, both schedules run alike and either may win.  The K
+    rows are 48 x 56 elements apart, not a whole number of pages: 32 of them a page
+    multiple apart leave 32-byte vector tiles, vec.aliased_k_rows.)"""
     from dataclasses import replace
 
     from teir_plan.planner.machine import set_machine_params
 
     rng = np.random.default_rng(7)
-    a = rng.standard_normal((256, 48, 64)).astype(np.float32)  # d, c, a
+    a = rng.standard_normal((256, 48, 56)).astype(np.float32)  # d, c, a
     b = rng.standard_normal((24, 256)).astype(np.float32)  # b, d
-    out = np.empty((24, 48, 64), np.float32).transpose(2, 0, 1)  # abc over a bca buffer
+    out = np.empty((24, 48, 56), np.float32).transpose(2, 0, 1)  # abc over a bca buffer
     set_machine_params(replace(tp.machine_params(), llc_bytes=1 << 20))
     try:
         plan = tp.plan("dca,bd->abc", a, b, out=out)

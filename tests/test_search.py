@@ -11,10 +11,18 @@ import numpy as np
 import pytest
 
 from teir_plan.frontend.contraction import Contraction, describe, layout_of, with_dtype
-from teir_plan.planner.candidates import Choice, choices_for
+from teir_plan.planner.candidates import (
+    Choice,
+    choices_for,
+    fuse_axes,
+    prim_choices,
+    split_axis,
+    split_inner,
+)
 from teir_plan.planner.cost import _blas_out_round_trips, estimate, set_aliased
 from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.search import prim_floors, prim_options, rank, variants
+from teir_plan.teir.axes import NO_AXIS
 
 CASES = [
     line.split()
@@ -107,6 +115,31 @@ def test_a_ceiling_keeps_every_candidate_under_it(case: list[str]) -> None:
         capped = rank(c, params, 2, top=8, ceiling=ceiling)
         below = [(r.teir, r.predicted_seconds) for r in full if r.predicted_seconds < ceiling]
         assert [(r.teir, r.predicted_seconds) for r in capped][:len(below)] == below
+
+
+def test_tiles_take_split_axes_as_blocks() -> None:
+    """cdeh,defg->chfg (gen LM first+last's step): d and e fuse into one K axis of 1024,
+    split 32 x 32.  A tile takes the outer part only with its inner part, and the inner
+    part as its K (the outer then as a BRGEMM's batch); every other prim choice stays."""
+    c = fuse_axes(_contraction("cdeh,defg->chfg", "c=16,d=32,e=32,f=16,g=16,h=16", 1))
+    k_axis = next(i for i, a in enumerate(c.axes) if a.extent == 1024)
+    split = split_axis(c, k_axis, 32)
+    inner = split_inner(split)
+    assert len(inner) == 1
+    [(outer, part)] = inner.items()
+    assert split.axes[outer].name == split.axes[part].name + "^"
+    kept = set(prim_choices(split))
+    assert not split_inner(c)
+    assert kept
+    for m, n, k, br in kept:
+        if outer in (m, n, k, br):
+            assert part in (m, n, k, br) and (k, br) == (part, outer)
+    ks = {k for _, _, k, br in kept if br == NO_AXIS}
+    assert part in ks and outer not in ks
+    assert any(br == outer and k == part for _, _, k, br in kept)
+    # Choices without the split axis in the tile all stay.
+    rest = {p for p in prim_choices(split, True) if outer not in p and part not in p}
+    assert rest <= kept and rest
 
 
 def _bda_dc_split(out_row: int) -> Contraction:
