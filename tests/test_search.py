@@ -4,6 +4,7 @@ lower bounds, and a ceiling drops only candidates at or above it."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from teir_plan.planner.candidates import (
     Choice,
     choices_for,
     fuse_axes,
+    loop_orders,
     prim_choices,
     split_axis,
     split_inner,
@@ -140,6 +142,21 @@ def test_tiles_take_split_axes_as_blocks() -> None:
     # Choices without the split axis in the tile all stay.
     rest = {p for p in prim_choices(split, True) if outer not in p and part not in p}
     assert rest <= kept and rest
+
+
+def test_loop_orders_come_largest_out_stride_first() -> None:
+    """Few loops: every order, those with out's larger strides outer first, so that of
+    orders priced alike the search keeps the one whose workers write contiguous parts of
+    out (FCTN's dgij,cfhj->dgicfh written in fgdich order: f's rows of out are 800 KiB
+    apart, d's 5 KiB, i's 640 B)."""
+    c = fuse_axes(_contraction("dgij,cfhj->fgdich", "c=20,d=20,f=8,g=8,h=8,i=8,j=8", 1))
+    names = [a.name for a in c.axes]
+    loops = [names.index(x) for x in "dfi"]
+    orders = loop_orders(c, loops)
+    assert sorted(orders) == sorted(itertools.permutations(loops))
+    assert [names[a] for a in orders[0]] == ["f", "d", "i"]
+    keys = [[-abs(c.axes[a].strides[2]) for a in o] for o in orders]
+    assert keys == sorted(keys)
 
 
 def _bda_dc_split(out_row: int) -> Contraction:
