@@ -15,7 +15,8 @@ unitary; the output state or one amplitude) and instances of einsum_benchmark's 
 when that package is installed.  ``--dtype complex64`` (or complex128) fills both parts of
 every operand; ``--circuits`` runs the circuits alone (the networks a complex dtype is
 for).  Each case is timed per system, back to back after a pause, best and median of
-``--repeats`` after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count two flops per
+``--repeats`` calls (a short case more: as many as fill SLOT_SECONDS at the fastest
+system's pace) after a warm-up, in ``--rounds`` rounds over the systems; GFLOP/s count two flops per
 multiply-add of the path's steps (eight per complex one); "peak MiB" is the scratch
 memory tp's plan holds at once (its ``peak_bytes``) and numpy.einsum's allocation peak
 (tracemalloc).
@@ -57,6 +58,9 @@ from teir_plan.schedule import tree_plan
 from teir_plan.tiles import flop_factor
 
 TREES_FILE = Path(__file__).parent / "trees_einsum_ir.tsv"
+# Calls a round: enough to fill SLOT_SECONDS at the fastest system's pace (run_case).
+SLOT_SECONDS = 0.005
+MAX_CALLS = 50
 Case = tuple[str, str, dict[str, int], list[tuple[int, ...]] | None]
 
 
@@ -246,6 +250,15 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
     # float32 and complex64 sums over a path agree to about 1e-3 of the largest value.
     tol = 1e-2 if np.dtype(dtype).itemsize // (2 if dtype.kind == "c" else 1) == 4 else 1e-8
     ok = bool(np.allclose(got, want, rtol=tol, atol=tol * float(np.abs(want).max() or 1)))
+    # Every system makes as many calls a round as fill SLOT_SECONDS at the fastest one's
+    # pace (``repeats`` at least): after the pause the host runs a short case's first
+    # calls slower (Tucker 32^3 -> 96^3, best of 3 calls after 0.25 s: tp 354-474 us,
+    # numpy 439-573, cotengra 411-528; in a tight loop 272, 341, 271), so that a few
+    # calls measured how far each system got out of that spell more than the system.
+    calls = repeats
+    once = min(timeit(fn, 1, warmup=0)[0] for fn in systems.values())
+    if once > 0:
+        calls = min(MAX_CALLS, max(repeats, math.ceil(SLOT_SECONDS / once)))
     # In rounds: each round times every system back to back (see common.timeit), and a
     # system's time is its best over the rounds, so that a spell of load on a shared
     # machine during one system's turn does not decide a ratio.
@@ -256,14 +269,14 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
         order = list(systems.items())
         for sysname, fn in (order if r % 2 == 0 else order[::-1]):
             time.sleep(PAUSE_SECONDS)  # (common.PAUSE_SECONDS)
-            best, med = timeit(fn, repeats)
+            best, med = timeit(fn, calls)
             old = results.get(sysname, (math.inf, math.inf))
             results[sysname] = (min(best, old[0]), min(med, old[1]))
     # tp against itself with opt_einsum's orders, in turns (one call of each per round,
     # as benchmarks.tccg times tp's own variants): the layouts' effect, measured where a
     # spell of load cannot fall on one of the two alone.
     turns = timeit_in_turns({"tp": systems["tp"], "plain": systems["tp, opt_einsum's orders"]},
-                            max(6, repeats * rounds))
+                            max(6, calls * rounds))
     tracemalloc.start()
     if "numpy.einsum" in systems:
         systems["numpy.einsum"]()
@@ -281,7 +294,7 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
         "ratio_opt_orders": turns["plain"] / turns["tp"],
         "tp_peak_mib": getattr(plan, "peak_bytes", math.nan) / 2**20,
         "numpy_peak_mib": np_peak / 2**20 if "numpy.einsum" in systems else None,
-        "plan_seconds_note": "",
+        "plan_seconds_note": "", "calls_per_round": calls,
     }
 
 
@@ -382,7 +395,8 @@ def main() -> None:
     md = "\n\n".join([
         "# Einsum trees (benchmarks/trees.py)",
         machine_md(info) + f"; dtype {dtype}; best of {args.rounds} rounds of {repeats} "
-        f"calls per system; load average {os.getloadavg()[0]:.1f} at the end",
+        f"calls per system, or as many as fill {SLOT_SECONDS * 1e3:g} ms at the fastest "
+        f"system's pace (at most {MAX_CALLS}); load average {os.getloadavg()[0]:.1f} at the end",
         md_table(header, rows),
         f"Geometric mean, tp / best peer: {geo:.2f}; tp / tp with opt_einsum's orders "
         f"(timed in turns): {geo_o:.2f}"])
