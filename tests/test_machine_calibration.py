@@ -29,7 +29,7 @@ from teir_plan.planner.machine import (
     set_machine_params,
 )
 from teir_plan.render.report import build_report
-from teir_plan.tilekinds.vec import vec_efficiency
+from teir_plan.tilekinds.vec import vec_efficiency, vec_strips
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
 # the tests are fast and deterministic.
@@ -133,6 +133,8 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
             assert value == 0  # one CPU: nothing is handed between cores
         elif f.name == "vec_k_steps":  # (0: the kernel as fast at K 36 as at K 192)
             assert 0 <= value <= measure.MAX_K_STEPS
+        elif f.name in ("vec_tile_seconds", "vec_strip_seconds"):  # (0: lost in noise)
+            assert 0 <= value < 1e-5, f.name
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             # (A wake cost lost in a busy host's noise falls back to the reference's.)
             assert value > 0, f.name
@@ -292,6 +294,45 @@ def test_the_k_steps_are_those_that_rate_both_tiles_as_measured(steps) -> None:
     assert got == pytest.approx(steps, abs=1e-6)
     # (The calibration tile is whole micro-tiles and lines: its efficiency is K's share.)
     assert measure.vector_rate(spent(measure.VEC_TILE), book, got) == pytest.approx(rate)
+
+
+def test_the_vector_kernels_set_up_is_read_per_tile_and_per_strip(monkeypatch) -> None:
+    """Tiles timed as the set-up (per tile, per strip) plus a cost per row: the fit
+    returns that set-up, the walker's bookkeeping taken off the part per tile; a noisy
+    reading below the line's floor gives 0, not a negative cost."""
+    book, per_tile, per_strip = 15e-9, 40e-9, 6e-9
+
+    def timed(rng, repeats=5, tile=measure.VEC_TILE):  # type: ignore[no-untyped-def]
+        length, rows, k = tile
+        return (book + per_tile + per_strip * vec_strips(length, 4)
+                + rows * length * k * 2 / 250e9)
+
+    monkeypatch.setattr(measure, "_vector_tile_seconds", timed)
+    got = measure._vector_overheads(np.random.default_rng(0), book)
+    assert got == pytest.approx((per_tile, per_strip))
+    assert measure.vector_overheads((10e-9, 5e-9), (2, 9), book) == (0.0, 0.0)
+
+
+def test_the_vector_kernels_set_up_is_in_its_price() -> None:
+    """A vector tile's price is its flops at the kernel's rate plus its set-up."""
+    from teir_plan.tilekinds.kind import GemmTile, PriceArgs
+    from teir_plan.tilekinds.vec import KIND, vec_axis, vec_overhead_seconds
+
+    tile = GemmTile(432, 24, 36, 1, (1, 432), (1, 36), (1, 432), 4)
+    axis = vec_axis(*tile)
+    if not axis:
+        pytest.skip("no vector kernel at this width")
+    ref = MachineParams.reference()
+    measured = replace(ref, vec_tile_seconds=40e-9, vec_strip_seconds=6e-9)
+    assert KIND.price is not None
+
+    def price(p: MachineParams) -> float:
+        return KIND.price(tile, axis, PriceArgs(p, np.dtype(np.float32), 2 * 432 * 24 * 36,
+                                                False, None)).seconds
+
+    assert price(measured) - price(ref) == pytest.approx(
+        vec_overhead_seconds(432, 4, 40e-9, 6e-9))
+    assert vec_overhead_seconds(432, 4, 40e-9, 6e-9) > 40e-9
 
 
 def test_k_steps_out_of_range_are_clamped() -> None:

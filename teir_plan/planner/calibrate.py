@@ -41,7 +41,8 @@ from teir_plan.planner.machine import (
     blas_efficiency_table,
 )
 from teir_plan.teir.records import TEIR
-from teir_plan.tilekinds.vec import vec_efficiency
+from teir_plan.tilekinds.vec import vec_efficiency, vec_overhead_seconds, vec_strips
+from teir_plan.tiles import VEC_ROWS
 
 
 def best_seconds(fn, repeats: int = 5, warmup: int = 0) -> float:  # type: ignore[no-untyped-def]
@@ -115,6 +116,11 @@ def _vector_tile_seconds(rng: np.random.Generator, repeats: int = 5,
     return best_seconds(lambda: run_lowered(lowered, arrs), repeats) / reps
 
 
+def _vec_tile_overhead(tile_seconds: float, strip_seconds: float) -> float:
+    """The set-up of a VEC_TILE tile (and a VEC_LONG_K_TILE one: the same length)."""
+    return vec_overhead_seconds(VEC_TILE[0], 4, tile_seconds, strip_seconds)
+
+
 def vector_k_steps(spent: float, long_spent: float, tile_seconds: float) -> float:
     """MachineParams.vec_k_steps from the seconds per VEC_TILE and per VEC_LONG_K_TILE:
     the ``s`` for which K / (K + s) rates the two as measured, within [0, MAX_K_STEPS].
@@ -144,13 +150,49 @@ def _vector_kernel(rng: np.random.Generator, tile_seconds: float, spent: float =
     """(vec_flops_f32, vec_k_steps): both calibration tiles in turns, three rounds of best
     of 3 each (about 10 ms), the best of all kept (VEC_TILE's with ``spent``, an earlier
     reading).  Read once each, back to back, the K steps came out anywhere in 0.2-2.8
-    on one machine: a 3% drift between the two readings moves the fit by 1.4."""
+    on one machine: a 3% drift between the two readings moves the fit by 1.4.
+    ``tile_seconds``: each tile's fixed cost (the walker's and the kernel's set-up)."""
     long_spent = math.inf
     for _ in range(3):
         spent = min(spent, _vector_tile_seconds(rng, 3))
         long_spent = min(long_spent, _vector_tile_seconds(rng, 3, VEC_LONG_K_TILE))
     steps = vector_k_steps(spent, long_spent, tile_seconds)
     return vector_rate(spent, tile_seconds, steps), steps
+
+
+# The tiles the vector kernel's set-up is read from: (length, K, rows as a multiple of
+# a micro-tile's), each against one row block of the same length and K.  Their
+# difference in rows leaves what a tile costs whatever its rows; two lengths part that
+# into a cost per tile and one per strip of micro-tiles.
+VEC_OVERHEAD_TILES = ((64, 64, 12), (432, 36, 3))
+
+
+def vector_overheads(fixed: tuple[float, float], strips: tuple[int, int],
+                     tile_seconds: float) -> tuple[float, float]:
+    """(MachineParams.vec_tile_seconds, vec_strip_seconds) from the fixed seconds of a
+    tile of each VEC_OVERHEAD_TILES length and its strips: a line through the two, the
+    walker's own ``tile_seconds`` taken off the part per tile, neither below 0.
+
+    >>> [round(x * 1e9, 1) for x in vector_overheads((48e-9, 90e-9), (2, 9), 15e-9)]
+    [21.0, 6.0]
+    """
+    strip = max(0.0, (fixed[1] - fixed[0]) / (strips[1] - strips[0]))
+    return max(0.0, fixed[0] - strip * strips[0] - tile_seconds), strip
+
+
+def _vector_overheads(rng: np.random.Generator, tile_seconds: float) -> tuple[float, float]:
+    """The vector kernel's set-up per tile and per strip (vector_overheads), on one
+    thread: each VEC_OVERHEAD_TILES tile with one row block and with many, in turns,
+    best of two rounds (about 25 ms)."""
+    fixed = []
+    for length, k, times in VEC_OVERHEAD_TILES:
+        few = many = math.inf
+        for _ in range(2):
+            few = min(few, _vector_tile_seconds(rng, 3, (length, VEC_ROWS, k)))
+            many = min(many, _vector_tile_seconds(rng, 3, (length, VEC_ROWS * times, k)))
+        fixed.append((times * few - many) / (times - 1))
+    strips = tuple(vec_strips(length, 4) for length, _, _ in VEC_OVERHEAD_TILES)
+    return vector_overheads((fixed[0], fixed[1]), (strips[0], strips[1]), tile_seconds)
 
 
 def _call_seconds() -> float:
@@ -470,6 +512,9 @@ class QuickMeasurements:
     # the BLAS peak instead) and its K steps (the reference's if not measured).
     vec_flops_f32: float = 0.0
     vec_k_steps: float = MachineParams.vec_k_steps
+    # Its set-up per tile and per strip (the reference's if not measured).
+    vec_tile_seconds: float = MachineParams.vec_tile_seconds
+    vec_strip_seconds: float = MachineParams.vec_strip_seconds
 
 
 def measure_quick() -> QuickMeasurements:
@@ -488,8 +533,12 @@ def measure_quick() -> QuickMeasurements:
         f64 = _peak_flops("float64", rng, 5)
         f32 = max(f32, _peak_flops("float32", rng, 3))
         vec, steps = 0.0, MachineParams.vec_k_steps
+        vec_tile = vec_strip = 0.0
         if vec_spent:  # (the kernel's rate is weighed against BLAS': both read twice)
-            vec, steps = _vector_kernel(rng, MachineParams.tile_seconds, vec_spent)
+            vec_tile, vec_strip = _vector_overheads(rng, MachineParams.tile_seconds)
+            vec, steps = _vector_kernel(
+                rng, MachineParams.tile_seconds + _vec_tile_overhead(vec_tile, vec_strip),
+                vec_spent)
         call = _call_seconds_gemm()
         copy = _numpy_copy_rate(rng)
         # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
@@ -501,7 +550,7 @@ def measure_quick() -> QuickMeasurements:
         set_num_threads(saved_threads)
     return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
                              target().vector_bytes, _blas_vector_bytes(), wake, spin,
-                             _llc_bytes(), handoff, vec, steps)
+                             _llc_bytes(), handoff, vec, steps, vec_tile, vec_strip)
 
 
 def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
@@ -539,6 +588,8 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         gemm_efficiency=blas_efficiency_table(m.blas_vector_bytes or m.kernel_vector_bytes),
         vec_flops_f32=m.vec_flops_f32 or ref.vec_flops_f32 * f32 * wider,
         vec_k_steps=m.vec_k_steps if m.vec_flops_f32 else ref.vec_k_steps,
+        vec_tile_seconds=m.vec_tile_seconds,
+        vec_strip_seconds=m.vec_strip_seconds,
         vec_flops_f64=(m.vec_flops_f32 * ref.vec_flops_f64 / ref.vec_flops_f32
                        or ref.vec_flops_f64 * f64 * wider),
         dram_bytes_per_second=m.dram_bytes_per_second,
@@ -654,7 +705,10 @@ def calibrate(save: bool = True) -> MachineParams:
         eff = {key: min(1.0, rate / peaks["float32"]) for key, rate in rates.items()}
         # The vector kernel at full efficiency: its rate on that tile divided by the
         # tile's modelled efficiency.
-        vec_f32, vec_steps = _vector_kernel(rng, p.tile_seconds, vec_spent)
+        vec_tile, vec_strip = (_vector_overheads(rng, p.tile_seconds)
+                               if target().vector_bytes else (0.0, 0.0))
+        vec_f32, vec_steps = _vector_kernel(
+            rng, p.tile_seconds + _vec_tile_overhead(vec_tile, vec_strip), vec_spent)
         t_call = _call_seconds()
         copy_rate = _copy_rate(rng)
         # 256 MiB: large enough for the kernel to use huge pages.
@@ -671,6 +725,8 @@ def calibrate(save: bool = True) -> MachineParams:
             vec_flops_f32=vec_f32,
             vec_flops_f64=vec_f32 * p.vec_flops_f64 / p.vec_flops_f32,
             vec_k_steps=vec_steps,
+            vec_tile_seconds=vec_tile,
+            vec_strip_seconds=vec_strip,
             call_seconds=t_call,
             wake_seconds=wake,
             spin_seconds=spin,

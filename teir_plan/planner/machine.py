@@ -408,6 +408,12 @@ class MachineParams:
     # EPYC Zen 5 virtual machine with AVX-512 code, by the hour; 0 with AVX2 code); the
     # reference's fitted value.
     vec_k_steps: float = 8.0
+    # The vector kernel's set-up per tile and per strip of micro-tiles along its vector
+    # axis (vec.vec_overhead_seconds), beyond tile_seconds: measured by both
+    # calibrations from tiles of few and many rows (about 36 ns and 6 ns on an AMD EPYC
+    # Zen 5 with AVX-512 code); 0 on the reference, which did not measure them.
+    vec_tile_seconds: float = 0.0
+    vec_strip_seconds: float = 0.0
     tile_seconds: float = 15e-9  # loop-nest bookkeeping per tile
     pack_bytes_per_second: float = 6e9  # packing a strided operand into scratch
     copy_bytes_per_second: float = 24e9  # Copy/ReLU tiles and packs in cache, one core
@@ -686,11 +692,12 @@ def machine_params() -> MachineParams:
 # cost and spin time, 4 since its DRAM rate is the cores' aggregate
 # (calibrate.bandwidth_threads), 5 since it measures the cross-core handoff latency
 # (calibrate._handoff_latency) and the vector kernel's rate and K steps
-# (calibrate._vector_kernel).  An estimate cached in an earlier form is
+# (calibrate._vector_kernel), 6 since it measures the vector kernel's set-up per tile
+# and per strip (calibrate._vector_overheads).  An estimate cached in an earlier form is
 # not used: the first planning call measures a new one (a second or so), as on a new
 # machine, so that a user who planned before gets the same plans as a new one.  A full
 # calibration measures its table and stays.
-FIRST_USE_FORM = 5
+FIRST_USE_FORM = 6
 
 
 def _load() -> MachineParams | None:

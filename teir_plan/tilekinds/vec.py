@@ -149,6 +149,32 @@ def vec_efficiency(length: int, rows: int, k: int, itemsize: int,
             * k_share(k, k_steps))
 
 
+def vec_strips(length: int, itemsize: int, vector_bytes: int = VEC_BYTES,
+               lines: int = VEC_LINES) -> int:
+    """The strips of micro-tiles a vector tile ``length`` long runs along its vector
+    axis: ``lines`` vectors each, the last shorter.
+
+    >>> vec_strips(432, 4, 64, 3), vec_strips(64, 4, 64, 3), vec_strips(64, 4, 32, 2)
+    (9, 2, 4)
+    """
+    lanes = max(vector_bytes, 16) // itemsize
+    vectors = -(-length // lanes)
+    return -(-vectors // lines)
+
+
+def vec_overhead_seconds(length: int, itemsize: int, tile_seconds: float,
+                         strip_seconds: float) -> float:
+    """A vector tile's set-up beyond the walker's bookkeeping: ``tile_seconds`` per tile
+    and ``strip_seconds`` per strip (MachineParams.vec_tile_seconds and
+    vec_strip_seconds, which the calibrations measure).  Its share grows as tiles
+    shrink: on an AMD EPYC Zen 5 with AVX-512 code (one thread, operands in cache) a
+    64 x 8 x 64 tile took 301 ns and a 64 x 96 x 64 one 3090, 48 ns a tile more than
+    the rate; at 432 long (9 strips against 2) 84-96 ns.  Unpriced, it put FCTN's
+    middle step on 8-row tiles (24,000 of them, predicted 4.7 ms, measured 9.3) over
+    60-row ones (5.4 predicted, 5.2 measured)."""
+    return tile_seconds + strip_seconds * vec_strips(length, itemsize)
+
+
 def vec_line_bytes(k: int, length: int, itemsize: int) -> int:
     """The bytes of lines a vector-kernel tile reads from its vector operand: K rows of
     ``length`` elements, each a whole number of 64-byte lines (the kernel prefetches a
@@ -200,7 +226,10 @@ def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
 def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
     length, rows = along(axis, t)
     eff = vec_efficiency(length, rows, t.k, t.itemsize, p.params.vec_k_steps)
-    return Price(p.flops / (p.params.vec_flops(p.dtype) * eff), streams=p.streamed)
+    overhead = vec_overhead_seconds(length, t.itemsize, p.params.vec_tile_seconds,
+                                    p.params.vec_strip_seconds)
+    return Price(p.flops / (p.params.vec_flops(p.dtype) * eff) + overhead,
+                 streams=p.streamed)
 
 
 def _floor_rate(m: int, n: int, k: int, itemsize: int, params: MachineParams,
