@@ -410,7 +410,7 @@ class MachineParams:
     vec_k_steps: float = 8.0
     # The vector kernel's set-up per tile and per strip of micro-tiles along its vector
     # axis (vec.vec_overhead_seconds), beyond tile_seconds: measured by both
-    # calibrations from tiles of few and many rows (about 36 ns and 6 ns on an AMD EPYC
+    # calibrations from tiles of few and many rows (26-51 ns and 2-3 ns on an AMD EPYC
     # Zen 5 with AVX-512 code); 0 on the reference, which did not measure them.
     vec_tile_seconds: float = 0.0
     vec_strip_seconds: float = 0.0
