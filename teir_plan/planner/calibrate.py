@@ -20,6 +20,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -145,19 +146,32 @@ def vector_rate(spent: float, tile_seconds: float, k_steps: float) -> float:
             / vec_efficiency(m, n, k, 4, k_steps))
 
 
+class VectorKernel(NamedTuple):
+    """What both calibrations measure of the vector kernel (MachineParams' fields)."""
+
+    vec_flops_f32: float
+    vec_k_steps: float
+    vec_tile_seconds: float
+    vec_strip_seconds: float
+
+
 def _vector_kernel(rng: np.random.Generator, tile_seconds: float, spent: float = math.inf
-                   ) -> tuple[float, float]:
-    """(vec_flops_f32, vec_k_steps): both calibration tiles in turns, three rounds of best
-    of 3 each (about 10 ms), the best of all kept (VEC_TILE's with ``spent``, an earlier
-    reading).  Read once each, back to back, the K steps came out anywhere in 0.2-2.8
-    on one machine: a 3% drift between the two readings moves the fit by 1.4.
-    ``tile_seconds``: each tile's fixed cost (the walker's and the kernel's set-up)."""
+                   ) -> VectorKernel:
+    """The vector kernel's set-up (_vector_overheads), then its rate and K steps: both
+    calibration tiles in turns, three rounds of best of 3 each (about 10 ms), the best of
+    all kept (VEC_TILE's with ``spent``, an earlier reading), the set-up and the walker's
+    ``tile_seconds`` taken off each tile.  Read once each, back to back, the K steps came
+    out anywhere in 0.2-2.8 on one machine: a 3% drift between the two readings moves the
+    fit by 1.4.  (Without vector kernels no set-up is read: no tile pays it.)"""
+    per_tile, per_strip = (_vector_overheads(rng, tile_seconds) if target().vector_bytes
+                           else (0.0, 0.0))
+    fixed = tile_seconds + _vec_tile_overhead(per_tile, per_strip)
     long_spent = math.inf
     for _ in range(3):
         spent = min(spent, _vector_tile_seconds(rng, 3))
         long_spent = min(long_spent, _vector_tile_seconds(rng, 3, VEC_LONG_K_TILE))
-    steps = vector_k_steps(spent, long_spent, tile_seconds)
-    return vector_rate(spent, tile_seconds, steps), steps
+    steps = vector_k_steps(spent, long_spent, fixed)
+    return VectorKernel(vector_rate(spent, fixed, steps), steps, per_tile, per_strip)
 
 
 # The tiles the vector kernel's set-up is read from: (length, K, rows as a multiple of
@@ -532,13 +546,9 @@ def measure_quick() -> QuickMeasurements:
         vec_spent = _vector_tile_seconds(rng) if target().vector_bytes else 0.0
         f64 = _peak_flops("float64", rng, 5)
         f32 = max(f32, _peak_flops("float32", rng, 3))
-        vec, steps = 0.0, MachineParams.vec_k_steps
-        vec_tile = vec_strip = 0.0
+        vec = VectorKernel(0.0, MachineParams.vec_k_steps, 0.0, 0.0)
         if vec_spent:  # (the kernel's rate is weighed against BLAS': both read twice)
-            vec_tile, vec_strip = _vector_overheads(rng, MachineParams.tile_seconds)
-            vec, steps = _vector_kernel(
-                rng, MachineParams.tile_seconds + _vec_tile_overhead(vec_tile, vec_strip),
-                vec_spent)
+            vec = _vector_kernel(rng, MachineParams.tile_seconds, vec_spent)
         call = _call_seconds_gemm()
         copy = _numpy_copy_rate(rng)
         # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
@@ -550,7 +560,7 @@ def measure_quick() -> QuickMeasurements:
         set_num_threads(saved_threads)
     return QuickMeasurements(f32, f64, dram, copy, call, _l2_bytes(),
                              target().vector_bytes, _blas_vector_bytes(), wake, spin,
-                             _llc_bytes(), handoff, vec, steps, vec_tile, vec_strip)
+                             _llc_bytes(), handoff, *vec)
 
 
 def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
@@ -705,10 +715,7 @@ def calibrate(save: bool = True) -> MachineParams:
         eff = {key: min(1.0, rate / peaks["float32"]) for key, rate in rates.items()}
         # The vector kernel at full efficiency: its rate on that tile divided by the
         # tile's modelled efficiency.
-        vec_tile, vec_strip = (_vector_overheads(rng, p.tile_seconds)
-                               if target().vector_bytes else (0.0, 0.0))
-        vec_f32, vec_steps = _vector_kernel(
-            rng, p.tile_seconds + _vec_tile_overhead(vec_tile, vec_strip), vec_spent)
+        vec = _vector_kernel(rng, p.tile_seconds, vec_spent)
         t_call = _call_seconds()
         copy_rate = _copy_rate(rng)
         # 256 MiB: large enough for the kernel to use huge pages.
@@ -722,11 +729,11 @@ def calibrate(save: bool = True) -> MachineParams:
             gemm_flops_f32=peaks["float32"],
             gemm_flops_f64=peaks["float64"],
             gemm_efficiency=tuple(eff.values()),
-            vec_flops_f32=vec_f32,
-            vec_flops_f64=vec_f32 * p.vec_flops_f64 / p.vec_flops_f32,
-            vec_k_steps=vec_steps,
-            vec_tile_seconds=vec_tile,
-            vec_strip_seconds=vec_strip,
+            vec_flops_f32=vec.vec_flops_f32,
+            vec_flops_f64=vec.vec_flops_f32 * p.vec_flops_f64 / p.vec_flops_f32,
+            vec_k_steps=vec.vec_k_steps,
+            vec_tile_seconds=vec.vec_tile_seconds,
+            vec_strip_seconds=vec.vec_strip_seconds,
             call_seconds=t_call,
             wake_seconds=wake,
             spin_seconds=spin,
