@@ -23,6 +23,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from numba.core import caching
@@ -145,22 +148,53 @@ def _cold(cache) -> str | None:  # type: ignore[no-untyped-def]
         return None
 
 
+_guard = threading.local()  # .warm_only: this thread refuses to compile cold kernels
+
+
+@contextmanager
+def warm_only() -> Iterator[None]:
+    """Within: a kernel whose compiled code is neither loaded nor on disk raises
+    :class:`KernelNotCompiledError` instead of compiling (a plan's trial of another
+    candidate must not make a call wait seconds for the compiler; schedule/trials.py)."""
+    before = getattr(_guard, "warm_only", False)
+    _guard.warm_only = True
+    try:
+        yield
+    finally:
+        _guard.warm_only = before
+
+
+def _refuse_if_guarded(name: str) -> None:
+    if getattr(_guard, "warm_only", False):
+        from teir_plan.errors import KernelNotCompiledError
+
+        raise KernelNotCompiledError(f"kernel {name} is not compiled on this machine yet")
+
+
 def first_call(runner) -> None:  # type: ignore[no-untyped-def]
     """Called before a runner's first call in this process: when its compiled code is
     not on disk yet, say once that the kernels are being compiled (tens of seconds,
     once per machine and release), and where they go."""
-    _seen.add(id(runner))
-    if _announced or runner.signatures:
+    if runner.signatures:
+        _seen.add(id(runner))
         return
     cache = getattr(runner, "_cache", None)
+    guarded = getattr(_guard, "warm_only", False)
+    if _announced and not guarded:
+        _seen.add(id(runner))
+        return
     where = _cold(cache) if cache is not None else None
     if where is not None:
-        _announce(where)
+        _refuse_if_guarded(getattr(runner, "__name__", "runner"))
+        if not _announced:
+            _announce(where)
+    _seen.add(id(runner))
 
 
 def announce_if_cold(py_func) -> None:  # type: ignore[no-untyped-def]
     """As :func:`first_call`, before ``py_func`` is compiled as a C callback."""
-    if _announced:
+    guarded = getattr(_guard, "warm_only", False)
+    if _announced and not guarded:
         return
     try:
         cache = caching.FunctionCache(py_func)
@@ -168,4 +202,6 @@ def announce_if_cold(py_func) -> None:  # type: ignore[no-untyped-def]
         return
     where = _cold(cache)
     if where is not None:
-        _announce(where)
+        _refuse_if_guarded(py_func.__name__)
+        if not _announced:
+            _announce(where)
