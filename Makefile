@@ -26,12 +26,13 @@ test: $(STAMP) lint typecheck
 	$(MAKE) notebooks docs-check
 
 # The test suite again with the kernels, their plans and OpenBLAS at AVX2 width (32-byte
-# vectors, 16 registers), on a host with AVX-512: what an AVX2 machine's make test runs.
-# Tests that assumed a plan of one width have failed at the other (CI runs this too).
+# vectors, 16 registers), on a host with AVX-512: what an AVX2 machine's make test runs,
+# doctests included. Tests that assumed a plan of one width have failed at the other (CI
+# runs this too).
 test-avx2: $(STAMP)
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
 	  NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES= OPENBLAS_CORETYPE=Haswell \
-	    $(PY) -m pytest -q -n 2 tests; \
+	    $(PY) -m pytest -q -n 2 tests --doctest-modules teir_plan; \
 	else echo "test-avx2: no AVX-512 on this host, so make test ran its narrower kernels"; fi
 
 # The notebooks run top to bottom (small sizes); their outputs stay stripped in git.  They
