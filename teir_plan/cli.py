@@ -247,6 +247,7 @@ def _cmd_execute(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="teir-plan", description="Plan, explain and run einsum as TEIR programs.")
+    p.add_argument("--version", action="version", version=f"teir-plan {tp.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     helps = {"explain": "plan an einsum for these sizes and explain the plan",
              "run": "run the plan on random data, timed and checked against numpy.einsum",
