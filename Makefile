@@ -3,16 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test test-avx2 lint typecheck fuzz bench docs docs-check notebooks clean clean-cache
+.PHONY: demo test test-avx2 lint typecheck fuzz bench docs docs-check notebooks wheel-smoke \
+	clean clean-cache
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+# Everything the tests, lint, type check, notebooks and docs need.
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev,interop]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the package and the two extras it uses (the tile figures, the coloured
+# report), not the test and docs tools.
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[plot,report]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m teir_plan.demo
 
 lint: $(STAMP)
@@ -53,6 +64,12 @@ docs-check: $(STAMP)
 	$(PY) docs/scripts/generate.py --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# The wheel as a user installs it: built from an sdist, installed into a fresh venv (not
+# editable), the README's example run from outside the source tree, then twice as a user
+# who cannot write site-packages (the second run must compile nothing).  CI runs it.
+wheel-smoke: $(STAMP)
+	PYTHON=$(abspath $(PY)) .ci/wheel-smoke
+
 fuzz: $(STAMP)
 	TEIR_PLAN_FUZZ=1 $(PY) -m pytest -q -n 2 tests -p no:cacheprovider --hypothesis-show-statistics
 
@@ -75,4 +92,4 @@ clean-cache:
 	find teir_plan -name '*.nbi' -delete -o -name '*.nbc' -delete
 
 clean: clean-cache
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist

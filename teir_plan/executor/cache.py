@@ -16,6 +16,14 @@ and the CPU).  Any edit to any executor file, a new release or another vector wi
 recompiles everything that could have inlined it; functions elsewhere keep numba's own
 locators.  It must be installed before the first ``@njit(cache=True)`` of the executor
 runs (``teir_plan/executor/__init__.py`` installs it first).
+
+Where: beside the sources when the package folder can be written (a clone, a user's
+own virtual environment), else the user's cache folder, the calibration cache's root
+(``$TEIR_PLAN_CACHE_DIR/numba``, by default ``~/.cache/teir_plan/numba``: a system
+install, a container run as another user), else a private folder in the temporary
+folder; ``NUMBA_CACHE_DIR`` comes first when set.  The message that announces the first
+compile names the folder.  A file of this cache that cannot be read (truncated by a crash
+or a full disk) is a cache miss: compiled again and rewritten, with one warning.
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import pickle
+import stat
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,6 +77,7 @@ class ExecutorCacheLocator(caching._CacheLocator):
     """numba cache locator for the executor's functions (see the module docstring)."""
 
     _stamp: dict[str, str] = {}  # per folder and target: the sources hashed once a process
+    paths: set[str] = set()  # the folders this locator has handed to numba
 
     def __init__(self, py_func, py_file: str, cache_path: Path, stamp: str) -> None:  # type: ignore[no-untyped-def]
         self._lineno = py_func.__code__.co_firstlineno
@@ -94,34 +106,129 @@ class ExecutorCacheLocator(caching._CacheLocator):
         stamp = cls._stamp.get(memo)
         if stamp is None:
             stamp = cls._stamp[memo] = source_stamp(key)
-        for root in _cache_roots():
+        roots = _cache_roots()
+        for root in (*roots, None):
+            if root is None:  # nothing above can be written: the private temporary folder
+                root = _private_temp_root()
+                if root is None:
+                    break
             self = cls(py_func, py_file, root / key, stamp)
             try:
                 self.ensure_cache_path()
             except OSError:
                 continue
+            cls.paths.add(self._cache_path)
             return self
         return None
 
 
+def user_cache_dir() -> Path | None:
+    """The user's teir_plan cache folder, as the calibration cache picks it
+    (``planner/machine.py``'s ``cache_dir``): ``$TEIR_PLAN_CACHE_DIR``, else
+    ``~/.cache/teir_plan``; None when there is no home folder to put it in."""
+    if os.environ.get("TEIR_PLAN_CACHE_DIR"):
+        return Path(os.environ["TEIR_PLAN_CACHE_DIR"])
+    try:
+        return Path.home() / ".cache" / "teir_plan"
+    except RuntimeError:  # no HOME and no password entry (a container's anonymous uid)
+        return None
+
+
+def _private_temp_root() -> Path | None:
+    """A folder of this user's own in the temporary folder, for a process that can write
+    neither the package nor a home folder (a container run as an anonymous user).  Cached
+    code is unpickled when loaded, so a folder another user made or can write is never
+    used."""
+    if not hasattr(os, "getuid"):
+        return None
+    root = Path(tempfile.gettempdir()) / f"teir_plan-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        st = root.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None
+    return root / "numba"
+
+
 def _cache_roots() -> list[Path]:
-    """Where compiled kernels go: numba's cache folder if the user set one, else beside
-    the sources (as numba does), else the user's cache folder."""
+    """Where compiled kernels go, the first that can be written: numba's cache folder if
+    the user set one, else beside the sources (as numba does), else the user's cache
+    folder (the calibration cache's: a package installed read-only, or by another user),
+    else a private folder in the temporary folder."""
     roots = []
     if os.environ.get("NUMBA_CACHE_DIR"):
         roots.append(Path(os.environ["NUMBA_CACHE_DIR"]) / "teir_plan")
     roots.append(EXECUTOR_DIR / "__pycache__")
-    roots.append(Path(os.environ.get("TEIR_PLAN_CACHE_DIR",
-                                     Path.home() / ".cache" / "teir_plan")) / "numba")
+    user = user_cache_dir()
+    if user is not None:
+        roots.append(user / "numba")
     return roots
 
 
 def install() -> None:
-    """Put the locator first in numba's list (once)."""
+    """Put the locator first in numba's list and make a damaged cache file a miss
+    (once)."""
     impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # type: ignore[attr-defined]
     classes = impl._locator_classes
     if ExecutorCacheLocator not in classes:
         classes.insert(0, ExecutorCacheLocator)
+    if not issubclass(caching.IndexDataCacheFile, TolerantIndexDataCacheFile):
+        caching.IndexDataCacheFile = TolerantIndexDataCacheFile  # type: ignore[misc]
+
+
+# numba's Cache makes its IndexDataCacheFile by the module's name; the subclass below
+# takes its place, and changes nothing for folders other than the executor's.
+_BaseIndexDataCacheFile = caching.IndexDataCacheFile
+# What unpickling a truncated or overwritten file raises (pickle's own error, a stream
+# that ends early, a shape other than numba's, a class that no longer exists).
+_DAMAGED = (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+            ImportError, IndexError, KeyError)
+_warned: set[str] = set()
+
+
+def _warn_damaged(path: str, exc: BaseException) -> None:
+    if path in _warned:
+        return
+    _warned.add(path)
+    logging.getLogger("teir_plan").warning(
+        "teir_plan: compiled-code cache file %s is damaged (%s: %s); compiling again "
+        "and replacing it", path, type(exc).__name__, exc)
+
+
+class TolerantIndexDataCacheFile(_BaseIndexDataCacheFile):  # type: ignore[misc, valid-type]
+    """numba's index and data files, where a file of the executor's cache that cannot be
+    read (truncated by a crash or a full disk, overwritten) is a cache miss: the function
+    is compiled again and the file rewritten, instead of every call raising numba's
+    UnpicklingError until someone deletes it.  Other folders keep numba's behaviour."""
+
+    def _ours(self) -> bool:
+        return str(self._cache_path) in ExecutorCacheLocator.paths
+
+    def _load_index(self):  # type: ignore[no-untyped-def]
+        if not self._ours():
+            return super()._load_index()
+        try:
+            overloads = super()._load_index()
+        except _DAMAGED as exc:
+            _warn_damaged(self._index_path, exc)
+            return {}
+        if not isinstance(overloads, dict):
+            _warn_damaged(self._index_path, TypeError(f"index of {type(overloads).__name__}"))
+            return {}
+        return overloads
+
+    def _load_data(self, name):  # type: ignore[no-untyped-def]
+        if not self._ours():
+            return super()._load_data(name)
+        try:
+            return super()._load_data(name)
+        except _DAMAGED as exc:
+            path = self._data_path(name)
+            _warn_damaged(path, exc)
+            # load() takes an OSError as a missing file: a miss, compiled and saved again.
+            raise OSError(f"damaged compiled-code file {path}") from exc
 
 
 _seen: set[int] = set()  # ids of the runners this process has called

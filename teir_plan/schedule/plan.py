@@ -216,6 +216,13 @@ class Plan:
         step = self.main_step
         return step.teir if step is not None else None
 
+    def format_teir(self) -> str | None:
+        """The main step's TEIR program as the TEIR specification's table, each axis named
+        by the einsum indices it runs over (``rs``: r and s fused into one axis, ``pq^``:
+        the outer part of a split ``pq``); None if no TEIR step runs."""
+        step = self.main_step
+        return step.teir.format(list(step.chosen.names)) if step is not None else None
+
     @property
     def predicted_seconds(self) -> float:
         return sum(step_seconds(s) for s in self.steps)
