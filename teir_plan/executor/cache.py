@@ -230,6 +230,69 @@ class TolerantIndexDataCacheFile(_BaseIndexDataCacheFile):  # type: ignore[misc,
             # load() takes an OSError as a missing file: a miss, compiled and saved again.
             raise OSError(f"damaged compiled-code file {path}") from exc
 
+    # One compile per function across processes: a miss takes the function's lock file
+    # and looks again; the process that still misses compiles with the lock held and
+    # releases it once saved, and the others then load what it saved.  Two test workers
+    # (or two processes of a user's) starting cold otherwise compiled every kernel twice,
+    # each at half the machine.  numba's compiler lock serialises compiles within a
+    # process; a callee compiled inside its caller's compile takes its own lock (the
+    # calls between kernels form no cycle, so neither do the locks).
+    def load(self, key):  # type: ignore[no-untyped-def]
+        found = super().load(key)
+        if found is not None or not self._ours() or fcntl is None:
+            return found
+        if _take_lock(self._index_path):
+            found = super().load(key)
+            if found is not None:
+                _release_lock(self._index_path)
+        return found
+
+    def save(self, key, data):  # type: ignore[no-untyped-def]
+        try:
+            super().save(key, data)
+        finally:
+            _release_lock(self._index_path)
+
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: compiles may then be repeated, never wrong
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_WAIT_SECONDS = 900.0  # a holder that died released its lock; one that hangs, not
+_held: dict[str, int] = {}  # index path -> the descriptor holding its lock
+
+
+def _take_lock(index_path: str) -> bool:
+    """Hold ``index_path``'s compile lock (waiting while another process compiles it);
+    False when it cannot be taken (no lock file, or the wait ran out)."""
+    import time
+
+    if index_path in _held:
+        return True
+    try:
+        fd = os.open(index_path + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        return False
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _held[index_path] = fd
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return False
+            time.sleep(0.05)
+
+
+def _release_lock(index_path: str) -> None:
+    fd = _held.pop(index_path, None)
+    if fd is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
 
 _seen: set[int] = set()  # ids of the runners this process has called
 _announced = False
