@@ -79,6 +79,8 @@ fuzz: $(STAMP)
 BENCH = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY)
 bench: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 || echo "torch not installable here: benchmarking without it"
+	$(PY) -m pip install -q pytblis==0.0.16 || echo "pytblis not installable here: benchmarking without TBLIS"
+	$(PY) -m pip install -q jax==0.10.2 jaxlib==0.10.2 || echo "jax not installable here: benchmarking without it"
 	$(BENCH) -m benchmarks.prims
 	$(BENCH) -m benchmarks.everyday
 	$(BENCH) -m benchmarks.mixed --rounds 2

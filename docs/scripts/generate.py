@@ -47,14 +47,21 @@ BENCHMARKS = [
      "`order='K'`; `tp(out=)`: into a C-order `out`; `tp(C)`: the same C-order result "
      "allocated by tp, `order='C'`; `tp(out=own)`: into an `out` of the layout tp picks "
      "itself, `plan.empty_out()`) against numpy.einsum(optimize=True), opt_einsum, "
-     "PyTorch and etops, all measured in the same run, with each case's roofline.  The two "
+     "PyTorch, etops, TBLIS (`pytblis.einsum`) and JAX (`jax.jit` of `jnp.einsum`, compiled "
+     "before timing), each when installed (runs before TBLIS and JAX were added have no "
+     "column for them; the machine line names each peer's version and threads, and those "
+     "not installed), all measured in the same run, with each case's roofline.  Every "
+     "answer is checked against numpy.einsum in float64; a peer that raises or disagrees "
+     "is marked `error` or `wrong` in its cell and left out of the case.  The two "
      "GEMM-like cases (one GEMM once adjacent indices fuse) are also timed as that GEMM "
      "through numpy.matmul on their own arrays, and at their m and k with the arrays in "
      "cache: a GEMM's rate depends on its shape, and a short k streamed from memory does "
      "not reach the rate of a large square product."),
     ("everyday", "Everyday einsums", ".venv/bin/python -m benchmarks.everyday",
      "Contractions users write outside the TCCG suite, in microseconds against "
-     "numpy.einsum(optimize=True), opt_einsum and PyTorch in the same run: matrix products "
+     "numpy.einsum(optimize=True), opt_einsum, PyTorch, TBLIS and JAX (each when "
+     "installed; runs before TBLIS and JAX were added have no column for them) in the same "
+     "run: matrix products "
      "large and small, batched and attention-style products, matrix-vector, dot and "
      "elementwise products, a permutation and a diagonal (views of the operand in all three), "
      "and a three-operand chain.  Where tp is slower, this table says so."),
@@ -94,7 +101,10 @@ BENCHMARKS = [
      "Expressions of three or more operands, every system given the same pairwise path: "
      "the Einsum Trees paper's trees (einsum_ir's artifact; TNLM, 7 TFLOP, only with "
      "`--all`), ML chains and einsum_benchmark's generated networks, against "
-     "numpy.einsum(optimize=path), opt_einsum, opt_einsum with PyTorch and cotengra, and "
+     "numpy.einsum(optimize=path), opt_einsum, opt_einsum with PyTorch, cotengra, TBLIS "
+     "(cotengra with `implementation=\"pytblis\"`) and JAX (`jax.jit` of "
+     "`jnp.einsum(optimize=path)`; runs before TBLIS and JAX were added have no column for "
+     "them), each peer checked against the path in float64, and "
      "against tp itself with every intermediate in opt_einsum's order (the layouts chosen "
      "across the tree switched off; the two timed in turns).  Each of the two also "
      "chooses its result's layout: a C-order result is kept unless another is predicted "
@@ -338,9 +348,10 @@ def _measured_on(data: dict) -> str:
 
 def _tccg_summary(data: dict) -> str:
     """Per system: geomean GFLOP/s and % of roofline over the TCCG cases it ran."""
-    systems = ["tp", "numpy", "opt_einsum", "torch", "etops"]
+    systems = ["tp", "numpy", "opt_einsum", "torch", "etops", "tblis", "jax"]
     names = {"tp": "teir_plan", "numpy": "numpy.einsum", "opt_einsum": "opt_einsum",
-             "torch": "torch.einsum", "etops": "etops"}
+             "torch": "torch.einsum", "etops": "etops", "tblis": "TBLIS (pytblis)",
+             "jax": "JAX (jit)"}
     cases = data["cases"]
     present = [s for s in systems if any(s in c["gflops"] for c in cases)]
     rows = ["| TCCG, float32 | " + " | ".join(names[s] for s in present) + " |",
