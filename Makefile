@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test test-avx2 lint typecheck fuzz bench docs docs-check notebooks wheel-smoke \
+.PHONY: demo test test-avx2 test-widths lint typecheck fuzz bench docs docs-check notebooks wheel-smoke \
 	clean clean-cache
 
 $(PY):
@@ -45,6 +45,12 @@ test-avx2: $(STAMP)
 	  NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES= OPENBLAS_CORETYPE=Haswell \
 	    $(PY) -m pytest -q -n 2 tests --doctest-modules teir_plan; \
 	else echo "test-avx2: no AVX-512 on this host, so make test ran its narrower kernels"; fi
+
+# The kernel test modules whole at every narrower vector width the host executes (make
+# test runs a representative of each kernel at those widths): 16-byte vectors and
+# BLAS-only on an AVX2 host, also AVX2's 32 on an AVX-512 one.  CI runs it.
+test-widths: $(STAMP)
+	$(PY) -m pytest -q -m slow tests/test_isa_variants.py -p no:cacheprovider
 
 # The notebooks run top to bottom (small sizes); their outputs stay stripped in git.  They
 # plan against the reference machine parameters, as the tests do: a test run neither

@@ -197,3 +197,35 @@ def test_a_read_only_package_caches_in_the_users_folder(tmp_path: Path,
     # One another user could write is never used (its pickles would be loaded).
     private.chmod(0o777)
     assert cache._private_temp_root() is None
+
+
+def test_processes_starting_cold_compile_a_kernel_once(tmp_path: Path) -> None:
+    """Two processes that need the same kernel at the same time, with nothing cached: one
+    compiles it (its lock file held), the other waits and loads what it saved, instead
+    of both compiling it.  Both give numpy's result."""
+    folder = tmp_path / "executor"
+    folder.mkdir()
+    # Many loop nests: long enough to compile that the second process asks meanwhile.
+    body = "\n".join(
+        f"    for i in range(a.shape[0]):\n"
+        f"        for k in range(a.shape[1]):\n"
+        f"            for j in range(b.shape[1]):\n"
+        f"                out[i, j] += a[i, k] * b[k, j] * {1.0 if n == 0 else 0.0}"
+        for n in range(12))
+    (folder / "kernel_mod.py").write_text(
+        "import numpy as np\nfrom numba import njit\n\n\n@njit(cache=True)\n"
+        "def product(a, b):\n    out = np.zeros((a.shape[0], b.shape[1]))\n"
+        f"{body}\n    return out\n")
+    store = tmp_path / "numba-cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(store))
+    procs = [subprocess.Popen([sys.executable, "-c", _RUN_PRODUCT, str(folder)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["numpy"] for r in results)
+    assert sum(r["misses"] for r in results) == 1
+    assert sum(r["hits"] for r in results) == 1
