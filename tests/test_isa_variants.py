@@ -8,8 +8,9 @@ also checks what AVX2 and NEON machines run, and an AVX2 machine the 16-byte var
 and BLAS-only machines.  ``make test`` runs a representative of each kernel (its
 programs against numpy and its tile property), which compiles each width's kernels once;
 the whole modules at every width are ``slow`` (``make fuzz``, and ``make test-widths``,
-which CI runs): at two widths they took 5.5 of the 2-core AVX2 machine's 20 minutes.  The 32-byte variant is compiled for an AVX2 CPU (haswell), so
-that it gets AVX2's 16 vector registers, not AVX-512's 32.  Each subprocess checks its
+which CI runs): at two widths they took 5.5 of the 2-core AVX2 machine's 20 minutes.
+The 32-byte variant is compiled for an AVX2 CPU (haswell), so that it gets AVX2's 16
+vector registers, not AVX-512's 32.  Each subprocess checks its
 own results against numpy in float64, as the modules do on the host's width.
 """
 
