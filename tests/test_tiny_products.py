@@ -131,11 +131,37 @@ def test_mismatched_inputs_are_refused_after_cached_calls() -> None:
 
 
 @pytest.mark.parametrize("expr, shapes", [
+    ("abc,cd->abd", [(3, 4, 5), (5, 6)]),
+    ("bij,bjk->bik", [(3, 8, 8), (3, 8, 8)]),  # a batch of tiny products
+    ("ii,ij->ij", [(8, 8), (8, 8)]),  # a diagonal
+    ("ijk,jkl->il", [(6, 6, 6), (6, 6, 6)]),
+])
+def test_small_products_of_any_form_run_numpys_loop(expr: str, shapes) -> None:  # type: ignore[no-untyped-def]
+    """Up to TINY_EINSUM_FLOPS a product the executor would run as one program runs as
+    numpy.einsum's C loop (the executor's call costs more than the whole loop), into the
+    layout the plan chose, with out= too."""
+    from teir_plan.schedule.tiny import TINY_EINSUM_FLOPS
+
+    for dtype in (np.float32, np.float64):
+        ops = [RNG.standard_normal(s).astype(dtype) for s in shapes]
+        p = tp.plan(expr, *ops)
+        assert p.numpy_call == "einsum"
+        assert p.main_step is not None and p.main_step.chosen.cost.flops <= TINY_EINSUM_FLOPS
+        ref = _ref(expr, *ops)
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        for _ in range(2):
+            np.testing.assert_allclose(tp.einsum(expr, *ops), ref, rtol=tol, atol=tol)
+        out = np.full(p.shape, np.nan, dtype)
+        assert tp.einsum(expr, *ops, out=out) is out
+        np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+        assert tp.plan(expr, *ops, epilogue="relu").numpy_call is None
+
+
+@pytest.mark.parametrize("expr, shapes", [
     ("ij,jk->ik", [(8, 8), (8, 8)]),  # with ReLU, below
-    ("bij,bjk->bik", [(3, 8, 8), (3, 8, 8)]),  # a batch: no single GEMM
+    ("bij,bjk->bik", [(3, 16, 16), (3, 16, 16)]),  # a batch: no single GEMM, not tiny
     ("ij,j->i", [(400, 400), (400,)]),  # a matrix-vector product beyond TINY_MV_BYTES
     ("i,i->", [(20000,), (20000,)]),  # a dot product beyond TINY_DOT_BYTES
-    ("ii,ij->ij", [(8, 8), (8, 8)]),  # a diagonal
     ("ij,jk->ik", [(300, 300), (300, 300)]),  # large: the executor, BLAS held to 1 thread
 ])
 def test_other_products_keep_the_executor(expr: str, shapes: list[tuple[int, ...]]) -> None:

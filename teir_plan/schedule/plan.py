@@ -33,6 +33,7 @@ from teir_plan.schedule.tiny import (
     diagonal_sum_route,
     dot_route,
     multiply_route,
+    small_product_route,
     sum_route,
     weighted_sum_route,
 )
@@ -390,6 +391,9 @@ class Plan:
             return "multiply", mul
         summed = weighted_sum_route(self.steps[0], self.expression, self.out_spec.dtype,
                                     self.empty_out)
+        if summed is None:
+            summed = small_product_route(self.steps[0], self.expression,
+                                         self.out_spec.dtype, self.empty_out)
         return ("einsum", summed) if summed is not None else None
 
     @cached_property

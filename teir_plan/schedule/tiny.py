@@ -43,6 +43,7 @@ from teir_plan.schedule.steps import ReduceStep, Step, TEIRStep
 from teir_plan.teir.enums import Prim
 
 try:  # numpy's floating-point error state, as np.errstate sets it (a context variable)
+    from numpy._core.multiarray import c_einsum as _c_einsum
     from numpy._core.umath import _extobj_contextvar as _errstate
     from numpy._core.umath import _make_extobj
 
@@ -62,6 +63,13 @@ TINY_MNK_BYTES = 131072
 # 256^2 and 362^2 float64).
 TINY_MV_BYTES = 1 << 20
 TINY_DOT_BYTES = 131072  # ... and the largest vectors of a dot product (``i,i->``)
+
+# The most flops of a two-operand product that numpy.einsum's own C loop (no path
+# search) runs instead of the executor, whatever its form (``abc,cd->abd``): below it
+# the executor's fixed cost of a call (its arguments checked by numba, the flat views:
+# some 6-7 us on an AMD EPYC Zen 3) is more than the loop's whole time (3-5 us up to a
+# few thousand multiply-adds; equal near 10,000 flops, and 3-4x slower at 200,000).
+TINY_EINSUM_FLOPS = 4096
 
 # The largest operand (in bytes) of a one-operand sum, and the largest result of a
 # product without a summed index (``ij,j->ij``, ``i,j->ij``), that numpy's add.reduce
@@ -339,6 +347,23 @@ def weighted_sum_route(step: Step, expression: Expression, dtype: np.dtype, empt
     return None if into is None else (partial(_new, empty, into), into)
 
 
+def small_product_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
+                        ) -> tuple[Route, RouteInto] | None:
+    """A two-operand product of at most TINY_EINSUM_FLOPS as numpy.einsum's own loop
+    (its C loop: numpy.einsum without optimize), or None: the plan's one step must be a
+    TEIR program reading the two operands into the result."""
+    if type(step) is not TEIRStep or dtype.kind not in "fc" or len(expression.inputs) != 2:
+        return None
+    if sorted(step.inputs) != [0, 1] or step.dst != 2:
+        return None
+    prims = step.teir.primitives
+    if (step.chosen.cost.flops > TINY_EINSUM_FLOPS or prims.prim_first is not Prim.ZERO
+            or prims.prim_last is not Prim.NONE):
+        return None  # (ReLU, or a sum into what out holds: not numpy.einsum's)
+    into = _einsum_into(expression)
+    return None if into is None else (partial(_new, empty, into), into)
+
+
 def _operand_bytes(expression: Expression, dtype: np.dtype) -> int:
     extents = expression.extent_map
     return sum(math.prod(extents[c] for c in t) for t in expression.inputs) * dtype.itemsize
@@ -360,8 +385,8 @@ def _einsum_into(expression: Expression) -> Callable[..., None] | None:
 
     def into(*arrays: np.ndarray) -> None:
         token = _errstate.set(_QUIET)
-        try:
-            np.einsum(subscripts, *arrays[:-1], out=arrays[-1])
+        try:  # numpy.einsum without optimize is this call, after checking its arguments
+            _c_einsum(subscripts, *arrays[:-1], out=arrays[-1])
         finally:
             _errstate.reset(token)
 
