@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from teir_plan.progress import seconds_text, working
+
 if TYPE_CHECKING:  # plans are timed, not built, here: the planner does not import plans
     from teir_plan.schedule.plan import Plan
 
 AUTOTUNE_CANDIDATES = 5
+ANNOUNCE_SECONDS = 1.0  # timings predicted to take longer say so first (progress.py)
 
 
 def time_plan(plan: Plan, arrays: Sequence[np.ndarray], repeats: int = 3) -> float:
@@ -35,6 +38,16 @@ def time_in_turns(plans: Sequence[Plan], arrays: Sequence[np.ndarray],
     measured 1.40x slower than an alternative; in turns, the two within 3 %).  Each plan
     writes its own :meth:`Plan.empty_out`, one array per distinct layout.  ``clock``:
     seconds as a float (the tests give one of their own)."""
+    expected = (repeats + 1) * sum(p.predicted_seconds for p in plans)
+    if expected >= ANNOUNCE_SECONDS:
+        with working(f"timing {len(plans)} candidate plans, {repeats + 1} runs each",
+                     seconds_text(expected)):
+            return _time_in_turns(plans, arrays, repeats, clock)
+    return _time_in_turns(plans, arrays, repeats, clock)
+
+
+def _time_in_turns(plans: Sequence[Plan], arrays: Sequence[np.ndarray], repeats: int,
+                   clock: Callable[[], float]) -> list[float]:
     outs: dict[object, np.ndarray] = {}
     for plan in plans:
         if plan.out_spec not in outs:
