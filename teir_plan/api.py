@@ -194,7 +194,8 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
             arrays = [s.random(rng) for s in specs]
         plan = autotune(plan, arrays)
     elif key is not None and trials.enabled() and trials.eligible(plan):
-        trials.attach(plan, repr(key))  # calls time it against its runner-ups
+        # Calls time it against its runner-ups and numpy (schedule/trials.py).
+        trials.attach(plan, repr(key))
     if key is not None:
         plan = plan_cache.put(key, plan, params)
     return plan

@@ -11,53 +11,17 @@ the report gives each step's program and predicted time.  The path can be handed
 
 from __future__ import annotations
 
+from teir_plan.schedule.numpy_path import entries_of, path_of
 from teir_plan.schedule.plan import Plan
-from teir_plan.schedule.steps import CastStep, Step
 
-
-def _consumed(step: Step) -> tuple[int, ...] | None:
-    """The buffers a step contracts, sums or hands to numpy (None: a step that only
-    converts, copies or fills one buffer, which is no step of a path)."""
-    inputs = getattr(step, "inputs", None)
-    return tuple(inputs) if inputs is not None else None
-
-
-def _entries(plan: Plan) -> tuple[list[tuple[int, ...] | None], tuple[int, ...] | None]:
-    """Each of the plan's steps as a path entry (None: not a step of the path), and the
-    last entry for operands no step took (a view: ``ijk->kji``)."""
-    live = list(range(len(plan.operands)))  # buffer ids, as numpy's list of operands
-    entries: list[tuple[int, ...] | None] = []
-    for step in plan.steps:
-        entry = None
-        if isinstance(step, CastStep):  # (and ExpandStep) the same operand, converted
-            if step.src in live:
-                live[live.index(step.src)] = step.dst
-        elif (taken := _consumed(step)) is not None:
-            positions = sorted({live.index(b) for b in taken if b in live})
-            if positions:  # (not a step that reads only a pack or temporary of its own)
-                entry = tuple(positions)
-                for p in reversed(positions):
-                    live.pop(p)
-                live.append(step.dst)  # type: ignore[attr-defined]
-        entries.append(entry)
-    rest = None
-    if all(e is None for e in entries) or len(live) > 1:
-        rest = tuple(range(len(live)))
-    return entries, rest
-
-
-def path_of(plan: Plan) -> list[object]:
-    """``plan``'s steps as numpy's path: ``['einsum_path', (i, j), ...]``."""
-    entries, rest = _entries(plan)
-    return ["einsum_path", *(e for e in entries if e is not None),
-            *([rest] if rest is not None else [])]
+__all__ = ["einsum_path", "path_of", "report_of"]
 
 
 def report_of(plan: Plan) -> str:
     """numpy's report in teir_plan's terms: the expression, the plan's predicted time and
     peak temporary memory, then one line per step with its path entry, what runs and its
     prediction."""
-    entries, rest = _entries(plan)
+    entries, rest = entries_of(plan)
     lines = [
         f"  Complete contraction:  {plan.subscripts}",
         f"  Predicted time (teir_plan's cost model):  {plan.predicted_seconds * 1e6:.1f} us",

@@ -204,3 +204,17 @@ def test_a_damaged_choices_file_is_ignored(self_correcting) -> None:  # type: ig
         assert choices.store("problem", "fingerprint")
         choices.forget()
         assert choices.stored("problem") == choices.digest("fingerprint")
+
+
+def test_a_tree_times_numpy_along_its_own_path(self_correcting) -> None:  # type: ignore[no-untyped-def]
+    expr = "ab,bc,cd->ad"
+    rng = np.random.default_rng(3)
+    ops = [rng.standard_normal(s).astype(np.float32)
+           for s in ((192, 160), (160, 224), (224, 128))]
+    ref = np.einsum(expr, *(o.astype(np.float64) for o in ops))
+    plan = tp.plan(expr, *ops)
+    assert plan.trials is not None
+    assert "numpy.einsum" in [c.name for c in plan.trials.contenders]
+    for _ in range(40):
+        np.testing.assert_allclose(tp.einsum(expr, *ops), ref, rtol=1e-4, atol=1e-3)
+    assert plan.choice is not None

@@ -22,9 +22,10 @@ costs only the difference between the contender's time and the best one's:
 
 Every trial is a real call that returns the correct result.  The contenders are the
 model's choice, its next ``RUNNERS_UP`` candidates (the same steps, another candidate
-for the main contraction) and, for one or two operands of the result's dtype, numpy.einsum
-with ``optimize=True`` (what numpy itself would run: its pairwise steps on BLAS through
-tensordot), so a plan cannot stay slower than numpy once its trials are done.
+for the main contraction) and, for operands of the result's dtype, numpy.einsum: with
+``optimize=True`` for one or two operands (what numpy itself would run: its pairwise
+steps on BLAS through tensordot), along the plan's own path for more, so a plan cannot
+stay slower than numpy once its trials are done.
 
 ``TEIR_PLAN_SELF_CORRECT=0`` turns this off (the test suite does, so that plans are
 deterministic); plans predicted under ``MIN_PLAN_SECONDS`` never take trials (their time
@@ -261,26 +262,30 @@ def _numpy_subscripts(subscripts: str) -> bool:
     return all(ch.isascii() and (ch.isalpha() or ch in ",->. ") for ch in subscripts)
 
 
-def numpy_contender(plan: Plan) -> Contender | None:
-    """numpy.einsum(optimize=True) on the plan's operands, for one or two operands of the
+def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender | None:
+    """numpy.einsum on the plan's operands (``optimize=True`` for two, else along
+    ``path``, the plan's own pairwise steps as numpy's path), for operands of the
     result's dtype with numpy's letters and no epilogue (numpy would compute anything
     else otherwise than the plan: casts, ReLU)."""
-    if (len(plan.operands) > 2 or plan.options.get("epilogue")
+    if (plan.options.get("epilogue")
             or any(s.dtype != plan.dtype for s in plan.operands)
             or not _numpy_subscripts(plan.subscripts)):
         return None
+    if len(plan.operands) > 2 and path is None:
+        return None
+    optimize: object = True if len(plan.operands) <= 2 else path
     subscripts = plan.subscripts
     own_layout = plan.options.get("order", None) == "K"
 
     def execute(arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         if out is None and own_layout:  # order='K': numpy's own layout is a result too
-            return np.einsum(subscripts, *arrays, optimize=True)  # type: ignore[no-any-return]
+            return np.einsum(subscripts, *arrays, optimize=optimize)  # type: ignore[no-any-return, call-overload]
         target = plan.empty_out() if out is None else out
-        np.einsum(subscripts, *arrays, out=target, optimize=True)
+        np.einsum(subscripts, *arrays, out=target, optimize=optimize)  # type: ignore[call-overload]
         return target
 
     def run(arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
-        np.einsum(subscripts, *arrays, out=out, optimize=True)
+        np.einsum(subscripts, *arrays, out=out, optimize=optimize)  # type: ignore[call-overload]
 
     return Contender("numpy.einsum", execute, run, None, "numpy.einsum")
 
@@ -311,6 +316,7 @@ def attach(plan: Plan, problem: str) -> None:
     """Give ``plan`` (cached under the key whose repr is ``problem``) its trials, or the
     choice an earlier process' trials stored for it on this machine."""
     from teir_plan.schedule import choices
+    from teir_plan.schedule.numpy_path import path_of
 
     model = Contender("the model's choice", plan.execute_planned, plan.run_planned,
                       plan.predicted_seconds, plan_fingerprint(plan))
@@ -322,7 +328,7 @@ def attach(plan: Plan, problem: str) -> None:
             seen.add(fp)
             contenders.append(Contender(f"the model's candidate {rank}", alt.execute,
                                         alt.run, alt.predicted_seconds, fp))
-    baseline = numpy_contender(plan)
+    baseline = numpy_contender(plan, path_of(plan) if len(plan.operands) > 2 else None)
     if baseline is not None:
         contenders.append(baseline)
     if len(contenders) == 1:
