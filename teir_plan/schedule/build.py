@@ -19,6 +19,7 @@ from teir_plan.frontend.convention import (
     check_casting,
     check_path,
     normalize_optimize,
+    result_dtype,
 )
 from teir_plan.frontend.expression import Expression, parse
 from teir_plan.planner.machine import MachineParams
@@ -434,20 +435,5 @@ def _build(
 
 def _result_dtype(specs: Sequence[OperandSpec], dtype: object, casting: Casting = "safe"
                   ) -> np.dtype:
-    """numpy's: ``dtype=``, else the operands' result type; every operand must cast to it
-    under ``casting`` (with 'no' or 'equiv', mixed dtypes are an error, as in numpy)."""
-    if dtype is None:
-        want = np.result_type(*[s.dtype for s in specs])
-    else:
-        try:
-            want = np.dtype(dtype)  # type: ignore[call-overload]
-        except TypeError:
-            raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
-    for i, s in enumerate(specs):
-        if not np.can_cast(s.dtype, want, casting):
-            target = f"dtype={want}" if dtype is not None else f"the result type {want}"
-            raise DTypeError(
-                f"operand {i}: cannot cast {s.dtype} to {target} under numpy's "
-                f"{casting!r} rule"
-            )
-    return want
+    """numpy's result type for these operands (frontend.convention.result_dtype)."""
+    return result_dtype([s.dtype for s in specs], dtype, casting)
