@@ -161,6 +161,6 @@ def parse(subscripts: str, shapes: Sequence[Sequence[int]]) -> Expression:
                         ("output", out_str)]:
         size = math.prod(extents[ch] for ch in term)
         if size > MAX_ELEMENTS:
-            raise EinsumError(f"{where}: {size} elements ({term!r}) are more than 64-bit "
-                              f"offsets address (at most 2**63 - 1)")
+            raise EinsumError(f"{where}: {size} elements ({term!r}) overflow 64-bit "
+                              f"offsets (at most 2**63 - 1 elements)")
     return Expression(inputs, out_str, tuple(sorted(extents.items())))
