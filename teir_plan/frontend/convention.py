@@ -225,13 +225,17 @@ def pairwise(path: tuple[tuple[int, ...], ...], num_operands: int
     return tuple(out)
 
 
-def result_dtype(dtypes: Sequence[np.dtype], dtype: object, casting: Casting = "safe"
-                 ) -> np.dtype:
-    """numpy's result type: ``dtype=``, else the operands' result type; every operand must
-    cast to it under ``casting`` (with 'no' or 'equiv', mixed dtypes are an error, as in
-    numpy), and it must hold numbers (an object dtype= is numpy's too)."""
+def result_dtype(dtypes: Sequence[np.dtype], dtype: object, casting: Casting = "safe",
+                 out: np.dtype | None = None) -> np.dtype:
+    """numpy's computation type: ``dtype=``, else the result type of the operands and of
+    ``out``'s dtype (numpy.einsum's iterator takes the common type of all its operands,
+    out among them: float32 operands into a float64 out are multiplied and summed in
+    float64, 1e-13 from the exact sums where float32 sums widened after are 1e-5 off).
+    Every operand must cast to it under ``casting`` (with 'no' or 'equiv', mixed dtypes
+    are an error, as in numpy), and it must hold numbers (an object dtype= is numpy's
+    too)."""
     if dtype is None:
-        want = np.result_type(*dtypes)
+        want = np.result_type(*dtypes, *([] if out is None else [out]))
     else:
         try:
             want = np.dtype(dtype)  # type: ignore[call-overload]
@@ -241,7 +245,9 @@ def result_dtype(dtypes: Sequence[np.dtype], dtype: object, casting: Casting = "
             raise DTypeError(f"dtype: {want} is not numeric; einsum computes numbers")
     for i, d in enumerate(dtypes):
         if not np.can_cast(d, want, casting):
-            target = f"dtype={want}" if dtype is not None else f"the result type {want}"
+            target = (f"dtype={want}" if dtype is not None else
+                      f"the result type {want}" if out is None or want != out else
+                      f"out's dtype {want}")
             raise DTypeError(
                 f"operand {i}: cannot cast {d} to {target} under numpy's {casting!r} rule")
     return want

@@ -97,7 +97,7 @@ def build_plan(
     expr = parse(subscripts, [s.shape for s in specs])
     if isinstance(opt.path, tuple):
         check_path(opt.path, len(specs))
-    result = _result_dtype(specs, dtype, casting)
+    result = _result_dtype(specs, dtype, casting, out_spec)
     if out_spec is None and epilogue is None:
         view = _view_plan(expr, subscripts, specs, result, order, opt, casting, threads)
         if view is not None:
@@ -351,7 +351,7 @@ def _build(
     searched step has no candidate cheaper than ``ceiling`` (the plan would cost more)."""
     opt = normalize_optimize(optimize)
     extents = expr.extent_map
-    result = _result_dtype(specs, dtype, casting)
+    result = _result_dtype(specs, dtype, casting, out_spec)
     shape = tuple(extents[ch] for ch in expr.output)
     b = _Builder(len(specs), pending, top, expansions, ceiling)
     out_id = len(specs)
@@ -433,7 +433,9 @@ def _build(
     )
 
 
-def _result_dtype(specs: Sequence[OperandSpec], dtype: object, casting: Casting = "safe"
-                  ) -> np.dtype:
-    """numpy's result type for these operands (frontend.convention.result_dtype)."""
-    return result_dtype([s.dtype for s in specs], dtype, casting)
+def _result_dtype(specs: Sequence[OperandSpec], dtype: object, casting: Casting = "safe",
+                  out_spec: OperandSpec | None = None) -> np.dtype:
+    """numpy's computation type for these operands and ``out``
+    (frontend.convention.result_dtype)."""
+    return result_dtype([s.dtype for s in specs], dtype, casting,
+                        None if out_spec is None else out_spec.dtype)

@@ -34,6 +34,7 @@ from teir_plan.schedule.steps import (
     BufferSpec,
     Candidate,
     ExpandStep,
+    PartsStep,
     ReduceStep,
     Step,
     TEIRStep,
@@ -384,6 +385,11 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
              for r in ranked]
     sub = f"{','.join(pterms)}->{out_term + q} ({q}: the parts of complex operand {z})"
     _add_teir_step(b, sub, (0, 1), target, cands, "contract", views)
+    # Guarded against infinite and NaN parts, where numpy's promoted product differs.
+    st = b.steps[-1]
+    assert type(st) is TEIRStep
+    b.steps[-1] = PartsStep(st.subscripts, st.inputs, st.dst, st.chosen, st.alternatives,
+                            st.role, z, f"{','.join(terms)}->{out_term}")
     return True
 
 

@@ -318,5 +318,42 @@ class BlockedStep(TEIRStep):
                            self.role, self.blocking)
 
 
+@dataclass(frozen=True)
+class PartsStep(TEIRStep):
+    """A real operand times a complex one as a real contraction over the complex tensors'
+    parts (:mod:`teir_plan.schedule.parts`), where no part of the complex operand is
+    infinite or NaN.  numpy promotes the real operand to ``x + 0j``: its product's real
+    part is ``x a - 0 b`` and its imaginary part ``x b + 0 a``, NaN where ``b`` (or
+    ``a``) is infinite or NaN, where the parts product's ``x a`` (``x b``) is not.  So
+    the step first sums the complex operand (one pass over it, no temporary: the sum is
+    finite unless a part is infinite or NaN, or it overflows) and, when the sum is not
+    finite, computes the promoted product instead, as teir_plan plans it for operands
+    of the result's dtype (the same numbers as numpy's wherever the sum only
+    overflowed)."""
+
+    complex_input: int = 0  # which of ``inputs`` is the complex operand
+    promoted: str = ""  # the step's expression over the operands, without the parts
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        z = buffers[self.inputs[self.complex_input]]
+        if np.isfinite(np.sum(z)):
+            super().run(buffers)
+            return
+        from teir_plan.api import einsum  # (the api plans; steps are what plans hold)
+
+        ops = [buffers[i] for i in self.inputs]
+        x = self.inputs[1 - self.complex_input]
+        ops[1 - self.complex_input] = buffers[x].astype(z.dtype)
+        einsum(self.promoted, *ops, out=buffers[self.dst])
+
+    def describe(self, packs: bool = True) -> str:
+        return (super().describe(packs) + "; the promoted product instead where the "
+                "complex operand has an infinite or NaN part")
+
+    def with_choice(self, cand: Candidate) -> PartsStep:
+        return PartsStep(self.subscripts, self.inputs, self.dst, cand, self.alternatives,
+                         self.role, self.complex_input, self.promoted)
+
+
 def buffer_names(num_operands: int, specs: Sequence[BufferSpec]) -> list[str]:
     return [f"operand {i}" for i in range(num_operands)] + ["out"] + [s.name for s in specs]
