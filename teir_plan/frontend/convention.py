@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
 import numpy as np
+import opt_einsum as oe
 from opt_einsum import get_symbol
 from opt_einsum.paths import _PATH_OPTIONS
 
@@ -251,6 +253,50 @@ def result_dtype(dtypes: Sequence[np.dtype], dtype: object, casting: Casting = "
             raise DTypeError(
                 f"operand {i}: cannot cast {d} to {target} under numpy's {casting!r} rule")
     return want
+
+
+# numpy.einsum's indices: it takes no others.
+NUMPY_LETTERS = string.ascii_letters
+
+
+def numpy_subscripts(subscripts: str) -> str | None:
+    """Explicit ``subscripts`` (``->``, no ``...``) with each index renamed to one of
+    numpy's 52 letters, in order of first appearance (teir_plan's indices go beyond them:
+    Greek letters, opt_einsum's symbols); None when there are more than 52 indices.
+
+    >>> numpy_subscripts("αβ,βγ->αγ")
+    'ab,bc->ac'
+    """
+    names: dict[str, str] = {}
+    out = []
+    for ch in subscripts:
+        if ch in ",->":
+            out.append(ch)
+            continue
+        if ch not in names:
+            if len(names) == len(NUMPY_LETTERS):
+                return None
+            names[ch] = NUMPY_LETTERS[len(names)]
+        out.append(names[ch])
+    return "".join(out)
+
+
+def check_numpy_indices(inputs: Sequence[str], output: str, extents: Mapping[str, int],
+                        dtype: np.dtype) -> None:
+    """An expression of more than 52 indices runs on numpy (integers, bool, float16) as
+    opt_einsum's pairwise steps, each renamed to numpy's letters: refused when one of
+    them alone has more than 52 indices, which numpy.einsum cannot name."""
+    if len(set("".join(inputs))) <= len(NUMPY_LETTERS):
+        return
+    shapes = [tuple(extents[c] for c in t) for t in inputs]
+    _, info = oe.contract_path(",".join(inputs) + "->" + output, *shapes, shapes=True)
+    for i, step in enumerate(info.contraction_list):
+        ins, out = step[2].split("->")
+        n = len(set(ins.replace(",", "")) | set(out))
+        if n > len(NUMPY_LETTERS):
+            raise EinsumError(
+                f"subscripts: {dtype} einsums are computed by numpy.einsum, which names at "
+                f"most 52 indices; pairwise step {i} ({step[2]}) has {n}")
 
 
 def check_casting(casting: object) -> Casting:

@@ -17,6 +17,7 @@ from teir_plan.frontend.convention import (
     Casting,
     Optimize,
     check_casting,
+    check_numpy_indices,
     check_path,
     normalize_optimize,
     result_dtype,
@@ -389,6 +390,7 @@ def _build(
             + (" (complex numbers have no order)" if result.kind == "c" else "")
         )
     if result not in TEIR_TYPES:
+        check_numpy_indices(expr.inputs, expr.output, extents, result)
         b.steps.append(
             NumpyStep(expr.subscripts, tuple(range(len(specs))), target,
                       f"{result} is not a TEIR data type: computed by numpy")

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+import opt_einsum as oe
 
 from teir_plan.executor.complex_tiles import expand_parts
 from teir_plan.executor.execute import run_blocked, run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.frontend.convention import numpy_subscripts
 from teir_plan.planner.block import Blocking
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
@@ -184,7 +186,14 @@ class NumpyStep(Step):
         # a bool operand alone (as logical or) before mixing it with integers.
         dt = buffers[self.dst].dtype
         ops = [np.asarray(buffers[i], dtype=dt) for i in self.inputs]
-        res = np.einsum(self.subscripts, *ops, optimize=True)
+        # numpy takes only its 52 letters: the indices renamed to them, or, with more,
+        # opt_einsum's pairwise steps, each renamed (checked when planned:
+        # frontend.convention.check_numpy_indices).
+        sub = numpy_subscripts(self.subscripts)
+        if sub is not None:
+            res = np.einsum(sub, *ops, optimize=True)
+        else:
+            res = oe.contract(self.subscripts, *ops, backend="numpy")
         np.copyto(buffers[self.dst], res, casting="unsafe")
 
     def describe(self) -> str:
