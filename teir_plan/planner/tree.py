@@ -185,8 +185,8 @@ def _size_compare(deadline: float) -> Callable[..., None]:
     pairing's cost: the largest intermediate of its sub-tree), as the custom cost
     function opt_einsum accepts, which raises _OutOfTime past ``deadline``."""
     def compare(cost1: int, cost2: int, union: frozenset[int], size: list[int],
-                cost_cap: int, s1: int, s2: int, xn: dict[int, object], g: int,
-                all_tensors: int, inputs: list[frozenset[int]], shared: frozenset[int],
+                cost_cap: int, s1: int, s2: int, xn: dict[int, tuple[object, int, object]],
+                g: int, all_tensors: int, inputs: list[frozenset[int]], shared: frozenset[int],
                 memory_limit: int | None, contract1: object, contract2: object) -> None:
         if time.perf_counter() > deadline:
             raise _OutOfTime
@@ -200,6 +200,6 @@ def _size_compare(deadline: float) -> Callable[..., None]:
         mem = math.prod(size[i] for i in legs)
         cost = max(cost1, cost2, mem)
         if cost <= cost_cap and (s not in xn or cost < xn[s][1]) \
-                and (memory_limit is None or mem <= memory_limit):  # type: ignore[index]
+                and (memory_limit is None or mem <= memory_limit):
             xn[s] = (legs, cost, (contract1, contract2))
     return compare
