@@ -336,24 +336,21 @@ class PartsStep(TEIRStep):
     ``a``) is infinite or NaN, where the parts product's ``x a`` (``x b``) is not.  So
     the step first sums the complex operand (one pass over it, no temporary: the sum is
     finite unless a part is infinite or NaN, or it overflows) and, when the sum is not
-    finite, computes the promoted product instead, as teir_plan plans it for operands
-    of the result's dtype (the same numbers as numpy's wherever the sum only
-    overflowed)."""
+    finite, computes the promoted product with numpy.einsum itself (numpy's numbers; the
+    same as the parts product's wherever the sum only overflowed)."""
 
     complex_input: int = 0  # which of ``inputs`` is the complex operand
-    promoted: str = ""  # the step's expression over the operands, without the parts
+    promoted: str = ""  # the step's expression in numpy's letters, without the parts
 
     def run(self, buffers: list[np.ndarray]) -> None:
         z = buffers[self.inputs[self.complex_input]]
         if np.isfinite(np.sum(z)):
             super().run(buffers)
             return
-        from teir_plan.api import einsum  # (the api plans; steps are what plans hold)
-
         ops = [buffers[i] for i in self.inputs]
-        x = self.inputs[1 - self.complex_input]
-        ops[1 - self.complex_input] = buffers[x].astype(z.dtype)
-        einsum(self.promoted, *ops, out=buffers[self.dst])
+        ops[1 - self.complex_input] = ops[1 - self.complex_input].astype(z.dtype)
+        with np.errstate(invalid="ignore", over="ignore"):  # (numpy's NaNs are the point)
+            np.einsum(self.promoted, *ops, out=buffers[self.dst])
 
     def describe(self, packs: bool = True) -> str:
         return (super().describe(packs) + "; the promoted product instead where the "
