@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
-from teir_plan.errors import EinsumError, OperandTypeError
+from teir_plan.errors import DTypeError, EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads
 from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
@@ -154,7 +154,10 @@ def _spec_of(x: object, i: int, dtype: object) -> tuple[OperandSpec, np.ndarray 
         shape = tuple(int(n) for n in x)
         if any(n < 0 for n in shape):
             raise EinsumError(f"operand {i}: negative extent in shape {shape}")
-        dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float64)  # type: ignore[call-overload]
+        try:
+            dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float64)  # type: ignore[call-overload]
+        except TypeError:
+            raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
         return OperandSpec(shape, c_strides(shape), dt), None
     arr = as_operand(x, i)
     return OperandSpec.of(arr), arr

@@ -200,6 +200,8 @@ def test_dask_arrays_of_unknown_chunks_are_named() -> None:
 def test_shapes_past_64_bit_offsets_are_refused_by_name() -> None:
     with pytest.raises(tp.EinsumError, match="output: .* overflow 64-bit offsets"):
         tp.plan("i,j->ij", (2**40,), (2**40,))
+    with pytest.raises(tp.DTypeError, match="dtype: 'foo' is not a numpy dtype"):
+        tp.plan("ij->j", (3, 4), dtype="foo")
 
 
 # ---- 3. numpy's numbers ---------------------------------------------------------------------

@@ -174,7 +174,9 @@ def smallest_tree(inputs: Sequence[str], output: str, extents: Mapping[str, int]
     try:
         dp = oe.paths.DynamicProgramming(minimize=_size_compare(deadline))  # type: ignore[arg-type]
         return tree_for(inputs, output, extents, dp), True
-    except _OutOfTime:
+    except (_OutOfTime, TypeError):
+        # (TypeError: an opt_einsum whose dynamic programming calls its cost function
+        # otherwise than _size_compare reads it; the sampled search needs no such hook.)
         sampled = oe.RandomGreedy(max_repeats=SIZE_SEARCH_SAMPLES, minimize="size",
                                   parallel=False)
         return tree_for(inputs, output, extents, sampled), False
