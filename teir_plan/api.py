@@ -17,7 +17,7 @@ from teir_plan.executor.threads import get_num_threads
 from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.planner import machine as _machine
-from teir_plan.planner.autotune import autotune
+from teir_plan.planner.autotune import autotune, random_operands
 from teir_plan.planner.machine import machine_params
 from teir_plan.schedule.build import build_plan, c_strides
 from teir_plan.schedule.plan import OperandSpec, Plan, addressable, as_operand
@@ -192,8 +192,7 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
                       casting=casting)
     if normalize_optimize(opt).autotune and plan.main_step is not None:
         if arrays is None:
-            rng = np.random.default_rng(0)
-            arrays = [s.random(rng) for s in specs]
+            arrays = random_operands(specs)
         plan = autotune(plan, arrays)
     if key is not None:
         plan = plan_cache.put(key, plan, params)

@@ -58,6 +58,11 @@ def test_a_prime_extent_plans_at_once(sub, shapes, order) -> None:
     assert time.perf_counter() - start < 2.0
 
 
+def test_autotune_on_shapes_too_large_to_fill_is_refused() -> None:
+    with pytest.raises(tp.PlanError, match="optimize: 'autotune' on shapes"):
+        tp.plan("ij,jk->ik", (PRIME, 2**20), (2**20, 3), optimize="autotune")
+
+
 def _complete_network(n: int) -> tuple[str, list[tuple[int, ...]]]:
     """n operands, every pair sharing an index of extent 2 (the dynamic programming's
     worst case)."""
