@@ -21,6 +21,7 @@ from teir_plan.errors import (
     DTypeError,
     EinsumError,
     OperandTypeError,
+    OptionTypeError,
     PlanError,
     TEIRError,
     TEIRPlanError,
@@ -111,5 +112,6 @@ __all__ = [
     "PlanError",
     "DTypeError",
     "OperandTypeError",
+    "OptionTypeError",
     "CalibrationWarning",
 ]

@@ -12,12 +12,12 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
-from teir_plan.errors import EinsumError, OperandTypeError
+from teir_plan.errors import DTypeError, EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads
 from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.planner import machine as _machine
-from teir_plan.planner.autotune import autotune
+from teir_plan.planner.autotune import autotune, random_operands
 from teir_plan.planner.machine import machine_params
 from teir_plan.schedule import trials
 from teir_plan.schedule.build import build_plan, c_strides
@@ -155,7 +155,10 @@ def _spec_of(x: object, i: int, dtype: object) -> tuple[OperandSpec, np.ndarray 
         shape = tuple(int(n) for n in x)
         if any(n < 0 for n in shape):
             raise EinsumError(f"operand {i}: negative extent in shape {shape}")
-        dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float64)  # type: ignore[call-overload]
+        try:
+            dt = np.dtype(dtype) if dtype is not None else np.dtype(np.float64)  # type: ignore[call-overload]
+        except TypeError:
+            raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
         return OperandSpec(shape, c_strides(shape), dt), None
     arr = as_operand(x, i)
     return OperandSpec.of(arr), arr
@@ -190,8 +193,7 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
                       casting=casting)
     if normalize_optimize(opt).autotune and plan.main_step is not None:
         if arrays is None:
-            rng = np.random.default_rng(0)
-            arrays = [s.random(rng) for s in specs]
+            arrays = random_operands(specs)
         plan = autotune(plan, arrays)
     elif key is not None and trials.enabled() and trials.eligible(plan):
         # Calls time it against its runner-ups and numpy (schedule/trials.py).

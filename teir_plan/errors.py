@@ -30,6 +30,11 @@ class PlanError(TEIRPlanError, ValueError):
     """A plan was called with arrays it was not made for, or options are invalid."""
 
 
+class OptionTypeError(PlanError, TypeError):
+    """An option has a type it cannot take (``optimize=3``, a memory limit given as a
+    string): a TypeError, as numpy raises for these, and a PlanError (invalid options)."""
+
+
 class DTypeError(TEIRPlanError, TypeError):
     """An array has a dtype teir_plan does not support for the requested operation."""
 

@@ -14,6 +14,8 @@ numbers, dtypes and blocks.
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,9 +38,19 @@ from teir_plan.distributed.cluster import (
     task_threads,
 )
 from teir_plan.distributed.tasks import add_partials, contract_blocks, keep_partial, relu_block
-from teir_plan.errors import EinsumError, OperandTypeError
-from teir_plan.frontend.convention import from_interleaved, normalize_optimize
+from teir_plan.errors import DTypeError, EinsumError, OperandTypeError, OptionTypeError, PlanError
+from teir_plan.frontend.convention import (
+    Optimize,
+    check_casting,
+    check_path,
+    from_interleaved,
+    normalize_optimize,
+)
+from teir_plan.frontend.convention import (
+    result_dtype as einsum_result_dtype,
+)
 from teir_plan.frontend.expression import Expression, parse
+from teir_plan.schedule.plan import as_operand
 from teir_plan.schedule.tree_plan import tree_of
 
 # A task may hold no more than a task of the operands' own chunks would (dask's einsum
@@ -143,14 +155,18 @@ class DaskPlan:
 
 
 def _as_dask(x: object, i: int) -> Any:
+    """A dask operand as it is (its shape known: a dask array of unknown chunk sizes
+    is refused), anything else as tp.einsum converts it on numpy (an array, a nested
+    list, a Python or numpy scalar), taken whole."""
     import dask.array as da
 
     if is_dask(x):
+        shape = x.shape  # type: ignore[attr-defined]
+        if any(n != n for n in shape):  # NaN: chunk sizes unknown (after boolean indexing)
+            raise EinsumError(f"operand {i}: a dask array of unknown chunk sizes (shape "
+                              f"{shape}); call its compute_chunk_sizes() first")
         return x
-    if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
-        return da.from_array(np.asarray(x), chunks=-1)
-    raise OperandTypeError(f"operand {i}: expected a dask or numpy array, got "
-                           f"{type(x).__name__}")
+    return da.from_array(as_operand(x, i), chunks=-1)
 
 
 def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
@@ -164,9 +180,12 @@ def _blockwise(step: DaskStep, ops: Sequence[Any], dplan: DaskPlan) -> Any:
     # A summed index taken whole is not rechunked: each task joins the blocks along it
     # that dask hands it (a copy that lives as long as the task), where a rechunk would
     # keep a second copy of the operand on the workers.  Only where no operand repeats
-    # it (a diagonal).
+    # it (a diagonal), and none broadcasts it (extent 1: dask would hand its one block
+    # once per piece of the others, joined into a block of the wrong extent).
     joined = {c for c in summed if grid[c] == 1
-              and all(ix.count(c) <= 1 for ix in step.inputs)}
+              and all(ix.count(c) <= 1 for ix in step.inputs)
+              and all(op.shape[ix.index(c)] == ext[c] for op, ix in zip(ops, step.inputs)
+                      if c in ix)}
     # A kept index taken whole where the operands' chunks split it is joined in the
     # task too (in slabs, tasks.py), not rechunked: dask passes the pieces when the
     # index goes by another name in the inputs than in the output (a new axis there).
@@ -232,29 +251,28 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
     reduction task; ``client``: the distributed client whose cluster the plan is for
     (default: the current one, else dask's threaded scheduler on this machine).
     """
-    if not isinstance(subscripts, str):
-        subscripts, operands = from_interleaved((subscripts, *operands))  # type: ignore[assignment]
-    if epilogue not in (None, "relu"):
-        raise EinsumError(f"epilogue: expected None or 'relu', got {epilogue!r}")
-    live = [_as_dask(x, i) for i, x in enumerate(operands)]
+    subscripts, live, expr, result_dtype, opt = _checked(
+        subscripts, operands, dtype, casting, optimize, epilogue)
     shapes = [tuple(int(n) for n in x.shape) for x in live]
-    expr = parse(subscripts, shapes)
-    result_dtype = np.dtype(dtype) if dtype is not None else np.result_type(  # type: ignore[call-overload]
-        *[x.dtype for x in live])
-    if epilogue == "relu" and result_dtype.kind == "c":
-        raise EinsumError("epilogue='relu' needs a real result dtype, got "
-                          f"{result_dtype}")
+    empty = [c for c, n in expr.extents if n == 0]
+    if empty:
+        raise PlanError(f"index {empty[0]!r}: has extent 0, so there is nothing to plan "
+                        f"(tp.einsum gives the result, zeros, without a plan)")
     extents = expr.extent_map
     client = current_client(client)
     cluster = cluster_shape(client)
-    budget = int(memory_budget) if memory_budget is not None else cluster.task_budget
-    if budget <= 0:
+    if memory_budget is not None and (isinstance(memory_budget, bool)
+                                      or not isinstance(memory_budget, numbers.Real)):
+        raise OptionTypeError(f"memory_budget: expected a number of bytes, got "
+                              f"{type(memory_budget).__name__}")
+    if memory_budget is not None and not 1 <= memory_budget < math.inf:
         raise EinsumError(f"memory_budget: expected a positive number of bytes, got "
                           f"{memory_budget!r}")
+    budget = int(memory_budget) if memory_budget is not None else cluster.task_budget
     if not isinstance(split_every, int) or split_every < 2:
         raise EinsumError(f"split_every: expected an integer of at least 2, got {split_every!r}")
     flops, moves = _per_core_rates(result_dtype)
-    path = _path(expr, optimize)
+    path = _path(expr, opt)
     chunks: list[dict[str, int]] = []
     for ix, x in zip(expr.inputs, live):
         chunks.append(given_chunks([ix], [x.chunks]))
@@ -299,6 +317,42 @@ def plan_dask(subscripts: object, *operands: object, dtype: object = None,
                     epilogue, split_every, task_threads(cluster), client)
 
 
+def _checked(subscripts: object, operands: Sequence[object], dtype: object, casting: object,
+             optimize: object, epilogue: str | None
+             ) -> tuple[str, list[Any], Expression, np.dtype, Optimize]:
+    """The arguments checked as tp.einsum checks them on numpy arrays, with the same
+    errors: the subscripts (or the interleaved form), the operands as dask arrays, the
+    expression, the result's dtype and ``optimize=`` normalized."""
+    if not isinstance(subscripts, str):
+        subscripts, operands = from_interleaved((subscripts, *operands))
+    opt = normalize_optimize(optimize)
+    cast = check_casting(casting)
+    if epilogue not in (None, "relu"):
+        raise PlanError(f"epilogue: expected None or 'relu', got {epilogue!r}")
+    live = [_as_dask(x, i) for i, x in enumerate(operands)]
+    expr = parse(subscripts, [tuple(int(n) for n in x.shape) for x in live])
+    if isinstance(opt.path, tuple):
+        check_path(opt.path, len(live))
+    result = einsum_result_dtype([x.dtype for x in live], dtype, cast)
+    if epilogue == "relu" and result not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise DTypeError(
+            f"epilogue: relu is supported for float32 and float64 results, not {result}"
+            + (" (complex numbers have no order)" if result.kind == "c" else ""))
+    return subscripts, live, expr, result, opt
+
+
+def _zeros(expr: Expression, live: Sequence[Any], dtype: np.dtype) -> Any:
+    """The result of an expression with an index of extent 0, as numpy.einsum gives it:
+    zeros (an empty sum), or an empty array; chunked as the operands are along the
+    output's indices."""
+    import dask.array as da
+
+    chunks = given_chunks(expr.inputs, [x.chunks for x in live])
+    shape = tuple(expr.extent(c) for c in expr.output)
+    return da.zeros(shape, dtype=dtype,
+                    chunks=tuple(max(1, chunks.get(c, 1)) for c in expr.output))
+
+
 def _default_budget(contraction: Contraction, given: dict[str, int],
                     cluster: ClusterShape) -> int:
     """A task's memory when none is given: what a task of the given chunks holds (its
@@ -311,13 +365,13 @@ def _default_budget(contraction: Contraction, given: dict[str, int],
     return min(cluster.task_budget, max(as_given, MIN_BUDGET_BYTES))
 
 
-def _path(expr: Expression, optimize: object) -> list[tuple[tuple[int, ...], str]]:
+def _path(expr: Expression, opt: Optimize) -> list[tuple[tuple[int, ...], str]]:
     """The pairwise steps as (operand positions, popped in turn; the step's subscripts):
     the tree ``tp.einsum`` contracts for ``optimize=`` (its strategy, memory limit or
     explicit path), operands in the order opt_einsum pops them."""
     if len(expr.inputs) <= 2:
         return [((0,) * len(expr.inputs), expr.subscripts)]
-    tree = tree_of(expr, normalize_optimize(optimize))
+    tree = tree_of(expr, opt)
     return [(tuple(sorted(pair, reverse=True)),
              ",".join(tree.nodes[c].term for c in node.children) + "->" + node.term)
             for pair, node in zip(tree.path, tree.steps)]
@@ -344,7 +398,11 @@ def einsum(subscripts: object, *operands: object, out: object = None, dtype: obj
         raise OperandTypeError("out: a dask contraction returns a new dask array; "
                                "out= is not supported (store the result with dask)")
     if not isinstance(order, str) or order.upper() not in ("K", "C", "F", "A"):
-        raise EinsumError(f"order: expected one of 'K', 'C', 'F', 'A', got {order!r}")
+        raise PlanError(f"order: expected one of 'K', 'C', 'F', 'A', got {order!r}")
+    _, live, expr, result, _ = _checked(subscripts, operands, dtype, casting, optimize,
+                                        epilogue)
+    if any(n == 0 for _, n in expr.extents):
+        return _zeros(expr, live, result)
     dplan = plan_dask(subscripts, *operands, dtype=dtype, casting=casting, optimize=optimize,
                       epilogue=epilogue, **options)
     if not isinstance(subscripts, str):

@@ -54,17 +54,79 @@ class TeirPlanWorker(WorkerPlugin):
         return max(1, int(self.threads or 1))
 
     def setup(self, worker: Any) -> None:
-        if self.cache_dir is not None:
-            os.environ["TEIR_PLAN_CACHE_DIR"] = self.cache_dir
         from threadpoolctl import threadpool_limits
 
         from teir_plan.executor.threads import set_num_threads
 
+        _hold(worker)
+        if self.cache_dir is not None:
+            os.environ["TEIR_PLAN_CACHE_DIR"] = self.cache_dir
         set_num_threads(self.threads_for(worker.address))
-        threadpool_limits(limits=1, user_api="blas")
+        blas = threadpool_limits(limits=1, user_api="blas")
+        with _lock:
+            if _saved is not None and _saved.blas is None:
+                _saved.blas = blas  # the first set-up's: it restores the limits before it
         _limit_pool(self.pool_bytes)
         if self.warm_up:
             threading.Thread(target=_warm_up, daemon=True, name="teir-plan-warm-up").start()
+
+    def teardown(self, worker: Any) -> None:
+        _release(worker)
+
+
+class _Saved:
+    """What a worker's set-up changes in its process, as it was before the first set-up
+    there: restored when the last worker set up in the process closes.  A worker of an
+    in-process cluster (``LocalCluster(processes=False)``) shares the caller's process,
+    whose teir_plan threads, BLAS threads and workspace would otherwise stay at a worker's
+    settings (1, 1 and no idle buffers) after the cluster closed."""
+
+    def __init__(self) -> None:
+        from teir_plan.executor.threads import get_num_threads
+        from teir_plan.schedule.workspace import workspace
+
+        self.threads = get_num_threads()
+        self.pool = (workspace.limit_bytes, workspace.last_limit_bytes)
+        self.cache_dir = os.environ.get("TEIR_PLAN_CACHE_DIR")
+        self.blas: Any = None  # threadpoolctl's limiter of the first set-up
+
+    def restore(self) -> None:
+        from teir_plan.executor.threads import set_num_threads
+        from teir_plan.schedule.workspace import workspace
+
+        set_num_threads(self.threads)
+        workspace.limit_bytes, workspace.last_limit_bytes = self.pool
+        if self.cache_dir is None:
+            os.environ.pop("TEIR_PLAN_CACHE_DIR", None)
+        else:
+            os.environ["TEIR_PLAN_CACHE_DIR"] = self.cache_dir
+        if self.blas is not None:
+            self.blas.restore_original_limits()
+
+
+_lock = threading.Lock()
+_saved: _Saved | None = None  # the process's settings before its first worker's set-up
+_holders: set[int] = set()  # the workers set up in this process (by id), not yet closed
+
+
+def _hold(worker: Any) -> None:
+    global _saved
+    with _lock:
+        if not _holders:
+            _saved = _Saved()
+        _holders.add(id(worker))
+
+
+def _release(worker: Any) -> None:
+    global _saved
+    with _lock:
+        if id(worker) not in _holders:
+            return
+        _holders.discard(id(worker))
+        if _holders or _saved is None:
+            return
+        saved, _saved = _saved, None
+    saved.restore()
 
 
 def _limit_pool(limit_bytes: int) -> None:

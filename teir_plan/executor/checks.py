@@ -8,12 +8,12 @@ one property that keeps it memory-safe is proven here: every offset
 from __future__ import annotations
 
 import ctypes
-import math
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from teir_plan.divisors import divisors
 from teir_plan.errors import DTypeError, OperandTypeError, TEIRError
 from teir_plan.teir.records import TEIR
 
@@ -204,12 +204,15 @@ def _walk_options(n: int, st: int, dims: list[tuple[int, int]],
 
 
 def _divisors(n: int) -> Iterator[int]:
-    """The divisors of n other than 1 and n."""
-    for d in range(2, math.isqrt(n) + 1):
-        if n % d == 0:
-            yield d
-            if d != n // d:
-                yield n // d
+    """The divisors of n other than 1 and n (each pair d, n / d, smallest d first): read
+    from teir_plan.divisors' factoring, which is bounded on any extent, where a scan up
+    to sqrt(n) ran for hours on a prime near 2**62."""
+    for d in divisors(n)[1:]:
+        if d * d > n:
+            return
+        yield d
+        if d != n // d:
+            yield n // d
 
 
 def _decompose(st: int, n: int, dims: list[tuple[int, int]]) -> list[tuple[int, ...]]:

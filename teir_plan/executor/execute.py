@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numbers
 from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
+from teir_plan.errors import PlanError
 from teir_plan.executor.blocked import (
     blocked_address,
     blocked_chunk_at,
@@ -34,6 +36,7 @@ from teir_plan.executor.walker import (
 )
 from teir_plan.schedule.workspace import workspace
 from teir_plan.teir.records import TEIR
+from teir_plan.teir.validate import check_iterations
 from teir_plan.tilekinds import table as K
 from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS
 
@@ -41,12 +44,17 @@ _CONSTS = {np.dtype(t): np.array([1, 0], t)
            for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
 
-def execute(teir: TEIR, *arrays: np.ndarray) -> None:
+def execute(teir: TEIR, *arrays: np.ndarray, max_iterations: int | None = None) -> None:
     """Run ``teir`` on ``(in0, out)`` (unary) or ``(in0, in1, out)`` (binary), in place.
 
     Strides are in elements, relative to each array's first element.  The program
     is validated and every address it can touch is proven to lie on an element of
     its array before anything runs; on any error nothing is written.
+
+    ``max_iterations``: the most iterations (the product of ``dim_sizes``) the program
+    may run; by default 65,536 per element its strides address, at least 2^32
+    (:func:`teir_plan.teir.validate.iteration_ceiling`), which refuses a program whose
+    axes revisit a few elements without end.
 
     >>> import numpy as np, teir_plan as tp
     >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -62,6 +70,12 @@ def execute(teir: TEIR, *arrays: np.ndarray) -> None:
 
         raise TEIRError(f"execute: expected a tp.TEIR program, got {type(teir).__name__}")
     teir.validate()
+    if max_iterations is not None and (isinstance(max_iterations, bool)
+                                       or not isinstance(max_iterations, numbers.Integral)
+                                       or max_iterations < 1):
+        raise PlanError(f"max_iterations: expected a positive integer or None, got "
+                        f"{max_iterations!r}")
+    check_iterations(teir, None if max_iterations is None else int(max_iterations))
     # A subclass (numpy.matrix, whose reshape stays 2-D) is run through its plain view.
     arrays = tuple(a.view(np.ndarray) if isinstance(a, np.ndarray) and type(a) is not np.ndarray
                    else a for a in arrays)

@@ -28,21 +28,29 @@ Three things a caller of ``numpy.einsum`` may pass that are not an expression an
 
 from __future__ import annotations
 
+import math
 import numbers
-from collections.abc import Sequence
+import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
+import numpy as np
+import opt_einsum as oe
 from opt_einsum import get_symbol
 from opt_einsum.paths import _PATH_OPTIONS
 
-from teir_plan.errors import EinsumError, PlanError
+from teir_plan.errors import DTypeError, EinsumError, OptionTypeError, PlanError
 
 Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 CASTINGS: tuple[Casting, ...] = ("no", "equiv", "safe", "same_kind", "unsafe")
 
 # opt_einsum's named path strategies (numpy's "greedy" and "optimal" among them).
 PATH_STRATEGIES = tuple(sorted(_PATH_OPTIONS))
+
+# The largest interleaved label: get_symbol(n) is chr(n + 2048) from n = 55296 on, and
+# chr() ends at U+10FFFF.
+MAX_LABEL = 0x10FFFF - 2048
 
 
 def _letter(label: object, where: str) -> str:
@@ -55,8 +63,17 @@ def _letter(label: object, where: str) -> str:
     n = int(label)
     if n < 0:
         raise EinsumError(f"{where}: sublist entry {n} is negative")
+    if n > MAX_LABEL:
+        raise EinsumError(f"{where}: sublist entry {n} is beyond the largest label, "
+                          f"{MAX_LABEL} (labels from 52 on are opt_einsum's symbols, "
+                          f"one Unicode character each)")
     if n >= 52:  # opt_einsum's symbols never collide with numpy's 52 letters
-        return get_symbol(n)
+        symbol = get_symbol(n)
+        if symbol.isspace():
+            raise EinsumError(f"{where}: sublist entry {n} stands for a space character "
+                              f"(opt_einsum.get_symbol({n}) = {symbol!r}), which an "
+                              f"expression cannot hold; use another label")
+        return symbol
     return chr(ord("A") + n) if n < 26 else chr(ord("a") + n - 26)
 
 
@@ -119,10 +136,7 @@ def normalize_optimize(value: object) -> Optimize:
         strategy, limit = value
         if strategy not in PATH_STRATEGIES:
             raise PlanError(_optimize_message(value))
-        if isinstance(limit, bool) or not isinstance(limit, numbers.Real) or limit <= 0:
-            raise PlanError(f"optimize: the memory limit in {value!r} must be a positive "
-                            f"number of elements")
-        return Optimize(path=strategy, memory_limit=int(float(limit)))
+        return Optimize(path=strategy, memory_limit=_memory_limit(limit, value))
     if isinstance(value, (list, tuple)):
         steps = list(value)
         if steps and steps[0] == "einsum_path":
@@ -131,8 +145,8 @@ def normalize_optimize(value: object) -> Optimize:
         for i, step in enumerate(steps):
             if (not isinstance(step, (tuple, list)) or not step or any(
                     isinstance(x, bool) or not isinstance(x, numbers.Integral) for x in step)):
-                raise PlanError(f"optimize: path step {i} must be a tuple of operand "
-                                f"positions, got {step!r}")
+                raise OptionTypeError(f"optimize: path step {i} must be a tuple of operand "
+                                      f"positions, got {step!r}")
             path.append(tuple(int(x) for x in step))
         if not path:
             raise PlanError("optimize: an explicit path needs at least one step")
@@ -142,7 +156,29 @@ def normalize_optimize(value: object) -> Optimize:
         # A cotengra ContractionTree (or anything that gives its path in opt_einsum's
         # format): its path, which then is checked as an explicit one.
         return normalize_optimize(["einsum_path", *map(tuple, get_path())])
-    raise PlanError(_optimize_message(value))
+    raise OptionTypeError(_optimize_message(value))
+
+
+def _memory_limit(limit: object, value: object) -> int | None:
+    """The memory limit of ``optimize=(strategy, limit)`` in whole elements; None for
+    +inf (no limit, as opt_einsum reads it)."""
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Real):
+        raise OptionTypeError(f"optimize: the memory limit in {value!r} must be a number of "
+                              f"elements, got {type(limit).__name__}")
+    if isinstance(limit, numbers.Integral):
+        n = int(limit)
+    else:
+        f = float(limit)
+        if math.isnan(f):
+            raise PlanError(f"optimize: the memory limit in {value!r} is NaN; give a "
+                            f"positive number of elements")
+        if f == math.inf:
+            return None
+        n = math.floor(f) if f > 0 else -1
+    if n < 1:
+        raise PlanError(f"optimize: the memory limit in {value!r} must be a positive number "
+                        f"of elements (at least 1)")
+    return n
 
 
 def _optimize_message(value: object) -> str:
@@ -189,6 +225,78 @@ def pairwise(path: tuple[tuple[int, ...], ...], num_operands: int
         left = [x for x in left if x not in ids] + [fresh]
         fresh += 1
     return tuple(out)
+
+
+def result_dtype(dtypes: Sequence[np.dtype], dtype: object, casting: Casting = "safe",
+                 out: np.dtype | None = None) -> np.dtype:
+    """numpy's computation type: ``dtype=``, else the result type of the operands and of
+    ``out``'s dtype (numpy.einsum's iterator takes the common type of all its operands,
+    out among them: float32 operands into a float64 out are multiplied and summed in
+    float64, 1e-13 from the exact sums where float32 sums widened after are 1e-5 off).
+    Every operand must cast to it under ``casting`` (with 'no' or 'equiv', mixed dtypes
+    are an error, as in numpy), and it must hold numbers (an object dtype= is numpy's
+    too)."""
+    if dtype is None:
+        want = np.result_type(*dtypes, *([] if out is None else [out]))
+    else:
+        try:
+            want = np.dtype(dtype)  # type: ignore[call-overload]
+        except TypeError:
+            raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
+        if want.kind in "MmSUV":
+            raise DTypeError(f"dtype: {want} is not numeric; einsum computes numbers")
+    for i, d in enumerate(dtypes):
+        if not np.can_cast(d, want, casting):
+            target = (f"dtype={want}" if dtype is not None else
+                      f"the result type {want}" if out is None or want != out else
+                      f"out's dtype {want}")
+            raise DTypeError(
+                f"operand {i}: cannot cast {d} to {target} under numpy's {casting!r} rule")
+    return want
+
+
+# numpy.einsum's indices: it takes no others.
+NUMPY_LETTERS = string.ascii_letters
+
+
+def numpy_subscripts(subscripts: str) -> str | None:
+    """Explicit ``subscripts`` (``->``, no ``...``) with each index renamed to one of
+    numpy's 52 letters, in order of first appearance (teir_plan's indices go beyond them:
+    Greek letters, opt_einsum's symbols); None when there are more than 52 indices.
+
+    >>> numpy_subscripts("αβ,βγ->αγ")
+    'ab,bc->ac'
+    """
+    names: dict[str, str] = {}
+    out = []
+    for ch in subscripts:
+        if ch in ",->":
+            out.append(ch)
+            continue
+        if ch not in names:
+            if len(names) == len(NUMPY_LETTERS):
+                return None
+            names[ch] = NUMPY_LETTERS[len(names)]
+        out.append(names[ch])
+    return "".join(out)
+
+
+def check_numpy_indices(inputs: Sequence[str], output: str, extents: Mapping[str, int],
+                        dtype: np.dtype) -> None:
+    """An expression of more than 52 indices runs on numpy (integers, bool, float16) as
+    opt_einsum's pairwise steps, each renamed to numpy's letters: refused when one of
+    them alone has more than 52 indices, which numpy.einsum cannot name."""
+    if len(set("".join(inputs))) <= len(NUMPY_LETTERS):
+        return
+    shapes = [tuple(extents[c] for c in t) for t in inputs]
+    _, info = oe.contract_path(",".join(inputs) + "->" + output, *shapes, shapes=True)
+    for i, step in enumerate(info.contraction_list):
+        ins, out = step[2].split("->")
+        n = len(set(ins.replace(",", "")) | set(out))
+        if n > len(NUMPY_LETTERS):
+            raise EinsumError(
+                f"subscripts: {dtype} einsums are computed by numpy.einsum, which names at "
+                f"most 52 indices; pairwise step {i} ({step[2]}) has {n}")
 
 
 def check_casting(casting: object) -> Casting:

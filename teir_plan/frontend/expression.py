@@ -16,6 +16,7 @@ into otherwise unused symbols.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,9 @@ class Expression:
     def subscripts(self) -> str:
         return ",".join(self.inputs) + "->" + self.output
 
+
+# The most elements an operand or a result may have: its offsets are 64-bit integers.
+MAX_ELEMENTS = (1 << 63) - 1
 
 # opt_einsum.get_symbol(i) is chr(i + 140) from i = 52 on (chr(i + 2048) past the
 # surrogates): every character from here on.
@@ -150,4 +154,13 @@ def parse(subscripts: str, shapes: Sequence[Sequence[int]]) -> Expression:
                 raise EinsumError(
                     f"operand {i}: repeated index {ch!r} (a diagonal) has unequal extents {dims}"
                 )
+    # An operand or result of more elements than 64-bit offsets address exists nowhere
+    # (numpy refuses to make it): said here, for shapes given to tp.plan, before the
+    # planner's own offset checks name a program's strides.
+    for where, term in [*((f"operand {i}", t) for i, t in enumerate(inputs)),
+                        ("output", out_str)]:
+        size = math.prod(extents[ch] for ch in term)
+        if size > MAX_ELEMENTS:
+            raise EinsumError(f"{where}: {size} elements ({term!r}) overflow 64-bit "
+                              f"offsets (at most 2**63 - 1 elements)")
     return Expression(inputs, out_str, tuple(sorted(extents.items())))

@@ -6,19 +6,47 @@ the result is remembered with the plan in the plan cache.
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from teir_plan.errors import PlanError
 from teir_plan.progress import seconds_text, working
 
 if TYPE_CHECKING:  # plans are timed, not built, here: the planner does not import plans
-    from teir_plan.schedule.plan import Plan
+    from teir_plan.schedule.plan import OperandSpec, Plan
 
 AUTOTUNE_CANDIDATES = 5
 ANNOUNCE_SECONDS = 1.0  # timings predicted to take longer say so first (progress.py)
+# optimize="autotune" on shapes (tp.plan) times the candidates on random arrays of them:
+# at most this share of the machine's memory (shapes of 2**31 x 2 plan at once; filling
+# them would take 32 GiB, or the process).
+RANDOM_OPERANDS_MEMORY_SHARE = 0.25
+
+
+def random_operands(specs: Sequence[OperandSpec]) -> list[np.ndarray]:
+    """Random arrays of ``specs``' layouts, to autotune a plan made from shapes; a
+    PlanError naming ``optimize`` when they would take more than
+    RANDOM_OPERANDS_MEMORY_SHARE of the machine's memory."""
+    need = sum(math.prod(s.shape) * s.dtype.itemsize for s in specs)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 8 << 30
+    message = (f"optimize: 'autotune' on shapes times the candidates on random arrays of "
+               f"them, {need} bytes, more than {RANDOM_OPERANDS_MEMORY_SHARE:.0%} of this "
+               f"machine's memory; pass the arrays, or plan with optimize=True")
+    if need > RANDOM_OPERANDS_MEMORY_SHARE * memory:
+        raise PlanError(message)
+    rng = np.random.default_rng(0)
+    try:
+        return [s.random(rng) for s in specs]
+    except MemoryError:
+        raise PlanError(message) from None
 
 
 def time_plan(plan: Plan, arrays: Sequence[np.ndarray], repeats: int = 3) -> float:

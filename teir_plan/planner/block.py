@@ -33,6 +33,7 @@ from functools import cached_property
 
 import numpy as np
 
+from teir_plan.divisors import divisors
 from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.isa import LINE_BYTES
 from teir_plan.planner.cost import Cost, memory_seconds, total_seconds
@@ -126,10 +127,6 @@ class Blocking:
         return f"blocks of {dims} ({kib:.0f} KiB stage), {self.blocks} blocks"
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def blocking_for(c: Contraction, stage_order: str, l2_bytes: int) -> Blocking | None:
     """The blocking of ``c`` (output strides: the real output's) whose stage follows
     ``stage_order`` (output index names, outermost first), or None when no block both
@@ -157,7 +154,7 @@ def blocking_for(c: Contraction, stage_order: str, l2_bytes: int) -> Blocking | 
             break  # the next index does not continue the run (a strided out)
         chunk[i] = ax[i].extent
         if run * ax[i].extent * isz > MAX_RUN_BYTES:
-            cut = [d for d in _divisors(ax[i].extent)
+            cut = [d for d in divisors(ax[i].extent)
                    if run * d * isz >= GOOD_RUN_BYTES and (run * d * isz) % LINE_BYTES == 0]
             if cut:
                 chunk[i] = cut[0]
@@ -180,7 +177,7 @@ def blocking_for(c: Contraction, stage_order: str, l2_bytes: int) -> Blocking | 
 
     size = run
     for i in sorted(free, key=place):
-        grown = [d for d in _divisors(ax[i].extent)
+        grown = [d for d in divisors(ax[i].extent)
                  if d % chunk[i] == 0 and size // chunk[i] * d <= budget]
         best = grown[-1] if grown else chunk[i]
         size = size // chunk[i] * best

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 
+from teir_plan.divisors import largest_divisor
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
-    largest_divisor,
     parallel_part,
     row_tile,
     split_axis,

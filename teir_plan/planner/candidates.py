@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from teir_plan.divisors import divisors_between, largest_divisor
 from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType, ExecType, Prim
@@ -170,7 +171,7 @@ def vec_rows_split(extent: int, k_extents: Sequence[int]) -> list[int]:
 def row_tile(extent: int, least: int, most: int) -> int | None:
     """The largest divisor of ``extent`` in [least, most], a multiple of the vector
     kernel's VEC_ROWS where one is; None if none."""
-    fit = [d for d in range(least, most + 1) if extent % d == 0]
+    fit = divisors_between(extent, least, most)
     whole = [d for d in fit if d % VEC_ROWS == 0]
     return max(whole or fit) if fit else None
 
@@ -257,8 +258,8 @@ def _packed_splits(c: Contraction, vi: int, op: int) -> list[Contraction]:
     lanes = 64 // isz
     k = next(a for a in ax if a.role is DimType.K and a.strides[op] == 1)
     most = VEC_P_MAX_BYTES // (k.extent * isz)
-    lengths = [d for d in range(VEC_P_MIN_LINES * lanes, min(most, v.extent) + 1, lanes)
-               if v.extent % d == 0]
+    lengths = [d for d in divisors_between(v.extent, VEC_P_MIN_LINES * lanes, most)
+               if d % lanes == 0]
     if not lengths:
         return []
     split = split_axis(c, vi, lengths[-1]) if lengths[-1] < v.extent else c
@@ -303,14 +304,6 @@ def vec_k_most(rows: int, itemsize: int) -> int:
 def _divisor_near(n: int, target: int) -> int | None:
     """The largest divisor of ``n`` in [target / 2, target], if any."""
     return largest_divisor(n, target // 2, target)
-
-
-def largest_divisor(n: int, least: int, most: int) -> int | None:
-    """The largest divisor of ``n`` in [least, most], if any."""
-    for d in range(min(most, n), least - 1, -1):
-        if n % d == 0:
-            return d
-    return None
 
 
 def tile_blas(c: Contraction, m: int, n: int, k: int) -> BlasPlan | None:

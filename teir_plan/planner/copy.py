@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from teir_plan.divisors import smallest_divisor
 from teir_plan.isa import LINE_BYTES
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.machine import MachineParams
@@ -176,7 +177,7 @@ def _split_for_threads(ax: list[CopyAxis], want: int) -> list[CopyAxis]:
         return ax
     i = max(range(len(ax)), key=lambda j: ax[j].extent)
     name, ext, s_in, s_out = ax[i]
-    outer = next((d for d in range(want, ext // 2 + 1) if ext % d == 0), None)
+    outer = smallest_divisor(ext, want, ext // 2)
     if outer is None:
         return ax
     inner = ext // outer

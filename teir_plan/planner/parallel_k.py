@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from teir_plan.divisors import largest_divisor
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.planner.candidates import (
     Choice,
-    largest_divisor,
     loop_orders,
     split_axis,
     vec_k_most,

@@ -20,7 +20,8 @@ drawing it.  A tree comes from opt_einsum's path strategies or an explicit path 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -31,6 +32,15 @@ from teir_plan.errors import PlanError
 from teir_plan.frontend.convention import pairwise
 
 Path = tuple[tuple[int, ...], ...]
+
+# The search for the path of the smallest intermediates (when a strategy's path breaks
+# a memory limit) stops after this long: opt_einsum's dynamic programming is exponential
+# in the operands of a densely connected network (every pair of 12 operands sharing an
+# index: 5 s; of 16: no answer in minutes), while chains and grids of 20 take under 1 s.
+SIZE_SEARCH_SECONDS = 1.0
+# Out of time, the smallest largest intermediate of this many randomized greedy paths
+# (opt_einsum's RandomGreedy, seeded by the repeat: the same paths on every run).
+SIZE_SEARCH_SAMPLES = 64
 
 
 @dataclass(frozen=True)
@@ -148,3 +158,50 @@ def tree_for(inputs: Sequence[str], output: str, extents: Mapping[str, int],
         left.append(node)
     return ContractionTree(tuple(nodes), output, tuple(sorted(extents.items())),
                            tuple(tuple(int(x) for x in p) for p in opt_path))
+
+
+class _OutOfTime(Exception):
+    """The dynamic programming ran past its deadline (caught in :func:`smallest_tree`)."""
+
+
+def smallest_tree(inputs: Sequence[str], output: str, extents: Mapping[str, int],
+                  seconds: float | None = None) -> tuple[ContractionTree, bool]:
+    """The tree whose largest intermediate is smallest, and whether that is proven:
+    opt_einsum's dynamic programming (``minimize="size"``) when it finishes within
+    ``seconds`` (default SIZE_SEARCH_SECONDS), else the best of SIZE_SEARCH_SAMPLES
+    randomized greedy paths (False: a smaller one may exist)."""
+    deadline = time.perf_counter() + (SIZE_SEARCH_SECONDS if seconds is None else seconds)
+    try:
+        dp = oe.paths.DynamicProgramming(minimize=_size_compare(deadline))  # type: ignore[arg-type]
+        return tree_for(inputs, output, extents, dp), True
+    except (_OutOfTime, TypeError):
+        # (TypeError: an opt_einsum whose dynamic programming calls its cost function
+        # otherwise than _size_compare reads it; the sampled search needs no such hook.)
+        sampled = oe.RandomGreedy(max_repeats=SIZE_SEARCH_SAMPLES, minimize="size",
+                                  parallel=False)
+        return tree_for(inputs, output, extents, sampled), False
+
+
+def _size_compare(deadline: float) -> Callable[..., None]:
+    """opt_einsum's ``minimize="size"`` step of the dynamic programming (a candidate
+    pairing's cost: the largest intermediate of its sub-tree), as the custom cost
+    function opt_einsum accepts, which raises _OutOfTime past ``deadline``."""
+    def compare(cost1: int, cost2: int, union: frozenset[int], size: list[int],
+                cost_cap: int, s1: int, s2: int, xn: dict[int, tuple[object, int, object]],
+                g: int, all_tensors: int, inputs: list[frozenset[int]], shared: frozenset[int],
+                memory_limit: int | None, contract1: object, contract2: object) -> None:
+        if time.perf_counter() > deadline:
+            raise _OutOfTime
+        s = s1 | s2
+        rest = g & (all_tensors ^ s)  # the sub-graph's tensors outside this pairing
+        outside: set[int] = set()
+        for j, term in enumerate(inputs):
+            if rest >> j & 1:
+                outside |= term
+        legs = union - (shared - outside)  # what the pairing leaves for the others
+        mem = math.prod(size[i] for i in legs)
+        cost = max(cost1, cost2, mem)
+        if cost <= cost_cap and (s not in xn or cost < xn[s][1]) \
+                and (memory_limit is None or mem <= memory_limit):
+            xn[s] = (legs, cost, (contract1, contract2))
+    return compare

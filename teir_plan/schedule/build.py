@@ -17,8 +17,10 @@ from teir_plan.frontend.convention import (
     Casting,
     Optimize,
     check_casting,
+    check_numpy_indices,
     check_path,
     normalize_optimize,
+    result_dtype,
 )
 from teir_plan.frontend.expression import Expression, parse
 from teir_plan.planner.machine import MachineParams
@@ -96,7 +98,7 @@ def build_plan(
     expr = parse(subscripts, [s.shape for s in specs])
     if isinstance(opt.path, tuple):
         check_path(opt.path, len(specs))
-    result = _result_dtype(specs, dtype, casting)
+    result = _result_dtype(specs, dtype, casting, out_spec)
     if out_spec is None and epilogue is None:
         view = _view_plan(expr, subscripts, specs, result, order, opt, casting, threads)
         if view is not None:
@@ -350,7 +352,7 @@ def _build(
     searched step has no candidate cheaper than ``ceiling`` (the plan would cost more)."""
     opt = normalize_optimize(optimize)
     extents = expr.extent_map
-    result = _result_dtype(specs, dtype, casting)
+    result = _result_dtype(specs, dtype, casting, out_spec)
     shape = tuple(extents[ch] for ch in expr.output)
     b = _Builder(len(specs), pending, top, expansions, ceiling)
     out_id = len(specs)
@@ -388,6 +390,7 @@ def _build(
             + (" (complex numbers have no order)" if result.kind == "c" else "")
         )
     if result not in TEIR_TYPES:
+        check_numpy_indices(expr.inputs, expr.output, extents, result)
         b.steps.append(
             NumpyStep(expr.subscripts, tuple(range(len(specs))), target,
                       f"{result} is not a TEIR data type: computed by numpy")
@@ -432,22 +435,9 @@ def _build(
     )
 
 
-def _result_dtype(specs: Sequence[OperandSpec], dtype: object, casting: Casting = "safe"
-                  ) -> np.dtype:
-    """numpy's: ``dtype=``, else the operands' result type; every operand must cast to it
-    under ``casting`` (with 'no' or 'equiv', mixed dtypes are an error, as in numpy)."""
-    if dtype is None:
-        want = np.result_type(*[s.dtype for s in specs])
-    else:
-        try:
-            want = np.dtype(dtype)  # type: ignore[call-overload]
-        except TypeError:
-            raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
-    for i, s in enumerate(specs):
-        if not np.can_cast(s.dtype, want, casting):
-            target = f"dtype={want}" if dtype is not None else f"the result type {want}"
-            raise DTypeError(
-                f"operand {i}: cannot cast {s.dtype} to {target} under numpy's "
-                f"{casting!r} rule"
-            )
-    return want
+def _result_dtype(specs: Sequence[OperandSpec], dtype: object, casting: Casting = "safe",
+                  out_spec: OperandSpec | None = None) -> np.dtype:
+    """numpy's computation type for these operands and ``out``
+    (frontend.convention.result_dtype)."""
+    return result_dtype([s.dtype for s in specs], dtype, casting,
+                        None if out_spec is None else out_spec.dtype)

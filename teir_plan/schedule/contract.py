@@ -19,7 +19,7 @@ import numpy as np
 from teir_plan.errors import PlanError
 from teir_plan.executor.checks import _check_reach
 from teir_plan.frontend.contraction import Contraction, Layout, describe, layout_in, with_dtype
-from teir_plan.frontend.convention import Optimize
+from teir_plan.frontend.convention import Optimize, numpy_subscripts
 from teir_plan.frontend.expression import Expression
 from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
@@ -34,6 +34,7 @@ from teir_plan.schedule.steps import (
     BufferSpec,
     Candidate,
     ExpandStep,
+    PartsStep,
     ReduceStep,
     Step,
     TEIRStep,
@@ -356,6 +357,11 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
         return False
     if z is None:
         return _contract_expanded(b, expr, target, result, opt, threads, params)
+    # (numpy computes the product where the complex operand has an infinite or NaN
+    # part: PartsStep.)
+    numpy_sub = numpy_subscripts(f"{','.join(terms)}->{out_term}")
+    if numpy_sub is None:
+        return False
     ext = expr.extent_map
     real, kept = parts_dtype(result), 1 - z
 
@@ -384,6 +390,11 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
              for r in ranked]
     sub = f"{','.join(pterms)}->{out_term + q} ({q}: the parts of complex operand {z})"
     _add_teir_step(b, sub, (0, 1), target, cands, "contract", views)
+    # Guarded against infinite and NaN parts, where numpy's promoted product differs.
+    st = b.steps[-1]
+    assert type(st) is TEIRStep
+    b.steps[-1] = PartsStep(st.subscripts, st.inputs, st.dst, st.chosen, st.alternatives,
+                            st.role, z, numpy_sub)
     return True
 
 

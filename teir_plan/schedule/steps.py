@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+import opt_einsum as oe
 
 from teir_plan.executor.complex_tiles import expand_parts
 from teir_plan.executor.execute import run_blocked, run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.frontend.convention import numpy_subscripts
 from teir_plan.planner.block import Blocking
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
@@ -184,7 +186,14 @@ class NumpyStep(Step):
         # a bool operand alone (as logical or) before mixing it with integers.
         dt = buffers[self.dst].dtype
         ops = [np.asarray(buffers[i], dtype=dt) for i in self.inputs]
-        res = np.einsum(self.subscripts, *ops, optimize=True)
+        # numpy takes only its 52 letters: the indices renamed to them, or, with more,
+        # opt_einsum's pairwise steps, each renamed (checked when planned:
+        # frontend.convention.check_numpy_indices).
+        sub = numpy_subscripts(self.subscripts)
+        if sub is not None:
+            res = np.einsum(sub, *ops, optimize=True)
+        else:
+            res = oe.contract(self.subscripts, *ops, backend="numpy")
         np.copyto(buffers[self.dst], res, casting="unsafe")
 
     def describe(self) -> str:
@@ -316,6 +325,40 @@ class BlockedStep(TEIRStep):
     def with_choice(self, cand: Candidate) -> BlockedStep:
         return BlockedStep(self.subscripts, self.inputs, self.dst, cand, self.alternatives,
                            self.role, self.blocking)
+
+
+@dataclass(frozen=True)
+class PartsStep(TEIRStep):
+    """A real operand times a complex one as a real contraction over the complex tensors'
+    parts (:mod:`teir_plan.schedule.parts`), where no part of the complex operand is
+    infinite or NaN.  numpy promotes the real operand to ``x + 0j``: its product's real
+    part is ``x a - 0 b`` and its imaginary part ``x b + 0 a``, NaN where ``b`` (or
+    ``a``) is infinite or NaN, where the parts product's ``x a`` (``x b``) is not.  So
+    the step first sums the complex operand (one pass over it, no temporary: the sum is
+    finite unless a part is infinite or NaN, or it overflows) and, when the sum is not
+    finite, computes the promoted product with numpy.einsum itself (numpy's numbers; the
+    same as the parts product's wherever the sum only overflowed)."""
+
+    complex_input: int = 0  # which of ``inputs`` is the complex operand
+    promoted: str = ""  # the step's expression in numpy's letters, without the parts
+
+    def run(self, buffers: list[np.ndarray]) -> None:
+        z = buffers[self.inputs[self.complex_input]]
+        if np.isfinite(np.sum(z)):
+            super().run(buffers)
+            return
+        ops = [buffers[i] for i in self.inputs]
+        ops[1 - self.complex_input] = ops[1 - self.complex_input].astype(z.dtype)
+        with np.errstate(invalid="ignore", over="ignore"):  # (numpy's NaNs are the point)
+            np.einsum(self.promoted, *ops, out=buffers[self.dst])
+
+    def describe(self, packs: bool = True) -> str:
+        return (super().describe(packs) + "; the promoted product instead where the "
+                "complex operand has an infinite or NaN part")
+
+    def with_choice(self, cand: Candidate) -> PartsStep:
+        return PartsStep(self.subscripts, self.inputs, self.dst, cand, self.alternatives,
+                         self.role, self.complex_input, self.promoted)
 
 
 def buffer_names(num_operands: int, specs: Sequence[BufferSpec]) -> list[str]:

@@ -27,16 +27,17 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
-import opt_einsum as oe
 
 from teir_plan.errors import PlanError
 from teir_plan.frontend.convention import Optimize
 from teir_plan.frontend.expression import Expression
+from teir_plan.planner import tree as tree_search
 from teir_plan.planner.handoff import handoff_seconds
 from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.tree import ContractionTree, tree_for
+from teir_plan.planner.tree import ContractionTree, smallest_tree, tree_for
 from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
 from teir_plan.schedule.plan import OperandSpec
 from teir_plan.schedule.steps import TEIRStep, step_seconds
@@ -102,30 +103,36 @@ class TreeLayouts:
 
 
 # Operands up to which a path strategy's tree over memory_limit is searched again for
-# the smallest largest intermediate (opt_einsum's dynamic programming, exponential in
-# the worst case: under a second for 20 operands of a chain or a grid).
+# the smallest largest intermediate (opt_einsum's dynamic programming, bounded in time by
+# planner.tree.SIZE_SEARCH_SECONDS: under a second for 20 operands of a chain or a grid).
 SIZE_SEARCH_MAX_OPERANDS = 20
 
 
+@lru_cache(maxsize=256)
 def tree_of(expr: Expression, opt: Optimize) -> ContractionTree:
     """The tree ``optimize=`` asks for.  With a memory limit (opt_einsum's meaning: the
     largest intermediate, in elements) that the strategy's tree breaks (opt_einsum then
     falls back to one step of all the operands, which TEIR runs two at a time), the
-    tree whose largest intermediate is smallest (opt_einsum's dynamic programming,
-    ``minimize="size"``), and an error when that one breaks the limit too."""
+    tree whose largest intermediate is smallest (:func:`smallest_tree`: a search bounded
+    in time), and an error when that one breaks the limit too.  Cached: a plan asks for
+    the tree twice, and a search cut off by time must give both the same tree."""
     tree = tree_for(expr.inputs, expr.output, expr.extent_map, opt.path, opt.memory_limit)
     limit = opt.memory_limit
     if limit is None or _largest(tree) <= limit:
         return tree
     searched = isinstance(opt.path, str) and len(expr.inputs) <= SIZE_SEARCH_MAX_OPERANDS
+    proven = False
     if searched:
-        smallest = tree_for(expr.inputs, expr.output, expr.extent_map,
-                            oe.paths.DynamicProgramming(minimize="size"))
+        smallest, proven = smallest_tree(expr.inputs, expr.output, expr.extent_map)
         if _largest(smallest) <= limit:
             return smallest
-        tree = smallest
+        if _largest(smallest) < _largest(tree):
+            tree = smallest
     node = max(tree.steps[:-1], key=lambda n: n.size)
     which = (f"neither the path {opt.path!r} nor the path of the smallest intermediates"
+             if proven else
+             f"neither the path {opt.path!r} nor the best of the paths searched in "
+             f"{tree_search.SIZE_SEARCH_SECONDS:g} s for {len(expr.inputs)} operands"
              if searched else f"the path {opt.path!r}")
     raise PlanError(
         f"optimize: memory_limit of {limit} elements cannot be met: "

@@ -8,6 +8,8 @@ the program; checks that involve arrays (dtype, bounds, overlap) live in
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from teir_plan.errors import TEIRError
@@ -16,6 +18,16 @@ from teir_plan.teir.records import BINARY_MAIN, TEIR, UNARY_MAIN
 
 # Exact injectivity checks enumerate at most this many addresses.
 _MAX_ENUMERATED_ADDRESSES = 1 << 21
+
+# tp.execute runs a program of at most this many iterations (the product of its
+# dim_sizes: multiply-adds of a binary program, elements moved by a unary one) per element
+# it can address, and at least MIN_ITERATION_CEILING in all, unless the caller raises the
+# ceiling (``max_iterations=``).  A program of real work stays far below it (a GEMM of n^3
+# multiply-adds over 3 n^2 elements does n / 3 per element); what passes it is a program
+# whose axes revisit the same few elements (a K axis of 2^40 steps of stride 0 passed
+# every bound check and ran for hours).  2^32 iterations take a few seconds.
+ITERATIONS_PER_ELEMENT = 1 << 16
+MIN_ITERATION_CEILING = 1 << 32
 
 
 def validate(teir: TEIR) -> None:
@@ -35,6 +47,32 @@ def validate(teir: TEIR) -> None:
     # (_check_participation).
     _check_prim_shape(teir)
     _check_output_injective(teir)
+
+
+def iteration_ceiling(teir: TEIR) -> int:
+    """The iterations tp.execute runs ``teir`` to by default: ITERATIONS_PER_ELEMENT per
+    element its strides can address (per tensor, the product of the sizes of the axes
+    along which it moves), and at least MIN_ITERATION_CEILING."""
+    s = teir.schedule
+    addressed = sum(math.prod(n for n, st in zip(s.dim_sizes, row) if st != 0)
+                    for row in s.strides)
+    return max(MIN_ITERATION_CEILING, ITERATIONS_PER_ELEMENT * addressed)
+
+
+def check_iterations(teir: TEIR, max_iterations: int | None = None) -> None:
+    """Refuse a program that runs more than ``max_iterations`` iterations (the product of
+    its dim_sizes; default :func:`iteration_ceiling`).  Call after :func:`validate`."""
+    if max_iterations is None:
+        limit = iteration_ceiling(teir)
+        why = (f"the default ceiling of {limit} ({ITERATIONS_PER_ELEMENT} per element the "
+               f"strides address, at least {MIN_ITERATION_CEILING}); pass max_iterations= "
+               f"to tp.execute to raise it")
+    else:
+        limit, why = max_iterations, f"max_iterations={max_iterations}"
+    total = math.prod(teir.schedule.dim_sizes)
+    if total > limit:
+        raise TEIRError(f"dim_sizes: the program runs {total} iterations (the product of "
+                        f"dim_sizes {list(teir.schedule.dim_sizes)}), more than {why}")
 
 
 def _check_operation_type(teir: TEIR) -> None:
