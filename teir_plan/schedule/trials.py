@@ -212,6 +212,7 @@ class Trials:
         self.outcome = Outcome(
             kept=kept.name, calls=self.calls,
             seconds=tuple((c.name, c.best if c.times else None) for c in self.contenders))
+        self.contenders = [c for c in self.contenders if c is model or c is kept]  # (memory)
         if self.on_settled is not None:
             self.on_settled(self)
 
