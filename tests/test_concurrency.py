@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
-from teir_plan.planner.machine import machine_key, set_machine_params
+from teir_plan.machine import machine_key, set_machine_params
 
 THREADS = 8
 CALLS = 200

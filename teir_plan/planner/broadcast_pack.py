@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.candidates import (
     largest_divisor,
     parallel_part,
@@ -33,7 +34,6 @@ from teir_plan.planner.candidates import (
     split_axis,
     vec_k_most,
 )
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
 from teir_plan.tiles import VEC_BYTES, vector_kernel_dtype
