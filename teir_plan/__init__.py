@@ -21,6 +21,7 @@ from teir_plan.errors import (
     CalibrationWarning,
     DTypeError,
     EinsumError,
+    MachineFileError,
     OperandTypeError,
     PlanError,
     TEIRError,
@@ -114,5 +115,6 @@ __all__ = [
     "PlanError",
     "DTypeError",
     "OperandTypeError",
+    "MachineFileError",
     "CalibrationWarning",
 ]

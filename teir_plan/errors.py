@@ -38,6 +38,12 @@ class OperandTypeError(TEIRPlanError, TypeError):
     """An operand is not an array (or something numpy converts to a numeric array)."""
 
 
+class MachineFileError(PlanError):
+    """A machine-parameters file cannot be used: ``TEIR_PLAN_MACHINE``'s (an error, the
+    user named it) or the cache's (a warning there, and the parameters are rebuilt). The
+    message names the file and the field."""
+
+
 class CalibrationWarning(UserWarning):
     """teir_plan measured this machine on first use (a quick estimate, cached); shown once
     per machine, so that a user knows where the numbers came from and that

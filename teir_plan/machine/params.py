@@ -98,6 +98,9 @@ class MachineParams:
     source: str = "reference"
     measured_at: str = ""
     machine: str = ""
+    # The file they were read from (TEIR_PLAN_MACHINE), "" if not from a file: named by
+    # explain() beside the source.
+    loaded_from: str = ""
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -131,6 +134,12 @@ class MachineParams:
 
     def describe_source(self) -> str:
         """One line: which parameters these are (what explain() prints)."""
+        if self.loaded_from:
+            return (f"{self._describe_measurement()}, loaded from {self.loaded_from} "
+                    f"(TEIR_PLAN_MACHINE)")
+        return self._describe_measurement()
+
+    def _describe_measurement(self) -> str:
         where = f" for {self.machine}" if self.machine else ""
         when = f" at {self.measured_at}" if self.measured_at else ""
         if self.source == "calibrated":

@@ -6,7 +6,9 @@ keyed by the CPU model, the vector ISA, the BLAS kernels and the thread count; l
 processes load them, and a full calibration replaces a first-use one.
 ``TEIR_PLAN_AUTOCALIBRATE``: unset (or ``quick``) measures on first use, ``0`` never
 measures, ``1`` runs the full calibration on first use, ``reference`` plans against the
-reference parameters and ignores the cache.  Measuring is not this layer's: it says when
+reference parameters and ignores the cache.  ``TEIR_PLAN_MACHINE=path.json`` overrides
+all of these: the parameters are read from that file (the cache's form, or one record),
+and neither the cache nor a measurement is used.  Measuring is not this layer's: it says when
 a measurement is due (:func:`params_without_measuring` gives None), and the caller that
 plans runs it (:mod:`teir_plan.calibration`).
 """
@@ -27,6 +29,7 @@ from teir_plan.errors import PlanError
 from teir_plan.forks import renew_after_fork
 from teir_plan.machine.defaults import default_params
 from teir_plan.machine.params import MachineParams
+from teir_plan.machine.validate import params_from_file
 
 _lock = threading.Lock()
 # Held while a calibration measures: a second thread that plans meanwhile waits for its
@@ -101,9 +104,18 @@ def cache_file() -> Path:
     return cache_dir() / "machine.json"
 
 
+def machine_file() -> Path | None:
+    """The file ``TEIR_PLAN_MACHINE`` names (planning as the machine whose parameters it
+    holds), or None when it is unset or empty."""
+    value = os.environ.get("TEIR_PLAN_MACHINE", "").strip()
+    return Path(value).expanduser() if value else None
+
+
 def params_without_measuring() -> MachineParams | None:
-    """The parameters in force when none must be measured: the ones set, a cached
-    calibration (full or first-use), the ISA-derived defaults or the reference, by
+    """The parameters in force when none must be measured: the ones set, those of the
+    file ``TEIR_PLAN_MACHINE`` names (:func:`~teir_plan.machine.validate.params_from_file`:
+    a file that cannot be used raises MachineFileError), a cached calibration (full or
+    first-use), the ISA-derived defaults or the reference, by
     ``TEIR_PLAN_AUTOCALIBRATE``; None when a first-use measurement is due (nothing
     cached, measuring on).  The measurement itself is the caller's
     (:func:`teir_plan.schedule.in_force.machine_params`, where plans are made): this
@@ -112,6 +124,12 @@ def params_without_measuring() -> MachineParams | None:
     found = current  # one reference read: no lock needed on the cached path
     if found is not None:
         return found
+    named = machine_file()
+    if named is not None:
+        with _lock:
+            if current is None:
+                current = params_from_file(named, machine_key)
+            return current
     mode = autocalibrate_mode()
     with _lock:
         if current is not None:
