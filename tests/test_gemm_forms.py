@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from teir_plan.calibration import calibration_program
-from teir_plan.errors import PlanError
+from teir_plan.errors import CalibrationWarning, PlanError
 from teir_plan.executor.lower import lower
 from teir_plan.machine import GEMM_FORMS, GEMM_GRID, MachineParams
 from teir_plan.machine.tables import default_gemm_efficiency
@@ -149,7 +149,8 @@ def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeyp
             assert table[j] == pytest.approx(min(1.0, 0.5 * d[j] / d[i]))
     (tmp_path / "machine.json").write_text(json.dumps(
         {machine.machine_key(): {"gemm_efficiency": [0.5] * 100}}))
-    assert machine.load_params() is None  # another grid: not usable
+    with pytest.warns(CalibrationWarning, match="'gemm_efficiency' must have 864"):
+        assert machine.load_params() is None  # another grid: not usable, and said so
 
 
 def test_the_floors_efficiency_bounds_every_form_and_orientation() -> None:

@@ -3,11 +3,9 @@ nothing is cached for this machine, the rest scaled from the reference."""
 
 from __future__ import annotations
 
-import sys
 import time
 import warnings
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +30,7 @@ from teir_plan.isa import target
 from teir_plan.machine import store
 from teir_plan.machine.defaults import host_l2_bytes, host_llc_bytes
 from teir_plan.machine.params import MachineParams
+from teir_plan.machine.store import caller_stacklevel
 from teir_plan.machine.tables import blas_efficiency_table
 
 
@@ -171,14 +170,3 @@ def quick_calibrate(save: bool = True) -> MachineParams:
         f"measurement; TEIR_PLAN_AUTOCALIBRATE=0 skips measuring.",
         CalibrationWarning, stacklevel=caller_stacklevel())
     return p
-
-
-def caller_stacklevel() -> int:
-    """The ``stacklevel`` that attributes a warning to the first frame outside teir_plan
-    (the user's einsum or plan call, however deep the planning call that measured)."""
-    package = str(Path(__file__).resolve().parents[1])
-    frame, level = sys._getframe(1), 1
-    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(
-            package):
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    return level

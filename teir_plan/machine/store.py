@@ -20,16 +20,17 @@ import os
 import platform
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
-from teir_plan.errors import PlanError
+from teir_plan.errors import CalibrationWarning, MachineFileError, PlanError
 from teir_plan.forks import renew_after_fork
 from teir_plan.machine.defaults import default_params
 from teir_plan.machine.params import MachineParams
-from teir_plan.machine.validate import params_from_file
+from teir_plan.machine.validate import checked_fields, params_from_file, read_json
 
 _lock = threading.Lock()
 # Held while a calibration measures: a second thread that plans meanwhile waits for its
@@ -163,21 +164,42 @@ FIRST_USE_FORM = 6
 
 
 def load_params() -> MachineParams | None:
+    """This machine's parameters as cached (None: none cached, or an earlier form of a
+    first-use estimate).  Every field is typed and bounded
+    (:func:`~teir_plan.machine.validate.checked_fields`): a cache that cannot be read, is
+    not of the cache's form, or holds an implausible value for this machine (a rate of
+    zero or NaN, a string, a table of the wrong length) is ignored with one
+    :class:`~teir_plan.errors.CalibrationWarning` naming the file, and None is returned:
+    the caller rebuilds the parameters (measures them again, which saves over it, or
+    takes the ISA-derived defaults).  A damaged cache must never turn into a foreign
+    exception inside a user's einsum.  Other machines' entries are not read."""
+    path = cache_file()
+    if not path.exists():
+        return None
     try:
-        data = json.loads(cache_file().read_text())
-        entry = data.get(machine_key())
-        if entry is None:
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise MachineFileError(f"{path}: must hold a JSON object (machine keys to "
+                                   f"parameter records), got {type(data).__name__}"
+                                   if data is not None else
+                                   f"{path}: must hold a JSON object, got null")
+        key = machine_key()
+        entry = data.get(key)
+        if entry is None and key not in data:
             return None
-        fields = MachineParams.__dataclass_fields__
-        known = {k: v for k, v in entry.items() if k in fields}
-        if "source" not in known:  # cached before sources were recorded: a full run
-            known["source"] = "calibrated" if known.get("calibrated") else "first-use"
-        if known["source"] == "first-use" and entry.get("first_use_form") != FIRST_USE_FORM:
+        known = checked_fields(entry, f"{path} [{key}]")
+        if known["source"] == "first-use" and (
+                not isinstance(entry, dict) or entry.get("first_use_form") != FIRST_USE_FORM):
             return None
         # An N,N table alone (calibrated before forms were measured) is completed by
-        # MachineParams; a table of another grid raises PlanError: not usable.
-        return MachineParams(**known)
-    except (OSError, ValueError, TypeError):
+        # MachineParams.
+        return MachineParams(**known)  # type: ignore[arg-type]
+    except (MachineFileError, PlanError) as e:
+        warnings.warn(
+            f"teir_plan: ignored the machine parameters cached in {path}: {e}. They are "
+            f"rebuilt: measured again (TEIR_PLAN_AUTOCALIBRATE unset, quick or 1; the "
+            f"measurement replaces them in the file) or derived from the vector ISA "
+            f"(TEIR_PLAN_AUTOCALIBRATE=0).", CalibrationWarning, stacklevel=caller_stacklevel())
         return None
 
 
@@ -193,8 +215,11 @@ def save_params(params: MachineParams) -> bool:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             data = {}
+        if not isinstance(data, dict):  # a damaged cache (load_params warned): rebuilt
+            data = {}
         old = data.get(key)
-        if params.source == "first-use" and isinstance(old, dict) and old.get("calibrated"):
+        if (params.source == "first-use" and isinstance(old, dict) and old.get("calibrated")
+                and _usable(old, path)):
             return False
         data[key] = asdict(params)
         if params.source == "first-use":
@@ -207,8 +232,29 @@ def save_params(params: MachineParams) -> bool:
         return False  # a read-only home: calibration still applies to this process
 
 
+def _usable(entry: object, path: Path) -> bool:
+    """Whether a cached entry passes the checks load_params makes (a damaged full
+    calibration is no reason to keep a new measurement out of the file)."""
+    try:
+        checked_fields(entry, str(path))
+    except MachineFileError:
+        return False
+    return True
+
+
 def set_machine_params(params: MachineParams | None) -> None:
     """Use ``params`` for planning (None: reload the cached calibration or defaults)."""
     global current
     with _lock:
         current = params
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first frame outside teir_plan
+    (the user's einsum or plan call, however deep the planning call that measured)."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = sys._getframe(1), 1
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(
+            package):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
