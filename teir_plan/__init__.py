@@ -33,11 +33,11 @@ from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, 
 
 if TYPE_CHECKING:
     from teir_plan.api import einsum, plan, plan_cache
-    from teir_plan.calibration import calibrate
     from teir_plan.executor import execute, get_num_threads, set_num_threads
     from teir_plan.interop import tensordot, transpose
     from teir_plan.render import Report, explain
     from teir_plan.render.pseudocode import pseudocode
+    from teir_plan.schedule.calibrate import calibrate
     from teir_plan.schedule.plan import Plan
 
 # Dask arrays (they carry a task graph) are contracted block by block by
@@ -63,7 +63,7 @@ _LAZY = {
     "explain": "teir_plan.render",
     "pseudocode": "teir_plan.render.pseudocode",
     "Plan": "teir_plan.schedule.plan",
-    "calibrate": "teir_plan.calibration",
+    "calibrate": "teir_plan.schedule.calibrate",
     # opt_einsum's backend="teir_plan" looks these up (with einsum): teir_plan/interop.py
     "tensordot": "teir_plan.interop",
     "transpose": "teir_plan.interop",

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
-from teir_plan import calibration
 from teir_plan.calibration import QuickMeasurements, params_from_quick
 from teir_plan.calibration import quick as measure
 from teir_plan.calibration import timing as cal_timing
@@ -28,6 +27,7 @@ from teir_plan.machine import store as machine
 from teir_plan.machine.tables import avx2_blas_gemm_efficiency, default_gemm_efficiency
 from teir_plan.planner.gemm_rate import gemm_efficiency
 from teir_plan.render.report import build_report
+from teir_plan.schedule import calibrate as checked
 from teir_plan.tilekinds.vec import vec_efficiency, vec_strips
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
@@ -111,7 +111,7 @@ def test_autocalibrate_1_runs_the_full_calibration(fresh, monkeypatch) -> None:
                    source="calibrated")
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "1")
     monkeypatch.setattr(measure, "measure_quick", _no_measuring)
-    monkeypatch.setattr(calibration, "calibrate", lambda: full)
+    monkeypatch.setattr(checked, "calibrate", lambda: full)
     assert tp.machine_params() is full
 
 

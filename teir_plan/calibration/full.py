@@ -30,13 +30,10 @@ from teir_plan.machine.tables import GEMM_FORMS, GEMM_GRID, GRID_MAX_FLOPS
 from teir_plan.teir.records import TEIR
 
 
-def calibrate(save: bool = True) -> MachineParams:
-    """Measure the cost model's parameters on this machine (15-40 seconds) and use them;
-    saved, they replace a first-use estimate.
-
-    >>> import teir_plan as tp
-    >>> params = tp.calibrate(save=False)  # doctest: +SKIP
-    """
+def measure_full() -> MachineParams:
+    """Measure the cost model's parameters on this machine (15-40 seconds): what
+    ``tp.calibrate()`` (:func:`teir_plan.schedule.calibrate.calibrate`) checks against
+    the parameters in force before it saves and uses them."""
     p = MachineParams.reference()
     rng = np.random.default_rng(0)
 
@@ -124,7 +121,4 @@ def calibrate(save: bool = True) -> MachineParams:
         )
     finally:
         set_num_threads(saved_threads)
-    if save:
-        store.save_params(p)
-    store.set_machine_params(p)
     return p

@@ -28,6 +28,10 @@ def machine_params() -> MachineParams:
         return found
     # Measuring times programs on the executor: imported only when nothing is cached, so
     # that planning with known parameters never loads it from here.
-    from teir_plan.calibration import calibrate, quick_calibrate
+    if store.autocalibrate_mode() == "full":
+        from teir_plan.schedule.calibrate import calibrate
 
-    return calibrate() if store.autocalibrate_mode() == "full" else quick_calibrate()
+        return calibrate()
+    from teir_plan.calibration import quick_calibrate
+
+    return quick_calibrate()
