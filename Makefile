@@ -3,16 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: demo test test-avx2 lint typecheck fuzz bench docs docs-check notebooks clean clean-cache
+.PHONY: demo test test-avx2 test-widths lint typecheck fuzz bench docs docs-check notebooks wheel-smoke \
+	clean clean-cache
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+
+# Everything the tests, lint, type check, notebooks and docs need.
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev,interop]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the package and the two extras it uses (the tile figures, the coloured
+# report), not the test and docs tools.
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[plot,report]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m teir_plan.demo
 
 lint: $(STAMP)
@@ -26,13 +37,20 @@ test: $(STAMP) lint typecheck
 	$(MAKE) notebooks docs-check
 
 # The test suite again with the kernels, their plans and OpenBLAS at AVX2 width (32-byte
-# vectors, 16 registers), on a host with AVX-512: what an AVX2 machine's make test runs.
-# Tests that assumed a plan of one width have failed at the other (CI runs this too).
+# vectors, 16 registers), on a host with AVX-512: what an AVX2 machine's make test runs,
+# doctests included. Tests that assumed a plan of one width have failed at the other (CI
+# runs this too).
 test-avx2: $(STAMP)
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
 	  NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES= OPENBLAS_CORETYPE=Haswell \
-	    $(PY) -m pytest -q -n 2 tests; \
+	    $(PY) -m pytest -q -n 2 tests --doctest-modules teir_plan; \
 	else echo "test-avx2: no AVX-512 on this host, so make test ran its narrower kernels"; fi
+
+# The kernel test modules whole at every narrower vector width the host executes (make
+# test runs a representative of each kernel at those widths): 16-byte vectors and
+# BLAS-only on an AVX2 host, also AVX2's 32 on an AVX-512 one.  CI runs it.
+test-widths: $(STAMP)
+	$(PY) -m pytest -q -m slow tests/test_isa_variants.py -p no:cacheprovider
 
 # The notebooks run top to bottom (small sizes); their outputs stay stripped in git.  They
 # plan against the reference machine parameters, as the tests do: a test run neither
@@ -52,6 +70,12 @@ docs-check: $(STAMP)
 	$(PY) docs/scripts/generate.py --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# The wheel as a user installs it: built from an sdist, installed into a fresh venv (not
+# editable), the README's example run from outside the source tree, then twice as a user
+# who cannot write site-packages (the second run must compile nothing).  CI runs it.
+wheel-smoke: $(STAMP)
+	PYTHON=$(abspath $(PY)) .ci/wheel-smoke
+
 fuzz: $(STAMP)
 	TEIR_PLAN_FUZZ=1 $(PY) -m pytest -q -n 2 tests -p no:cacheprovider --hypothesis-show-statistics
 
@@ -61,6 +85,8 @@ fuzz: $(STAMP)
 BENCH = env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(PY)
 bench: $(STAMP)
 	$(PY) -m pip install -q torch==2.13.0 || echo "torch not installable here: benchmarking without it"
+	$(PY) -m pip install -q pytblis==0.0.16 || echo "pytblis not installable here: benchmarking without TBLIS"
+	$(PY) -m pip install -q jax==0.10.2 jaxlib==0.10.2 || echo "jax not installable here: benchmarking without it"
 	$(BENCH) -m benchmarks.prims
 	$(BENCH) -m benchmarks.everyday
 	$(BENCH) -m benchmarks.mixed --rounds 2
@@ -74,4 +100,4 @@ clean-cache:
 	find teir_plan -name '*.nbi' -delete -o -name '*.nbc' -delete
 
 clean: clean-cache
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import peers
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -40,7 +42,10 @@ def timeit(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> tuple
     return min(times), float(np.median(times))
 
 
-def machine() -> dict:
+def machine(with_peers: bool = False) -> dict:
+    """The machine, the library versions and the threads a run measured with;
+    ``with_peers``: also TBLIS's and JAX's versions and threads (benchmarks/peers.py) and
+    which optional peers are not installed, for the benchmarks that run them."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -77,11 +82,18 @@ def machine() -> dict:
         "numba": numba.__version__,
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
-    for mod in ("opt_einsum", "torch", "etops"):
+    for mod in ("opt_einsum", "torch", "etops") + (("cotengra",) if with_peers else ()):
         try:
             info[mod] = __import__(mod).__version__
         except Exception:  # noqa: BLE001 - an optional peer
             info[mod] = None
+    if with_peers:
+        info |= peers.describe()
+        # Said in the header, so that a missing column reads as a peer absent from the run.
+        absent = [m for m in ("torch", "etops", "cotengra", "pytblis", "jax")
+                  if info[m] is None]
+        if absent:
+            info["not installed"] = " ".join(absent)
     # The kernels numpy's OpenBLAS runs (the BLAS of numpy, opt_einsum, cotengra and of
     # tp's BLAS tiles): OPENBLAS_CORETYPE can hold it below the CPU (Haswell's AVX2
     # kernels on an AVX-512 CPU run at half its rate), and a comparison is then with a

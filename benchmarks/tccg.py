@@ -1,18 +1,21 @@
 """The 24 TCCG contractions in float32 (or ``--dtype complex64`` / ``complex128``):
-teir_plan against numpy, opt_einsum, PyTorch and etops, all measured in the same run,
-with each case's roofline.
+teir_plan against numpy, opt_einsum, PyTorch, etops, TBLIS and JAX, all measured in the
+same run, with each case's roofline.
 
 Per case: GFLOP/s of tp.einsum (without out=; into a C-order out=; C order allocated
 by tp; into an out= of the layout tp picks itself), numpy.einsum(optimize=True)
 (called as users do, without out=), opt_einsum.contract, torch.einsum and etops
-(its optimize, then TensorOperation.execute; only execute is timed), each when
-installed.  Roofline = min(GEMM rate, arithmetic intensity x memory bandwidth),
-with the float32 GEMM rate from a large numpy.matmul and the bandwidth from a
-large copy (the faster of numpy's and one with non-temporal stores), both measured in
-this run.  Each system is timed in a block of calls, except tp's four variants, which
-share one thread pool and are timed in turns (one call of each per round), so that their
-ratios (out= against C order) do not depend on when the machine was busy.  A
-GEMM-like case is also timed as the one GEMM it is, numpy.matmul on its own arrays
+(its optimize, then TensorOperation.execute; only execute is timed), pytblis.einsum
+(TBLIS) and jax.jit of jnp.einsum (compiled before timing, waited for with
+block_until_ready; benchmarks/peers.py), each when installed.  Every system's answer is
+checked against numpy.einsum in float64 (complex128); a peer that raises or disagrees is
+left out of that case, and the table says so.  Roofline = min(GEMM rate, arithmetic
+intensity x memory bandwidth), with the float32 GEMM rate from a large numpy.matmul and
+the bandwidth from a large copy (the faster of numpy's and one with non-temporal stores),
+both measured in this run.  Each system is timed in a block of calls, except tp's four
+variants, which share one thread pool and are timed in turns (one call of each per
+round), so that their ratios (out= against C order) do not depend on when the machine
+was busy.  A GEMM-like case is also timed as the one GEMM it is, numpy.matmul on its own arrays
 viewed as matrices (``same_gemm``): the rate BLAS reaches at the case's own m, n, k.
 
 The cost model is calibrated first (``tp.calibrate()``, 15-20 seconds), as the
@@ -24,7 +27,7 @@ take the GEMM rate from numpy.matmul in the same complex type (2048^3), leave ou
 (it has no complex type) and write ``tccg-<dtype>-latest.*`` beside the float32 results.
 
 Run: .venv/bin/python -m benchmarks.tccg [--quick] [--cases 0,5,20] [--repeats N]
-[--dtype complex64]
+[--dtype complex64] [--systems tp,numpy,tblis,jax]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import numpy as np
 from numba import njit, prange
 
 import teir_plan as tp
+from benchmarks import peers
 from benchmarks.common import machine, machine_md, md_table, progress, timeit, write_results
 
 # The block copy's non-temporal line store (64-byte aligned destination).
@@ -146,7 +150,10 @@ def timeit_in_turns(fns: dict[str, Callable[[], object]], repeats: int) -> dict[
     return {name: min(ts) for name, ts in times.items()}
 
 
-def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
+def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]
+            ) -> tuple[dict[str, Callable[[], object]], dict[str, str]]:
+    """Each system's call on this case (those in ``wanted``, or all), and the peers that
+    could not be set up for it, with why."""
     out_idx = expr.split("->")[1]
     ext = dict(zip(expr.split("->")[0].split(",")[0], a.shape))
     ext |= dict(zip(expr.split("->")[0].split(",")[1], b.shape))
@@ -163,6 +170,7 @@ def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
         "tp(out=own)": lambda: tp.einsum(expr, a, b, out=own),
         "numpy": lambda: np.einsum(expr, a, b, optimize=True),
     }
+    failed: dict[str, str] = {}
     try:
         import opt_einsum
 
@@ -185,8 +193,17 @@ def systems(expr: str, a: np.ndarray, b: np.ndarray, wanted: set[str]) -> dict:
     except ImportError:
         pass
     except Exception as exc:  # noqa: BLE001 - a peer that cannot run this case
+        failed["etops"] = peers.failure(exc)
         print(f"\netops failed on {expr}: {exc}", file=sys.stderr)
-    return {k: v for k, v in runs.items() if k in wanted or not wanted}
+
+    def keep(name: str) -> bool:
+        return name in wanted or not wanted
+
+    more, why = peers.runs(expr, [a, b], names=[n for n in peers.NAMES if keep(n)])
+    runs |= more
+    failed |= why
+    return ({k: v for k, v in runs.items() if keep(k)},
+            {k: v for k, v in failed.items() if keep(k)})
 
 
 def main() -> None:
@@ -221,12 +238,13 @@ def main() -> None:
         torch.set_num_threads(tp.get_num_threads())
     except ImportError:
         pass
+    peers.configure(tp.get_num_threads())
     cases = load_cases()
     chosen = [int(i) for i in args.cases.split(",") if i] or list(range(len(cases)))
     wanted = {s for s in args.systems.split(",") if s}
     if not args.no_calibrate:
         tp.calibrate(save=False)
-    info = machine()
+    info = machine(with_peers=True)
     info["cost model"] = "calibrated in this run" if tp.machine_params().calibrated else (
         "default parameters")
     peak = gemm_rate(repeats, dtype)
@@ -249,7 +267,7 @@ def main() -> None:
         # (optimize=False) would take minutes on the 7248^3 case.
         wide = np.complex128 if dtype.kind == "c" else np.float64
         ref = np.einsum(expr, a.astype(wide), b.astype(wide), optimize=True)
-        runs = systems(expr, a, b, wanted)
+        runs, failed = systems(expr, a, b, wanted)
         measured: dict[str, float | None] = dict.fromkeys(runs)  # the columns' order
         in_turns: dict[str, Callable[[], object]] = {}  # tp's variants, timed in turns
         for name, fn in runs.items():
@@ -263,10 +281,18 @@ def main() -> None:
                     measured[turn_name] = flops / best / 1e9
                 in_turns = {}
             t_first = time.perf_counter()
-            res = fn()
+            try:
+                res = fn()
+            except Exception as exc:
+                if name.startswith("tp"):
+                    raise
+                failed[name] = peers.failure(exc)  # a peer that cannot run this case
+                print(f"\n{name} failed on {expr}: {failed[name]}", file=sys.stderr)
+                continue
             t_first = time.perf_counter() - t_first
             res = getattr(fn, "out", res)
             if not _matches(res, ref):
+                failed[name] = peers.wrong(res, ref)
                 print(f"\n{name} gave a wrong answer on {expr}", file=sys.stderr)
                 continue
             # A first call slower than 2 s may be compiling (teir_plan's kernels on a
@@ -293,13 +319,14 @@ def main() -> None:
         rates = {k: v for k, v in measured.items() if v is not None}  # wrong answers dropped
         names = sorted(set(names) | set(rates), key=lambda s: list(rates).index(s)
                        if s in rates else 99)
-        peers = {k: v for k, v in rates.items() if not k.startswith("tp")}
-        best_peer = max(peers.values()) if peers else float("nan")
+        others = {k: v for k, v in rates.items() if not k.startswith("tp")}
+        best_peer = max(others.values()) if others else float("nan")
         tp_rate = rates.get("tp", float("nan"))
         gemm_like = _gemm_like(expr)
         record = {"case": i, "expr": expr, "sizes": ext, "gflops": rates, "flops": flops,
                   "bytes_min": bytes_min, "tp_vs_best_peer": tp_rate / best_peer,
-                  "best_peer_gflops": best_peer, "gemm_like": gemm_like}
+                  "best_peer_gflops": best_peer, "gemm_like": gemm_like,
+                  "failed": failed}
         if gemm_like:
             # Not a peer: the GEMM a user could call by hand for this case, timed like one.
             gout = np.empty([ext[c] for c in expr.split("->")[1]], dtype)
@@ -331,6 +358,11 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
         xs = [x for x in xs if x and x == x]
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
+    # The peers' columns: those of every run, then TBLIS and JAX where this run had them
+    # (results files written before they were added have none).
+    shown = ["numpy", "opt_einsum", "torch", "etops"] + [
+        p for p in peers.NAMES if any(p in r["gflops"] or p in r.get("failed", {})
+                                      for r in records)]
     rows = []
     for r in records:
         # Roofline: the GEMM rate, or the bytes each tensor must move once at the copy
@@ -338,15 +370,15 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
         roof = min(peak, r["flops"] / r["bytes_min"] * bw)
         r["roofline_gflops"] = roof / 1e9
         rates = r["gflops"]
+        failed = r.get("failed", {})
         rows.append([r["case"], r["expr"] + (" *" if r["gemm_like"] else ""),
-                     *[rates.get(s) for s in ("tp", "tp(out=)", "tp(C)", "tp(out=own)",
-                                              "numpy", "opt_einsum", "torch", "etops")],
+                     *[rates.get(s, peers.cell(failed[s]) if s in failed else None)
+                       for s in ("tp", "tp(out=)", "tp(C)", "tp(out=own)", *shown)],
                      r["tp_vs_best_peer"], 100 * rates.get("tp", float("nan")) * 1e9 / roof,
                      100 * r["best_peer_gflops"] * 1e9 / roof])
 
     header = ["#", "expression (* GEMM-like)", "tp", "tp(out=)", "tp(C)", "tp(out=own)",
-              "numpy", "opt_einsum", "torch", "etops", "tp/best peer", "tp %roof",
-              "best peer %roof"]
+              *shown, "tp/best peer", "tp %roof", "best peer %roof"]
 
     def lowest(xs: list[float]) -> float:
         return min((x for x in xs if x == x), default=float("nan"))
@@ -379,7 +411,7 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
             [r["gflops"].get("tp(out=)", float("nan")) / r["best_peer_gflops"]
              for r in records]),
     }
-    for sysname in ("numpy", "opt_einsum", "torch", "etops"):
+    for sysname in shown:
         summary[f"geomean {sysname} %roofline"] = geo(
             [100 * r["gflops"][sysname] / r["roofline_gflops"] for r in records
              if sysname in r["gflops"]])
@@ -399,6 +431,10 @@ def _write(info: dict, peak: float, bw: float, repeats: int, records: list,
             + md_table(["#", "expression", "m", "n", "k", "tp", "same GEMM (numpy.matmul)",
                         "same m, k in cache", "tp/same GEMM", "tp/GEMM rate"], gemm_rows))
     summ = "\n".join(f"- {k}: {v:.2f}" for k, v in summary.items())
+    left_out = peers.excluded_md([(f"#{r['case']}", p, why) for r in records
+                                  for p, why in r.get("failed", {}).items()])
+    if left_out:
+        summ += "\n" + left_out
     if once:
         summ += "\n- timed by their second call alone (slower than --once-over): " + "; ".join(once)
     partial = "" if final else f" (partial: {len(records)} cases so far)"

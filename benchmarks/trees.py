@@ -5,7 +5,13 @@ Systems: tp.einsum (``optimize=path``: the intermediates' layouts chosen across 
 teir_plan/schedule/tree_plan.py), the same with every intermediate in opt_einsum's order
 (what teir_plan did before, as a control), numpy.einsum(optimize=path),
 opt_einsum.contract(optimize=path) on numpy, opt_einsum with torch when torch is
-installed, and cotengra when installed.
+installed, cotengra when installed, TBLIS (through cotengra with
+``implementation="pytblis"``) and JAX (jax.jit of jnp.einsum(optimize=path)) when
+installed (benchmarks/peers.py).  Every peer's answer is checked against the same path in
+float64 (complex128) through numpy.einsum (opt_einsum beyond its 52 letters); a peer that
+raises or disagrees is left out of the case, and the table says so (in float32 the
+16-qubit circuits' state has values below float32's smallest normal number, about 1e-38,
+which XLA flushes to zero: JAX is marked wrong there).
 
 Cases: the Einsum Trees paper's trees (benchmarks/trees_einsum_ir.tsv, from einsum_ir's
 artifact; TNLM, 7 TFLOP, only with --all), ML chains (an MLP, attention, a bilinear form,
@@ -43,6 +49,7 @@ import numpy as np
 import opt_einsum as oe
 
 import teir_plan as tp
+from benchmarks import peers
 from benchmarks.common import (
     PAUSE_SECONDS,
     machine,
@@ -245,18 +252,38 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
         systems["cotengra"] = lambda: ctg.einsum(expr, *ops, optimize=path)
     except ImportError:
         pass
+    more, failed = peers.runs(expr, ops, path=path)
+    systems |= more
     want = systems["opt_einsum"]()
     got = systems["tp"]()
     # float32 and complex64 sums over a path agree to about 1e-3 of the largest value.
     tol = 1e-2 if np.dtype(dtype).itemsize // (2 if dtype.kind == "c" else 1) == 4 else 1e-8
     ok = bool(np.allclose(got, want, rtol=tol, atol=tol * float(np.abs(want).max() or 1)))
+    ref = reference(expr, ops, path)
     # Every system makes as many calls a round as fill SLOT_SECONDS at the fastest one's
     # pace (``repeats`` at least): after the pause the host runs a short case's first
     # calls slower (Tucker 32^3 -> 96^3, best of 3 calls after 0.25 s: tp 354-474 us,
     # numpy 439-573, cotengra 411-528; in a tight loop 272, 341, 271), so that a few
     # calls measured how far each system got out of that spell more than the system.
     calls = repeats
-    once = min(timeit(fn, 1, warmup=0)[0] for fn in systems.values())
+    # Each system's first call here (tp's and opt_einsum's second): its time sets the
+    # calls a round, and a peer's answer is checked against the float64 reference.
+    firsts = []
+    for sysname, fn in list(systems.items()):
+        t = time.perf_counter()
+        try:
+            res = fn()
+        except Exception as exc:
+            if sysname.startswith("tp"):
+                raise
+            failed[sysname] = peers.failure(exc)
+            del systems[sysname]
+            continue
+        firsts.append(time.perf_counter() - t)
+        if not sysname.startswith("tp") and not _agrees(res, ref, tol):
+            failed[sysname] = peers.wrong(res, ref)
+            del systems[sysname]
+    once = min(firsts)
     if once > 0:
         calls = min(MAX_CALLS, max(repeats, math.ceil(SLOT_SECONDS / once)))
     # In rounds: each round times every system back to back (see common.timeit), and a
@@ -282,8 +309,8 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
         systems["numpy.einsum"]()
     np_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    peers = [s for s in results if not s.startswith("tp")]
-    best_peer = min(results[s][0] for s in peers)
+    others = [s for s in results if not s.startswith("tp")]
+    best_peer = min(results[s][0] for s in others)
     return {
         "case": name, "expression": expr if len(expr) < 60 else expr[:57] + "...",
         "operands": len(terms), "indices": len(extents), "steps": len(tree.steps),
@@ -294,8 +321,22 @@ def run_case(case: Case, dtype: np.dtype, repeats: int, rounds: int) -> dict:
         "ratio_opt_orders": turns["plain"] / turns["tp"],
         "tp_peak_mib": getattr(plan, "peak_bytes", math.nan) / 2**20,
         "numpy_peak_mib": np_peak / 2**20 if "numpy.einsum" in systems else None,
-        "plan_seconds_note": "", "calls_per_round": calls,
+        "plan_seconds_note": "", "calls_per_round": calls, "failed": failed,
     }
+
+
+def reference(expr: str, ops: list[np.ndarray], path: list[tuple[int, ...]]) -> np.ndarray:
+    """The result along ``path`` in float64 (complex128): numpy.einsum, or opt_einsum on
+    numpy beyond numpy.einsum's 52 letters."""
+    wide = [o.astype(np.complex128 if o.dtype.kind == "c" else np.float64) for o in ops]
+    if len(set(expr.split("->")[0].replace(",", ""))) <= 52:
+        return np.einsum(expr, *wide, optimize=["einsum_path", *path])
+    return oe.contract(expr, *wide, optimize=path)
+
+
+def _agrees(res: object, ref: np.ndarray, tol: float) -> bool:
+    return bool(np.allclose(np.asarray(res), ref, rtol=tol,
+                            atol=tol * float(np.abs(ref).max() or 1)))
 
 
 def _per_call(fn: Callable[[], object], reps: int) -> float:
@@ -366,6 +407,7 @@ def main() -> None:
         path = write_results("trees-overhead", {"machine": info, "rows": rows}, md)
         print(f"written {path}")
         return
+    peers.configure(tp.get_num_threads())
     dtype = np.dtype(args.dtype)
     repeats = 2 if args.quick else args.repeats
     cases = (circuits() if args.circuits else
@@ -380,18 +422,22 @@ def main() -> None:
         progress(i, len(cases), case[0])
         rows_data.append(run_case(case, dtype, repeats, args.rounds))
     progress(len(cases), len(cases), "done")
-    systems = list(dict.fromkeys(s for r in rows_data for s in r["times"]))
+    systems = list(dict.fromkeys(s for r in rows_data for s in [*r["times"], *r["failed"]]))
     header = ["case", "ops", "idx", "GFLOP", *[f"{s} ms" for s in systems], "tp GFLOP/s",
               "tp / best peer", "tp / opt orders (in turns)", "tp peak MiB", "numpy peak MiB", "ok"]
     rows = []
     for r in rows_data:
         rows.append([r["case"], r["operands"], r["indices"], r["gflop"],
-                     *[r["times"][s][0] * 1e3 if s in r["times"] else None for s in systems],
+                     *[r["times"][s][0] * 1e3 if s in r["times"] else
+                       peers.cell(r["failed"][s]) if s in r["failed"] else None
+                       for s in systems],
                      r["tp_gflops"], r["ratio_best_peer"], r["ratio_opt_orders"],
                      r["tp_peak_mib"], r["numpy_peak_mib"], r["ok"]])
     geo = math.exp(sum(math.log(r["ratio_best_peer"]) for r in rows_data) / len(rows_data))
     geo_o = math.exp(sum(math.log(r["ratio_opt_orders"]) for r in rows_data) / len(rows_data))
-    info = machine()
+    info = machine(with_peers=True)
+    left_out = peers.excluded_md([(r["case"], s, why) for r in rows_data
+                                  for s, why in r["failed"].items()])
     md = "\n\n".join([
         "# Einsum trees (benchmarks/trees.py)",
         machine_md(info) + f"; dtype {dtype}; best of {args.rounds} rounds of {repeats} "
@@ -399,7 +445,8 @@ def main() -> None:
         f"system's pace (at most {MAX_CALLS}); load average {os.getloadavg()[0]:.1f} at the end",
         md_table(header, rows),
         f"Geometric mean, tp / best peer: {geo:.2f}; tp / tp with opt_einsum's orders "
-        f"(timed in turns): {geo_o:.2f}"])
+        f"(timed in turns): {geo_o:.2f}"
+        + ("\n\n" + left_out if left_out else "")])
     name = "trees" + ("-circuits" if args.circuits else "") + (
         f"-{dtype}" if args.circuits or dtype != np.float32 else "")
     path = write_results(name, {"machine": info, "dtype": str(dtype), "rows": rows_data,

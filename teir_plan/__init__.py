@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from teir_plan.api import einsum, plan, plan_cache
     from teir_plan.executor import execute, get_num_threads, set_num_threads
     from teir_plan.interop import tensordot, transpose
+    from teir_plan.path import einsum_path
     from teir_plan.render import Report, explain
     from teir_plan.render.pseudocode import pseudocode
     from teir_plan.schedule.calibrate import calibrate
@@ -56,6 +57,7 @@ _LAZY = {
     "einsum": "teir_plan.api",
     "plan": "teir_plan.api",
     "plan_cache": "teir_plan.api",
+    "einsum_path": "teir_plan.path",
     "execute": "teir_plan.executor",
     "get_num_threads": "teir_plan.executor",
     "set_num_threads": "teir_plan.executor",
@@ -91,6 +93,7 @@ __all__ = [
     "Report",
     "pseudocode",
     "einsum",
+    "einsum_path",
     "plan",
     "plan_cache",
     "tensordot",

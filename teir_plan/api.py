@@ -19,6 +19,7 @@ from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
 from teir_plan.machine import store as _machine
 from teir_plan.planner.autotune import autotune
+from teir_plan.schedule import trials
 from teir_plan.schedule.build import build_plan, c_strides
 from teir_plan.schedule.in_force import machine_params
 from teir_plan.schedule.plan import OperandSpec, Plan, addressable, as_operand
@@ -193,6 +194,8 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
             rng = np.random.default_rng(0)
             arrays = [s.random(rng) for s in specs]
         plan = autotune(plan, arrays)
+    elif key is not None and trials.enabled() and trials.eligible(plan):
+        trials.attach(plan, repr(key))  # calls time it against its runner-ups
     if key is not None:
         plan = plan_cache.put(key, plan, params)
     return plan

@@ -1,6 +1,9 @@
 """The ``teir-plan`` command line: explain, run, calibrate, validate, execute.
 
-Bad arguments print one line and exit with status 2.
+Errors print one line on stderr.  Exit status: 0 done, 1 an invalid TEIR program (or a
+result that disagrees with numpy), 2 bad usage (arguments, options, unreadable files).
+Shapes are planned as float64 unless ``--dtype`` says otherwise, as ``tp.plan`` plans
+shapes (numpy's default dtype).
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ import json
 import math
 import os
 import sys
+from typing import Any
 
 import numpy as np
 
 import teir_plan as tp
-from teir_plan.errors import TEIRPlanError
+from teir_plan.errors import TEIRError, TEIRPlanError
 
 
 class _Usage(Exception):
@@ -69,9 +73,25 @@ def _dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+def _optimize(text: str) -> object:
+    """``--optimize``: true/false as numpy's booleans, else a name tp.plan checks
+    ("autotune", "greedy", "optimal", any opt_einsum strategy)."""
+    words = {"true": True, "false": False}
+    return words.get(text.lower(), text)
+
+
+def _plan_options(args: argparse.Namespace) -> dict[str, Any]:
+    """tp.plan's options from ``--optimize/--threads/--order`` (threads: the executor's
+    count for this process, which plans are made for)."""
+    if args.threads is not None:
+        tp.set_num_threads(args.threads)
+    return {"optimize": _optimize(args.optimize), "order": args.order}
+
+
 def _cmd_explain(args: argparse.Namespace) -> int:
     shapes = _sizes(args.expr, args.sizes)
-    report = tp.explain(args.expr, *shapes, dtype=_dtype(args.dtype), measure=args.measure)
+    report = tp.explain(args.expr, *shapes, dtype=_dtype(args.dtype), measure=args.measure,
+                        **_plan_options(args))
     if args.format == "text":
         text = report.text(rich=None if args.output is None else False)
     elif args.format == "markdown":
@@ -126,7 +146,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ext.update(zip(t, s))
     # Multiply-adds over all indices, two real flops each (a complex one: eight).
     flops = (8 if complex_ else 2) * float(np.prod(list(ext.values()) or [1]))
-    plan = tp.plan(args.expr, *ops)
+    plan = tp.plan(args.expr, *ops, **_plan_options(args))
     res = plan(*ops)
     wide = np.complex128 if complex_ else np.float64
     ref = np.einsum(args.expr, *[o.astype(wide) for o in ops])
@@ -149,11 +169,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+_SHORT = 8  # calibrate prints sequences longer than this only with --verbose
+
+
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from teir_plan.machine import cache_dir
 
     params = tp.calibrate(save=not args.no_save)
     for k, v in params.__dict__.items():
+        if isinstance(v, (tuple, list)) and len(v) > _SHORT and not args.verbose:
+            # The efficiency tables: 864 numbers that say nothing at a glance.
+            v = f"({len(v)} values; --verbose prints them)"
         print(f"{k:24s} {v}")
     if not args.no_save:
         print(f"saved under {cache_dir()}", file=sys.stderr)
@@ -161,11 +187,15 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _load(path: str) -> tp.TEIR:
-    try:
-        with open(path, "rb") as f:
-            text = f.read()  # bytes: from_json reports a file that is not UTF-8 JSON
-    except OSError as exc:
-        raise _Usage(f"cannot read {path}: {exc.strerror}") from None
+    """A program from a JSON file, or from standard input for ``-``."""
+    if path == "-":
+        text = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(path, "rb") as f:
+                text = f.read()  # bytes: from_json reports a file that is not UTF-8 JSON
+        except OSError as exc:
+            raise _Usage(f"cannot read {path}: {exc.strerror}") from None
     return tp.TEIR.from_json(text)
 
 
@@ -245,21 +275,34 @@ def _cmd_execute(args: argparse.Namespace) -> int:
     return 0 if err <= tol else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser (every argument has a help text)."""
     p = _Parser(prog="teir-plan", description="Plan, explain and run einsum as TEIR programs.")
+    p.add_argument("--version", action="version", version=f"teir-plan {tp.__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     helps = {"explain": "plan an einsum for these sizes and explain the plan",
              "run": "run the plan on random data, timed and checked against numpy.einsum",
-             "validate": "check a TEIR program (JSON file) against the spec's rules",
+             "validate": "check a TEIR program (JSON) against the TEIR specification's rules",
              "execute": "run a TEIR program on random data, checked against numpy"}
     for name, fn in (("explain", _cmd_explain), ("run", _cmd_run)):
         q = sub.add_parser(name, help=helps[name])
-        q.add_argument("expr")
+        q.add_argument("expr", help="einsum subscripts, e.g. 'ij,jk->ik' (quote it)")
         q.add_argument("--sizes", required=True, help="index=extent,... e.g. i=64,j=32,k=48")
-        q.add_argument("--dtype", default="float32")
+        q.add_argument("--dtype", default="float64", metavar="DTYPE",
+                       help=f"operands' dtype: {', '.join(_DTYPES)} (default float64, "
+                       "as tp.plan plans shapes)")
+        q.add_argument("--optimize", default="true", metavar="OPT",
+                       help="tp.plan's optimize: true (default), false, autotune, or a path "
+                       "strategy (greedy, optimal, ...) for three or more operands")
+        q.add_argument("--threads", type=int, default=None, metavar="N",
+                       help="threads the plan runs on (default: the executor's count)")
+        q.add_argument("--order", default="K", choices=["K", "C", "F", "A"],
+                       help="the result's memory layout, as numpy.einsum's order= "
+                       "(default K: the planner chooses)")
         if name == "explain":
             q.add_argument("--format", default="text",
-                           choices=["text", "markdown", "html", "json"])
+                           choices=["text", "markdown", "html", "json"],
+                           help="report format (default text)")
             q.add_argument("--figure", default=None,
                            help="write the tile figure (PNG, SVG or PDF; needs matplotlib)")
             q.add_argument("--measure", action="store_true",
@@ -269,14 +312,24 @@ def main(argv: list[str] | None = None) -> int:
         q.set_defaults(fn=fn)
     q = sub.add_parser("calibrate", help="measure the cost model's machine parameters")
     q.add_argument("--no-save", action="store_true", help="use them in this run only")
+    q.add_argument("-v", "--verbose", action="store_true",
+                   help="also print the BLAS efficiency tables (864 values)")
     q.set_defaults(fn=_cmd_calibrate)
     for name, fn in (("validate", _cmd_validate), ("execute", _cmd_execute)):
         q = sub.add_parser(name, help=helps[name])
-        q.add_argument("program", help="TEIR program as JSON (teir_plan's or etops')")
+        q.add_argument("program", help="TEIR program as JSON (teir_plan's or etops'); "
+                       "- reads it from standard input")
         q.set_defaults(fn=fn)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
     try:
-        args = p.parse_args(argv)
+        args = parser().parse_args(argv)
         return int(args.fn(args))
+    except TEIRError as exc:  # the program breaks a rule of the spec, or is not one
+        print(f"teir-plan: error: {exc}", file=sys.stderr)
+        return 1
     except (_Usage, TEIRPlanError) as exc:
         print(f"teir-plan: error: {exc}", file=sys.stderr)
         return 2

@@ -44,6 +44,13 @@ class MachineFileError(PlanError):
     message names the file and the field."""
 
 
+class KernelNotCompiledError(TEIRPlanError, ValueError):
+    """A plan's trial (schedule/trials.py) would have compiled executor kernels that are
+    not in the compiled-code cache yet.  Raised before anything is compiled or written,
+    and caught by the trial, which then runs the model's choice: it never reaches a
+    caller."""
+
+
 class CalibrationWarning(UserWarning):
     """teir_plan measured this machine on first use (a quick estimate, cached); shown once
     per machine, so that a user knows where the numbers came from and that

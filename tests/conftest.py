@@ -17,6 +17,9 @@
   the other xdist worker holds a core, which the one-thread runs of the tests cover
   already, and the parallel runs would go untested): ``TEIR_PLAN_CHECK_CORES=0``, for
   the tests' own processes too.  tests/test_idle.py sets its own.
+* Plans do not time themselves against their runner-ups (``TEIR_PLAN_SELF_CORRECT=0``):
+  which contender a call runs is the model's choice, the same on every machine;
+  tests/test_trials.py turns the trials on for its own plans.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ os.environ["TEIR_PLAN_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 os.environ["TEIR_PLAN_AUTOCALIBRATE"] = "reference"
 os.environ["TEIR_PLAN_CHECK_CORES"] = "0"
+os.environ["TEIR_PLAN_SELF_CORRECT"] = "0"
 
 FUZZ = os.environ.get("TEIR_PLAN_FUZZ") == "1"
 _EXAMPLES: Counter[str] = Counter()

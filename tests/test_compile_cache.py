@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from teir_plan.executor import cache
 
@@ -87,3 +90,142 @@ def test_the_locator_takes_the_executor_functions_only() -> None:
     assert loc is not None and Path(loc.get_cache_path()).name.startswith(
         cache._target_key().split("-")[0])
     assert cache.ExecutorCacheLocator.from_function(fn, cost.__file__) is None
+
+
+_RUN_PRODUCT = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    import numpy as np
+    from teir_plan.executor import cache
+    folder = Path(sys.argv[1])
+    cache.EXECUTOR_DIR = folder.resolve()
+    sys.path.insert(0, str(folder))
+    import kernel_mod
+    a = np.arange(12.0).reshape(3, 4)
+    b = np.arange(20.0).reshape(4, 5) - 7.0
+    got = kernel_mod.product(a, b)
+    print(json.dumps({"numpy": bool(np.array_equal(got, np.einsum("ij,jk->ik", a, b))),
+                      "hits": sum(kernel_mod.product.stats.cache_hits.values()),
+                      "misses": sum(kernel_mod.product.stats.cache_misses.values())}))
+""")
+
+
+def _run_product(folder: Path, cache_dir: Path) -> tuple[dict[str, int], str]:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    out = subprocess.run([sys.executable, "-c", _RUN_PRODUCT, str(folder)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":  # a crash or a full disk in the middle of the write
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    else:  # numba's version header, then something of another shape
+        import numba
+
+        path.write_bytes(pickle.dumps(numba.__version__) + pickle.dumps("not an index"))
+
+
+# (A data file of another shape that unpickles is numba's to rebuild: not a crash's work.)
+@pytest.mark.parametrize(("which", "how"), [("index", "truncated"), ("index", "empty"),
+                                            ("index", "other shape"), ("data", "truncated"),
+                                            ("data", "empty")])
+def test_a_damaged_cache_file_is_compiled_again(tmp_path: Path, which: str, how: str) -> None:
+    """A compiled-code file cut short (or overwritten) is a cache miss, not numba's
+    UnpicklingError on every call: the next process compiles again, gives numpy's
+    result, says which file it replaced, and the one after loads the rewritten file."""
+    folder = tmp_path / "executor"
+    folder.mkdir()
+    (folder / "kernel_mod.py").write_text(textwrap.dedent("""
+        import numpy as np
+        from numba import njit
+
+        @njit(cache=True)
+        def product(a, b):
+            out = np.zeros((a.shape[0], b.shape[1]))
+            for i in range(a.shape[0]):
+                for k in range(a.shape[1]):
+                    for j in range(b.shape[1]):
+                        out[i, j] += a[i, k] * b[k, j]
+            return out
+    """))
+    store = tmp_path / "numba-cache"
+    first, _ = _run_product(folder, store)
+    assert first == {"numpy": True, "hits": 0, "misses": 1}
+    suffix = ".nbi" if which == "index" else ".nbc"
+    (damaged,) = (p for p in (store / "teir_plan").rglob(f"*{suffix}"))
+    _damage(damaged, how)
+    again, err = _run_product(folder, store)
+    assert again == {"numpy": True, "hits": 0, "misses": 1}
+    assert "damaged" in err and damaged.name in err
+    repaired, err = _run_product(folder, store)
+    assert repaired == {"numpy": True, "hits": 1, "misses": 0}
+    assert "damaged" not in err
+
+
+def test_a_read_only_package_caches_in_the_users_folder(tmp_path: Path,
+                                                        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The package folder cannot be written (a system install, another user's
+    environment): compiled code goes to the calibration cache's root, under numba/."""
+    from teir_plan.executor import walker
+
+    package = tmp_path / "executor"
+    package.mkdir()
+    (package / "__pycache__").write_text("a file where the folder would go\n")
+    monkeypatch.setattr(cache, "EXECUTOR_DIR", package)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path / "user"))
+    loc = cache.ExecutorCacheLocator.from_function(walker.run_chunk.py_func,
+                                                   str(package / "walker.py"))
+    assert loc is not None
+    assert Path(loc.get_cache_path()) == tmp_path / "user" / "numba" / cache._target_key()
+    # The user's folder cannot be written either: a private folder in the temporary one.
+    (tmp_path / "no-home").write_text("not a folder\n")
+    monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path / "no-home"))
+    monkeypatch.setattr(cache.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    loc = cache.ExecutorCacheLocator.from_function(walker.run_chunk.py_func,
+                                                   str(package / "walker.py"))
+    assert loc is not None
+    private = tmp_path / "tmp" / f"teir_plan-{os.getuid()}"
+    assert Path(loc.get_cache_path()) == private / "numba" / cache._target_key()
+    assert private.stat().st_mode & 0o777 == 0o700
+    # One another user could write is never used (its pickles would be loaded).
+    private.chmod(0o777)
+    assert cache._private_temp_root() is None
+
+
+def test_processes_starting_cold_compile_a_kernel_once(tmp_path: Path) -> None:
+    """Two processes that need the same kernel at the same time, with nothing cached: one
+    compiles it (its lock file held), the other waits and loads what it saved, instead
+    of both compiling it.  Both give numpy's result."""
+    folder = tmp_path / "executor"
+    folder.mkdir()
+    # Many loop nests: long enough to compile that the second process asks meanwhile.
+    body = "\n".join(
+        f"    for i in range(a.shape[0]):\n"
+        f"        for k in range(a.shape[1]):\n"
+        f"            for j in range(b.shape[1]):\n"
+        f"                out[i, j] += a[i, k] * b[k, j] * {1.0 if n == 0 else 0.0}"
+        for n in range(12))
+    (folder / "kernel_mod.py").write_text(
+        "import numpy as np\nfrom numba import njit\n\n\n@njit(cache=True)\n"
+        "def product(a, b):\n    out = np.zeros((a.shape[0], b.shape[1]))\n"
+        f"{body}\n    return out\n")
+    store = tmp_path / "numba-cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(store))
+    procs = [subprocess.Popen([sys.executable, "-c", _RUN_PRODUCT, str(folder)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["numpy"] for r in results)
+    assert sum(r["misses"] for r in results) == 1
+    assert sum(r["hits"] for r in results) == 1

@@ -2,11 +2,15 @@
 
 The kernels are generated for one vector target per process (teir_plan.isa: 64-byte
 vectors with AVX-512, 32 with AVX2, 16 with NEON, none without an FMA vector ISA).  The
-rest of the suite runs the host's widest; here the kernel test modules run again in a
+rest of the suite runs the host's widest; here the kernel tests run again in a
 subprocess for each narrower width the host can execute, so that an AVX-512 machine
 also checks what AVX2 and NEON machines run, and an AVX2 machine the 16-byte variant
-and BLAS-only machines.  The 32-byte variant is compiled for an AVX2 CPU (haswell), so
-that it gets AVX2's 16 vector registers, not AVX-512's 32.  Each subprocess checks its
+and BLAS-only machines.  ``make test`` runs a representative of each kernel (its
+programs against numpy and its tile property), which compiles each width's kernels once;
+the whole modules at every width are ``slow`` (``make fuzz``, and ``make test-widths``,
+which CI runs): at two widths they took 5.5 of the 2-core AVX2 machine's 20 minutes.
+The 32-byte variant is compiled for an AVX2 CPU (haswell), so that it gets AVX2's 16
+vector registers, not AVX-512's 32.  Each subprocess checks its
 own results against numpy in float64, as the modules do on the host's width.
 """
 
@@ -27,6 +31,17 @@ KERNEL_TESTS = ["tests/test_microkernel.py", "tests/test_transposed_kernel.py",
                 "tests/test_packed_vector_tiles.py", "tests/test_row_tiles.py"]
 # Without vector kernels: every GEMM tile on BLAS or loops.
 BLAS_ONLY_TESTS = ["tests/test_einsum.py", "tests/test_gemm_forms.py"]
+# make test's representatives: each vector kernel's programs against numpy and its tile
+# property; without vector kernels, the einsum cases and the GEMM forms' prices.
+KERNEL_REPRESENTATIVES = [
+    "tests/test_microkernel.py::test_vector_kernel_programs_match_numpy",
+    "tests/test_microkernel.py::test_the_kernel_computes_its_tile_and_nothing_else",
+    "tests/test_transposed_kernel.py::test_programs_on_the_kernel_match_numpy",
+    "tests/test_packed_vector_tiles.py::test_packed_vector_tiles_match_numpy",
+    "tests/test_row_tiles.py::test_einsum_through_row_and_dot_tiles",
+]
+BLAS_ONLY_REPRESENTATIVES = ["tests/test_einsum.py::test_cases_match_numpy",
+                             "tests/test_gemm_forms.py"]
 
 WIDEST = widest_target()
 OTHER_WIDTHS = [w for w in variant_widths(WIDEST) if w != target().vector_bytes]
@@ -39,9 +54,7 @@ def _env(width: int) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("width", OTHER_WIDTHS)
-def test_kernels_at_every_width_the_host_executes(width: int) -> None:
-    files = KERNEL_TESTS if width else BLAS_ONLY_TESTS
+def _run_at(width: int, files: list[str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
          *files],
@@ -50,6 +63,17 @@ def test_kernels_at_every_width_the_host_executes(width: int) -> None:
         f"vector width {width}: the kernel tests failed\n{proc.stdout[-4000:]}"
         f"\n{proc.stderr[-2000:]}")
     assert " passed" in proc.stdout
+
+
+@pytest.mark.parametrize("width", OTHER_WIDTHS)
+def test_each_kernel_at_every_width_the_host_executes(width: int) -> None:
+    _run_at(width, KERNEL_REPRESENTATIVES if width else BLAS_ONLY_REPRESENTATIVES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", OTHER_WIDTHS)
+def test_kernel_modules_at_every_width_the_host_executes(width: int) -> None:
+    _run_at(width, KERNEL_TESTS if width else BLAS_ONLY_TESTS)
 
 
 def test_the_subprocess_runs_the_width_it_was_given() -> None:

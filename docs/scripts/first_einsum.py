@@ -9,4 +9,4 @@ c = tp.einsum("trus,pqtu->pqrs", a, b)                      # numpy.einsum's con
 print(c.shape, np.allclose(c, np.einsum("trus,pqtu->pqrs", a, b), atol=1e-3))
 plan = tp.plan("trus,pqtu->pqrs", a, b)                     # the cached plan behind it
 print(plan.steps[0].describe())
-print(plan.teir.format(plan.main_step.chosen.names))        # the TEIR program it runs
+print(plan.format_teir())                                   # the TEIR program it runs

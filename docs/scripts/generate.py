@@ -1,7 +1,10 @@
 """Generate the docs' derived content.
 
 * docs/scripts/first-einsum.out: the real output of the getting-started example
-  (docs/scripts/first_einsum.py), run with the cost model's default parameters.
+  (docs/scripts/first_einsum.py), run with the cost model's reference parameters, and
+  docs/scripts/first-einsum-explained.md: the words under it in README.md and
+  getting-started.md, written from the same run's plan (its program's records, by
+  ``teir_plan.render.notes.describe_program``), so that they describe what is printed.
 * docs/performance.md: the benchmark results files benchmarks/results/*-latest.md and,
   for every other machine class (CPU, vector ISA, threads) with results in
   benchmarks/results/archive/, that class's newest file: one table per machine class.
@@ -44,14 +47,21 @@ BENCHMARKS = [
      "`order='K'`; `tp(out=)`: into a C-order `out`; `tp(C)`: the same C-order result "
      "allocated by tp, `order='C'`; `tp(out=own)`: into an `out` of the layout tp picks "
      "itself, `plan.empty_out()`) against numpy.einsum(optimize=True), opt_einsum, "
-     "PyTorch and etops, all measured in the same run, with each case's roofline.  The two "
+     "PyTorch, etops, TBLIS (`pytblis.einsum`) and JAX (`jax.jit` of `jnp.einsum`, compiled "
+     "before timing), each when installed (runs before TBLIS and JAX were added have no "
+     "column for them; the machine line names each peer's version and threads, and those "
+     "not installed), all measured in the same run, with each case's roofline.  Every "
+     "answer is checked against numpy.einsum in float64; a peer that raises or disagrees "
+     "is marked `error` or `wrong` in its cell and left out of the case.  The two "
      "GEMM-like cases (one GEMM once adjacent indices fuse) are also timed as that GEMM "
      "through numpy.matmul on their own arrays, and at their m and k with the arrays in "
      "cache: a GEMM's rate depends on its shape, and a short k streamed from memory does "
      "not reach the rate of a large square product."),
     ("everyday", "Everyday einsums", ".venv/bin/python -m benchmarks.everyday",
      "Contractions users write outside the TCCG suite, in microseconds against "
-     "numpy.einsum(optimize=True), opt_einsum and PyTorch in the same run: matrix products "
+     "numpy.einsum(optimize=True), opt_einsum, PyTorch, TBLIS and JAX (each when "
+     "installed; runs before TBLIS and JAX were added have no column for them) in the same "
+     "run: matrix products "
      "large and small, batched and attention-style products, matrix-vector, dot and "
      "elementwise products, a permutation and a diagonal (views of the operand in all three), "
      "and a three-operand chain.  Where tp is slower, this table says so."),
@@ -91,7 +101,10 @@ BENCHMARKS = [
      "Expressions of three or more operands, every system given the same pairwise path: "
      "the Einsum Trees paper's trees (einsum_ir's artifact; TNLM, 7 TFLOP, only with "
      "`--all`), ML chains and einsum_benchmark's generated networks, against "
-     "numpy.einsum(optimize=path), opt_einsum, opt_einsum with PyTorch and cotengra, and "
+     "numpy.einsum(optimize=path), opt_einsum, opt_einsum with PyTorch, cotengra, TBLIS "
+     "(cotengra with `implementation=\"pytblis\"`) and JAX (`jax.jit` of "
+     "`jnp.einsum(optimize=path)`; runs before TBLIS and JAX were added have no column for "
+     "them), each peer checked against the path in float64, and "
      "against tp itself with every intermediate in opt_einsum's order (the layouts chosen "
      "across the tree switched off; the two timed in turns).  Each of the two also "
      "chooses its result's layout: a C-order result is kept unless another is predicted "
@@ -155,15 +168,31 @@ def body(markdown: str) -> str:
     return "\n".join(lines).strip()
 
 
-def first_einsum() -> str:
+# Runs the example, keeps what it prints, and describes the plan it made (its `plan`).
+_EXAMPLE = """
+import contextlib, io, json, runpy, sys
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    names = runpy.run_path(sys.argv[1], run_name="__main__")
+from teir_plan.render.notes import describe_program
+plan = names["plan"]
+print(json.dumps({"output": printed.getvalue(),
+                  "explained": describe_program(plan.main_step.chosen) + "\\n"}))
+"""
+
+
+def first_einsum() -> tuple[str, str]:
+    """The example's output and the words that describe its plan."""
     # The reference parameters, as the test suite's: the README shows the same plan on
     # every machine, and the run neither measures this one nor reads its cache.
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "TEIR_PLAN_CACHE_DIR": cache,
                "TEIR_PLAN_AUTOCALIBRATE": "reference"}
-        out = subprocess.run([sys.executable, str(DOCS / "scripts" / "first_einsum.py")],
+        out = subprocess.run([sys.executable, "-c", _EXAMPLE,
+                              str(DOCS / "scripts" / "first_einsum.py")],
                              check=True, capture_output=True, text=True, env=env, cwd=ROOT)
-    return out.stdout
+    run = json.loads(out.stdout.strip().splitlines()[-1])
+    return run["output"], run["explained"]
 
 
 def performance_page() -> str:
@@ -319,9 +348,10 @@ def _measured_on(data: dict) -> str:
 
 def _tccg_summary(data: dict) -> str:
     """Per system: geomean GFLOP/s and % of roofline over the TCCG cases it ran."""
-    systems = ["tp", "numpy", "opt_einsum", "torch", "etops"]
+    systems = ["tp", "numpy", "opt_einsum", "torch", "etops", "tblis", "jax"]
     names = {"tp": "teir_plan", "numpy": "numpy.einsum", "opt_einsum": "opt_einsum",
-             "torch": "torch.einsum", "etops": "etops"}
+             "torch": "torch.einsum", "etops": "etops", "tblis": "TBLIS (pytblis)",
+             "jax": "JAX (jit)"}
     cases = data["cases"]
     present = [s for s in systems if any(s in c["gflops"] for c in cases)]
     rows = ["| TCCG, float32 | " + " | ".join(names[s] for s in present) + " |",
@@ -374,7 +404,7 @@ def _everyday_summary(data: dict) -> str:
         f"call overhead). {_measured_on(data)}")
 
 
-def readme(example_output: str) -> str:
+def readme(example_output: str, explained: str) -> str:
     path = ROOT / "README.md"
     text = path.read_text()
     script = (DOCS / "scripts" / "first_einsum.py").read_text()
@@ -383,6 +413,7 @@ def readme(example_output: str) -> str:
                          "whose output it shows; make them the same")
     text = fill(path, text, "docs/scripts/first-einsum.out",
                 f"```text\n{example_output.strip()}\n```")
+    text = fill(path, text, "docs/scripts/first-einsum-explained.md", explained)
     parts = []
     machines: list[str] = []  # the machine classes the summaries come from
     for stem, summary in (("tccg", _tccg_summary), ("everyday", _everyday_summary),
@@ -403,26 +434,37 @@ def readme(example_output: str) -> str:
                 "No benchmark results yet: run `make bench`.")
 
 
-def generate(example_output: str) -> dict[Path, str]:
-    """Every generated file's new text, given the example's output."""
+OUTPUT = DOCS / "scripts" / "first-einsum.out"
+EXPLAINED = DOCS / "scripts" / "first-einsum-explained.md"
+
+
+def generate(example_output: str, explained: str) -> dict[Path, str]:
+    """Every generated file's new text, given the example's output and its words."""
     return {
         DOCS / "performance.md": performance_page(),
         DOCS / "cost-model.md": cost_model_page(),
-        ROOT / "README.md": readme(example_output),
+        ROOT / "README.md": readme(example_output, explained),
     }
 
 
 def check() -> int:
-    """Compare without writing: 1 if a results-derived page is stale, else 0."""
-    committed_output = (DOCS / "scripts" / "first-einsum.out").read_text()
-    stale = [p for p, text in generate(committed_output).items() if p.read_text() != text]
+    """Compare without writing: 1 if a generated page is stale, or if the example prints
+    what is committed but its plan is described otherwise; else 0."""
+    committed_output, committed_words = OUTPUT.read_text(), EXPLAINED.read_text()
+    stale = [p for p, text in generate(committed_output, committed_words).items()
+             if p.read_text() != text]
     for p in stale:
-        print(f"docs: {p.relative_to(ROOT)} does not match benchmarks/results; "
-              "run `make docs` and commit the result", file=sys.stderr)
-    if first_einsum() != committed_output:
+        print(f"docs: {p.relative_to(ROOT)} does not match benchmarks/results or the "
+              "example's files; run `make docs` and commit the result", file=sys.stderr)
+    output, words = first_einsum()
+    if output != committed_output:
         print("docs: warning: docs/scripts/first_einsum.py now prints something other than "
               "docs/scripts/first-einsum.out (the planner or the machine differs); "
               "`make docs` refreshes it", file=sys.stderr)
+    elif words != committed_words:
+        print("docs: docs/scripts/first-einsum-explained.md does not describe the plan "
+              "docs/scripts/first-einsum.out shows; run `make docs`", file=sys.stderr)
+        return 1
     return 1 if stale else 0
 
 
@@ -432,12 +474,13 @@ def main() -> None:
                         help="write nothing; fail if a generated page is stale")
     if parser.parse_args().check:
         raise SystemExit(check())
-    output = first_einsum()
-    (DOCS / "scripts" / "first-einsum.out").write_text(output)
-    for path, text in generate(output).items():
+    output, explained = first_einsum()
+    OUTPUT.write_text(output)
+    EXPLAINED.write_text(explained)
+    for path, text in generate(output, explained).items():
         path.write_text(text)
     print("docs: generated performance.md, cost-model.md results, README blocks, "
-          "first-einsum.out")
+          "first-einsum.out, first-einsum-explained.md")
 
 
 if __name__ == "__main__":

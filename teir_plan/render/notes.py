@@ -16,7 +16,7 @@ from teir_plan.schedule.steps import (
     ReduceStep,
     TEIRStep,
 )
-from teir_plan.teir.enums import ExecType
+from teir_plan.teir.enums import DimType, ExecType, Prim
 
 if TYPE_CHECKING:  # the plan builds this report (Plan.explain): no import back
     from teir_plan.schedule.plan import Plan
@@ -38,6 +38,73 @@ def executor_note(teir: Any) -> str:
     if low.dtype != teir.primitives.data_type.numpy:  # a complex64 copy on float64 words
         note += f" (each {teir.primitives.data_type} element moved as one {low.dtype})"
     return note
+
+
+# ---- the chosen program in words --------------------------------------------------------
+
+def _axis(name: str) -> str:
+    """An axis in the user's letters: ``rs`` fused, ``pq^`` the outer part of ``pq``."""
+    base = f"`{name.rstrip('^')}`"
+    return f"the outer part of {base}" if name.endswith("^") else base
+
+
+def _series(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def describe_program(cand: Candidate) -> str:
+    """A step's program in a few sentences, read from its records (the primitive, the
+    roles and execution of its axes, its packs, its first and last primitives): the
+    README's and getting-started's explanation of their first example is this text,
+    generated with the example's output (docs/scripts/generate.py)."""
+    teir, names = cand.teir, list(cand.names)
+    s, p = teir.schedule, teir.primitives
+    prim = [i for i in range(s.num_dims) if s.exec_types[i] is ExecType.PRIM]
+    loops = [i for i in range(s.num_dims) if s.exec_types[i] is not ExecType.PRIM]
+    main = p.prim_main
+    calls = f"one {main.name} call" + (" per tile" if loops else " over the whole operands")
+    if main in (Prim.GEMM, Prim.BRGEMM):
+        batch = next((i for i in prim if s.dim_types[i] is DimType.K), None)
+        if main is not Prim.BRGEMM:
+            batch = None
+        roles = []
+        for role in (DimType.M, DimType.N, DimType.K):
+            axes = [_axis(names[i]) for i in prim if s.dim_types[i] is role and i != batch]
+            if axes:
+                roles.append(f"{role.name} = {' '.join(axes)}")
+        if batch is not None:
+            roles.append(f"{_axis(names[batch])} its batch-reduce axis")
+        text = f"The program is {calls}: {', '.join(roles)}."
+    else:
+        axes = [_axis(names[i]) for i in prim]
+        text = f"The program is {calls} of a {main.name.lower()} primitive over {' '.join(axes)}."
+    fused = [names[i].rstrip("^") for i in prim if len(names[i].rstrip("^")) > 1]
+    if fused:
+        text += (f" An axis named by several indices ({', '.join(f'`{n}`' for n in fused)}) "
+                 "is those indices fused into one: their strides compose.")
+    if loops:
+        said = [f"{_axis(names[i])} is "
+                + ("split across the threads (parallel)"
+                   if s.exec_types[i] is ExecType.PARALLEL else "a sequential loop")
+                for i in loops]
+        text += f" Around the calls, {_series(said)}."
+    inputs = teir.num_tensors - 1
+    tensor_names = ("in0", "in1")[:inputs] if inputs == 2 else ("in0",)
+    packed = {pk.tensor: pk for pk in cand.packs}
+    before = [f"`{tensor_names[j]}` is first copied into a contiguous buffer ordered "
+              f"`{' '.join(packed[j].names)}`" for j in range(len(tensor_names)) if j in packed]
+    in_place = [f"`{tensor_names[j]}`" for j in range(len(tensor_names)) if j not in packed]
+    if in_place:
+        verb = "is" if len(in_place) == 1 else "are"
+        before.append(f"{_series(in_place)} {verb} read in place")
+    text += f" {_series(before)[0].upper()}{_series(before)[1:]}."
+    if p.prim_first is Prim.ZERO:
+        text += " The output is zeroed on first access (`prim_first=zero`)"
+    else:
+        text += " The calls add into the output (`prim_first=none`)"
+    text += (", and a ReLU is applied after the sum (`prim_last=relu`)."
+             if p.prim_last is Prim.RELU else ".")
+    return text
 
 
 # ---- what an alternative changes -------------------------------------------------------

@@ -104,6 +104,8 @@ class Report:
     machine_params: str = ""
     # When a call runs on one thread instead (the plan's SerialWhenIdle; "" for never).
     idle: str = ""
+    # How the contender its calls run was chosen (schedule/trials.py).
+    choice: str = ""
     _plan: Plan | None = field(default=None, repr=False, compare=False)
 
     # ---- data ---------------------------------------------------------------
@@ -133,6 +135,7 @@ class Report:
             "contraction_tree": list(self.tree),
             "machine_params": self.machine_params,
             "idle": self.idle,
+            "choice": self.choice,
         }
         return json.loads(json.dumps(data))  # JSON-native values (lists, not tuples)
 
@@ -152,6 +155,8 @@ class Report:
             blocks.append(("text", f"ranked with {self.machine_params}"))
         if self.idle:
             blocks.append(("text", self.idle))
+        if self.choice:
+            blocks.append(("text", f"calls run {self.choice}"))
         if self.indices:
             blocks.append(("table", rows))
         out.append((head, blocks))
@@ -425,6 +430,20 @@ def _cost_dict(cost: Cost) -> dict[str, Any]:
     return d
 
 
+def choice_note(plan: Plan) -> str:
+    """How the contender the plan's calls run was chosen: by the model, by trials still
+    under way, or by trials done (in this process or an earlier one)."""
+    if plan.choice is not None:
+        return plan.choice.describe()
+    trials = plan.trials
+    if trials is not None:
+        timed = sum(1 for c in trials.contenders if c.times or c.dropped)
+        return (f"the model's choice while trials time it against "
+                f"{len(trials.contenders) - 1} alternatives ({timed} of "
+                f"{len(trials.contenders)} timed after {trials.calls} calls)")
+    return ""  # no trials: the model's choice, as every line above says
+
+
 def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
     """The report of ``plan``; ``measure`` times the plan and its ``top`` alternatives
     on random data of the operands' layouts."""
@@ -497,5 +516,6 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
         alternatives=tuple(alts), tree=with_layouts(step_tree(plan), plan),
         measured_seconds=measured,
         machine_params=str(plan.options.get("machine_params", "")),
-        idle=plan.idle.describe() if plan.idle is not None else "", _plan=plan,
+        idle=plan.idle.describe() if plan.idle is not None else "", choice=choice_note(plan),
+        _plan=plan,
     )

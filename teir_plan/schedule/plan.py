@@ -42,6 +42,7 @@ from teir_plan.teir.records import TEIR
 
 if TYPE_CHECKING:
     from teir_plan.schedule.idle import SerialWhenIdle
+    from teir_plan.schedule.trials import Outcome, Trials
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,10 @@ class Plan:
         # every call runs as planned.
         self.idle = idle
         self.measured_seconds: float | None = None
+        # While set, calls run the contenders of the plan's trials in turns, or the one
+        # they kept (schedule/trials.py); ``choice`` records what the trials found.
+        self.trials: Trials | None = None
+        self.choice: Outcome | None = None
         self._consts = {i: b.make() for i, b in enumerate(self.buffers) if b.kind == "const"}
         # The usual plan is one TEIR step from the operands into out, without packs or
         # temporaries: run() then calls it directly (a cached 4 x 4 call spent 2 of its
@@ -210,6 +215,13 @@ class Plan:
         """The TEIR program of the main contraction step (None if no TEIR step runs)."""
         step = self.main_step
         return step.teir if step is not None else None
+
+    def format_teir(self) -> str | None:
+        """The main step's TEIR program as the TEIR specification's table, each axis named
+        by the einsum indices it runs over (``rs``: r and s fused into one axis, ``pq^``:
+        the outer part of a split ``pq``); None if no TEIR step runs."""
+        step = self.main_step
+        return step.teir.format(list(step.chosen.names)) if step is not None else None
 
     @property
     def predicted_seconds(self) -> float:
@@ -408,7 +420,20 @@ class Plan:
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         """The result for checked ``arrays``: a view of an operand when the plan's result
         is one and no ``out`` is given, else ``out`` (checked here) or a new array,
-        written by the steps."""
+        written by the steps (or by the contender its trials run or kept)."""
+        trials = self.trials
+        if trials is not None:
+            if out is not None and not self._check_out(out, arrays):
+                staged = self.empty_out()  # an out the kernels cannot index: as below
+                trials.run(arrays, staged)
+                np.copyto(out, staged)
+                return out
+            return trials.execute(arrays, out)
+        return self.execute_planned(arrays, out)
+
+    def execute_planned(self, arrays: Sequence[np.ndarray], out: np.ndarray | None
+                        ) -> np.ndarray:
+        """:meth:`execute` with the model's choice, whatever the trials run."""
         if out is None:
             if self.view is not None:
                 return self.view.of(arrays[self.view.operand])
@@ -417,14 +442,22 @@ class Plan:
             result = out
         else:  # an out the kernels cannot index (see addressable): written through a copy
             staged = self.empty_out()
-            self.run(arrays, staged)
+            self.run_planned(arrays, staged)
             np.copyto(out, staged)
             return out
-        self.run(arrays, result)
+        self.run_planned(arrays, result)
         return result
 
     def run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
         """Run on checked arrays (no checks: callers have done them)."""
+        trials = self.trials
+        if trials is not None:
+            trials.run(arrays, out)
+        else:
+            self.run_planned(arrays, out)
+
+    def run_planned(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
+        """:meth:`run` with the model's choice, whatever the trials run."""
         if type(out) is not np.ndarray:  # numpy.matrix's reshape stays 2-D, for one
             out = out.view(np.ndarray)
         idle = self.idle

@@ -1,0 +1,347 @@
+"""Plans that correct themselves: a plan called repeatedly times its runner-up candidates
+and numpy's own einsum against the model's choice, in turns, during its first calls, and
+keeps the fastest.
+
+The cost model ranks candidates with one machine's parameters; on a CPU it was never
+tuned for it can rank them wrongly (on an AMD EPYC Zen 3 its first choice was the fastest
+of its timed top five on 6 of 20 TCCG cases), and nothing it prices can tell it that
+numpy's tensordot would have been faster.  Timing settles it, as FFTW's MEASURE planner
+and cuDNN's benchmark mode do; here the timing is done by the user's own calls, so a trial
+costs only the difference between the contender's time and the best one's:
+
+* the first call runs the model's choice (a plan called once is never slowed);
+* later calls run a contender instead while the trials' extra time so far, with the
+  contender's estimated extra time, stays within ``TRIAL_BUDGET`` (5 %) of all the
+  calls' time so far;
+* every contender is timed ``ROUNDS`` times in turns (the one with fewest timings next),
+  so a busy spell of a shared machine falls on all of them; one measured
+  ``DROP_RATIO`` slower than the best is dropped after two runs;
+* when all are timed the fastest is kept (another than the model's choice only when at
+  least ``SWITCH_MARGIN`` faster), stored per machine (:mod:`teir_plan.schedule.choices`)
+  so the next process starts with it, and later calls run it without any timing.
+
+Every trial is a real call that returns the correct result.  The contenders are the
+model's choice, its next ``RUNNERS_UP`` candidates (the same steps, another candidate
+for the main contraction) and, for one or two operands of the result's dtype, numpy.einsum
+with ``optimize=True`` (what numpy itself would run: its pairwise steps on BLAS through
+tensordot), so a plan cannot stay slower than numpy once its trials are done.
+
+``TEIR_PLAN_SELF_CORRECT=0`` turns this off (the test suite does, so that plans are
+deterministic); plans predicted under ``MIN_PLAN_SECONDS`` never take trials (their time
+is the call's overhead, which a trial could only add to).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from teir_plan.errors import KernelNotCompiledError
+from teir_plan.executor.cache import warm_only
+
+if TYPE_CHECKING:
+    from teir_plan.schedule.plan import Plan
+
+TRIAL_BUDGET = 0.05
+ROUNDS = 3
+RUNNERS_UP = 3
+DROP_RATIO = 1.3
+DROP_FIRST_RATIO = 2.0  # ... or this much slower on its first timed run
+SWITCH_MARGIN = 0.97
+MIN_PLAN_SECONDS = 50e-6
+# A contender's first run this much slower than its estimate is taken for a warm-up (its
+# kernels compiled or loaded, its pages first touched): not a timing.  The plan's first
+# call, which is such a warm-up too, counts towards the budget for at most this many
+# times the model's best time (a first call that compiled for seconds does not buy
+# seconds of trials).
+WARMUP_RATIO = 3.0
+
+Clock = Callable[[], float]
+
+
+def enabled() -> bool:
+    """Whether plans take trials (``TEIR_PLAN_SELF_CORRECT``, on unless ``0``)."""
+    return os.environ.get("TEIR_PLAN_SELF_CORRECT", "1").strip() != "0"
+
+
+class Contender:
+    """One way to compute the plan's result: ``execute(arrays, out or None)`` returns
+    the result (a new array when ``out`` is None), ``run(arrays, out)`` writes ``out``."""
+
+    def __init__(self, name: str, execute: Callable[[Sequence[np.ndarray], np.ndarray | None],
+                                                    np.ndarray],
+                 run: Callable[[Sequence[np.ndarray], np.ndarray], None],
+                 predicted: float | None, fingerprint: str) -> None:
+        self.name = name
+        self.execute = execute
+        self.run = run
+        self.predicted = predicted
+        self.fingerprint = fingerprint
+        self.times: list[float] = []
+        self.warmed = False
+        self.dropped = False
+        self.cold = False  # dropped because its kernels are not compiled yet
+
+    @property
+    def best(self) -> float:
+        return min(self.times) if self.times else float("inf")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the trials found, for explain: the contender kept, and each contender's best
+    time (None: dropped before it was timed, or never run)."""
+
+    kept: str
+    calls: int
+    seconds: tuple[tuple[str, float | None], ...]
+    stored: bool = False  # taken from an earlier process' trials (choices.py)
+
+    def describe(self) -> str:
+        if self.stored:
+            return (f"chosen by measurement in an earlier process on this machine: "
+                    f"{self.kept}")
+        timed = [(n, s) for n, s in self.seconds if s is not None]
+        others = len(self.seconds) - 1
+        parts = ", ".join(f"{n} {s * 1e3:.3f} ms" for n, s in timed)
+        if self.kept == "the model's choice":
+            return (f"the model's choice, measured no slower than {others} alternatives "
+                    f"after {self.calls} calls ({parts})")
+        return (f"{self.kept}, measured faster than {others} alternatives after "
+                f"{self.calls} calls ({parts})")
+
+
+@dataclass
+class Trials:
+    """The trials of one plan (thread-safe: the choice of what a call runs and the
+    bookkeeping are under a lock; the runs are not)."""
+
+    contenders: list[Contender]
+    on_settled: Callable[[Trials], None] | None = None
+    clock: Clock = time.perf_counter
+    calls: int = 0
+    total: float = 0.0  # seconds of every call after the first, trials included
+    first: float = 0.0  # seconds of the first call
+    spent: float = 0.0  # the trials' seconds beyond the model's best time
+    winner: Contender | None = None
+    outcome: Outcome | None = None
+    in_flight: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ---- what a call runs -------------------------------------------------------
+    def _best_time(self) -> float:
+        return min((c.best for c in self.contenders), default=float("inf"))
+
+    def _estimate(self, c: Contender) -> float:
+        """Seconds ``c`` is expected to take: its best so far, else the model's best
+        scaled by the predictions, else (numpy, which has no prediction) twice the
+        model's best: a slower one is dropped after that one run."""
+        if c.times:
+            return c.best
+        model = self.contenders[0].best
+        if c.predicted and self.contenders[0].predicted:
+            return model * c.predicted / self.contenders[0].predicted
+        return 2.0 * model
+
+    def _pick(self) -> tuple[Contender, bool]:
+        """The contender this call runs, and whether its time is a sample."""
+        self.calls += 1
+        model = self.contenders[0]
+        if self.calls == 1 or self.in_flight:
+            return model, False  # the first call (a warm-up), or overlapping calls
+        pending = [c for c in self.contenders if not c.dropped and len(c.times) < ROUNDS]
+        if not pending:
+            return model, False
+        if not model.times:
+            return model, True  # the reference every trial's cost is counted against
+        fewest = min(len(c.times) for c in pending)
+        for c in pending:
+            if len(c.times) != fewest:
+                continue
+            if c is model:
+                return c, True
+            extra = max(0.0, self._estimate(c) - model.best)
+            if self.spent + extra <= TRIAL_BUDGET * self._spendable():
+                return c, True
+        # The budget does not cover a contender yet: the model's choice runs, timed
+        # when it still needs samples.
+        return model, len(model.times) < ROUNDS
+
+    def _spendable(self) -> float:
+        """The calls' time so far that the budget is a share of."""
+        return self.total + min(self.first, WARMUP_RATIO * self.contenders[0].best)
+
+    def _record(self, c: Contender, sample: bool, seconds: float) -> None:
+        best = self._best_time()
+        if not self.first and not sample and c is self.contenders[0]:
+            self.first = seconds  # the first call's (a warm-up: see WARMUP_RATIO)
+        else:
+            self.total += seconds
+        model = self.contenders[0]
+        if c is not model and model.times:
+            # A trial costs what it took beyond the model's choice, which the call would
+            # have run otherwise (a faster contender's trials pay back).
+            self.spent += seconds - model.best
+        if not sample:
+            return
+        if not c.warmed and c is not model:
+            c.warmed = True
+            estimate = self._estimate(c)
+            if seconds > WARMUP_RATIO * estimate:
+                return  # compiled, loaded or first touched: run it again before judging
+        c.times.append(seconds)
+        if c is not model and best < float("inf") and c.best > (
+                DROP_RATIO if len(c.times) >= 2 else DROP_FIRST_RATIO) * best:
+            c.dropped = True
+        if all(c.dropped or len(c.times) >= ROUNDS for c in self.contenders):
+            self._settle()
+
+    def _settle(self) -> None:
+        model = self.contenders[0]
+        timed = [c for c in self.contenders if c.times and not c.dropped]
+        fastest = min(timed, key=lambda c: c.best)
+        kept = fastest if fastest.best < SWITCH_MARGIN * model.best else model
+        self.winner = kept
+        self.outcome = Outcome(
+            kept=kept.name, calls=self.calls,
+            seconds=tuple((c.name, c.best if c.times else None) for c in self.contenders))
+        if self.on_settled is not None:
+            self.on_settled(self)
+
+    def _call(self, go: Callable[[Contender], np.ndarray | None]) -> np.ndarray | None:
+        with self._lock:
+            winner = self.winner
+            if winner is None:
+                c, sample = self._pick()
+                self.in_flight += 1
+        if winner is not None:
+            return go(winner)
+        model = self.contenders[0]
+        t = self.clock()
+        try:
+            if c is model:
+                return go(c)
+            with warm_only():  # no trial waits for the compiler: see below
+                return go(c)
+        except KernelNotCompiledError:
+            # The contender needs kernels this machine has not compiled yet (seconds of
+            # the compiler, for a call of milliseconds): it is left out of this
+            # process' trials, and the call runs the model's choice.  Nothing was
+            # written: the check comes before any kernel runs.
+            with self._lock:
+                c.dropped = True
+                c.cold = True
+                sample = False
+            c = model
+            return go(model)
+        finally:
+            seconds = self.clock() - t
+            with self._lock:
+                self.in_flight -= 1
+                if self.winner is None:
+                    self._record(c, sample, seconds)
+
+    def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
+        r = self._call(lambda c: c.execute(arrays, out))
+        assert r is not None
+        return r
+
+    def run(self, arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
+        self._call(lambda c: c.run(arrays, out))
+
+
+# ---- the contenders of a plan --------------------------------------------------------
+def _numpy_subscripts(subscripts: str) -> bool:
+    return all(ch.isascii() and (ch.isalpha() or ch in ",->. ") for ch in subscripts)
+
+
+def numpy_contender(plan: Plan) -> Contender | None:
+    """numpy.einsum(optimize=True) on the plan's operands, for one or two operands of the
+    result's dtype with numpy's letters and no epilogue (numpy would compute anything
+    else otherwise than the plan: casts, ReLU)."""
+    if (len(plan.operands) > 2 or plan.options.get("epilogue")
+            or any(s.dtype != plan.dtype for s in plan.operands)
+            or not _numpy_subscripts(plan.subscripts)):
+        return None
+    subscripts = plan.subscripts
+    own_layout = plan.options.get("order", None) == "K"
+
+    def execute(arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
+        if out is None and own_layout:  # order='K': numpy's own layout is a result too
+            return np.einsum(subscripts, *arrays, optimize=True)  # type: ignore[no-any-return]
+        target = plan.empty_out() if out is None else out
+        np.einsum(subscripts, *arrays, out=target, optimize=True)
+        return target
+
+    def run(arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
+        np.einsum(subscripts, *arrays, out=out, optimize=True)
+
+    return Contender("numpy.einsum", execute, run, None, "numpy.einsum")
+
+
+def plan_fingerprint(plan: Plan) -> str:
+    """What tells a plan's main-step candidate apart, stable across processes."""
+    step = plan.main_step
+    if step is None:
+        return "steps"
+    cand = step.chosen
+    return repr((cand.teir.to_json(), tuple(p.describe() for p in cand.packs)))
+
+
+def plan_contender(plan: Plan, name: str, execute: Callable[..., np.ndarray],
+                   run: Callable[..., None]) -> Contender:
+    return Contender(name, execute, run, plan.predicted_seconds, plan_fingerprint(plan))
+
+
+def eligible(plan: Plan) -> bool:
+    """Whether ``plan`` takes trials: long enough to time, not a view or a tiny call's
+    numpy route, not autotuned already."""
+    return (plan.view is None and plan.numpy_call is None
+            and plan.predicted_seconds >= MIN_PLAN_SECONDS
+            and not plan.options.get("autotuned"))
+
+
+def attach(plan: Plan, problem: str) -> None:
+    """Give ``plan`` (cached under the key whose repr is ``problem``) its trials, or the
+    choice an earlier process' trials stored for it on this machine."""
+    from teir_plan.schedule import choices
+
+    model = Contender("the model's choice", plan.execute_planned, plan.run_planned,
+                      plan.predicted_seconds, plan_fingerprint(plan))
+    contenders = [model]
+    seen = {model.fingerprint}
+    for rank, alt in enumerate(plan.alternatives[1:1 + RUNNERS_UP], start=1):
+        fp = plan_fingerprint(alt)
+        if fp not in seen:
+            seen.add(fp)
+            contenders.append(Contender(f"the model's candidate {rank}", alt.execute,
+                                        alt.run, alt.predicted_seconds, fp))
+    baseline = numpy_contender(plan)
+    if baseline is not None:
+        contenders.append(baseline)
+    if len(contenders) == 1:
+        return
+    kept = choices.stored(problem)
+    if kept is not None:
+        for c in contenders:
+            if choices.digest(c.fingerprint) == kept:
+                outcome = Outcome(kept=c.name, calls=0, seconds=(), stored=True)
+                plan.choice = outcome
+                if c is not model:
+                    plan.trials = Trials(contenders, winner=c, outcome=outcome)
+                return
+
+    def settled(trials: Trials) -> None:
+        plan.choice = trials.outcome
+        assert trials.winner is not None
+        if trials.winner is model:
+            plan.trials = None  # no timing, no indirection from here on
+        choices.store(problem, trials.winner.fingerprint)
+
+    plan.trials = Trials(contenders, on_settled=settled)

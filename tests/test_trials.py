@@ -1,0 +1,206 @@
+"""Plans that correct themselves (teir_plan/schedule/trials.py, choices.py).
+
+The decision rules are tested on contenders whose run times a fake clock sets, so that
+every assertion is exact; the plans' own trials are tested for what they must never get
+wrong whatever the machine's timings: every call's result (against numpy.einsum in
+float64), the budget's bookkeeping, the stored choice and what explain says.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import teir_plan as tp
+from teir_plan import api
+from teir_plan.errors import KernelNotCompiledError
+from teir_plan.schedule import choices, trials
+from teir_plan.schedule.trials import Contender, Trials
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_contenders(clock: FakeClock, seconds: dict[str, list[float]],
+                    predicted: dict[str, float | None]) -> tuple[list[Contender], list[str]]:
+    """Contenders named as ``seconds``' keys (the model's first), each taking its listed
+    times in turn (the last repeated), and the log of which ran."""
+    ran: list[str] = []
+
+    def make(name: str) -> Contender:
+        runs = iter(seconds[name])
+        last = [seconds[name][0]]
+
+        def execute(arrays, out):  # type: ignore[no-untyped-def]
+            last[0] = next(runs, last[0])
+            clock.now += last[0]
+            ran.append(name)
+            return np.array(list(seconds).index(name))
+
+        def run(arrays, out):  # type: ignore[no-untyped-def]
+            execute(arrays, out)
+
+        return Contender(name, execute, run, predicted[name], name)
+
+    return [make(n) for n in seconds], ran
+
+
+def test_a_plan_called_once_runs_the_models_choice_alone() -> None:
+    clock = FakeClock()
+    cs, ran = fake_contenders(clock, {"model": [1.0], "a": [0.5], "numpy": [0.4]},
+                              {"model": 1.0, "a": 1.1, "numpy": None})
+    t = Trials(cs, clock=clock)
+    assert int(t.execute([], None)) == 0
+    assert ran == ["model"]
+    assert all(not c.times for c in cs)  # the first call is a warm-up, not a sample
+
+
+def test_trials_keep_the_fastest_and_stay_within_the_budget() -> None:
+    clock = FakeClock()
+    seconds = {"model": [1.0], "a": [0.6], "b": [1.1], "numpy": [1.8]}
+    cs, ran = fake_contenders(clock, seconds,
+                              {"model": 1.0, "a": 1.05, "b": 1.1, "numpy": None})
+    settled: list[Trials] = []
+    t = Trials(cs, on_settled=settled.append, clock=clock)
+    calls = 0
+    while t.winner is None:
+        t.execute([], None)
+        calls += 1
+        assert t.spent <= trials.TRIAL_BUDGET * t._spendable() + 1e-12
+        assert calls < 1000
+    assert t.winner is cs[1] and settled == [t]
+    assert t.outcome is not None and t.outcome.kept == "a"
+    assert "measured faster than 3 alternatives" in t.outcome.describe()
+    # In turns: each contender's timed runs are interleaved with the others'.
+    timed = [n for n in ran[1:] if n != "model"]
+    assert timed.index("a") < timed.index("b") < timed.index("numpy")
+    # After the trials every call runs the winner, untimed.
+    before = len(ran)
+    for _ in range(5):
+        assert int(t.execute([], None)) == 1
+    assert ran[before:] == ["a"] * 5
+
+
+def test_the_models_choice_is_kept_unless_clearly_beaten() -> None:
+    clock = FakeClock()
+    cs, _ = fake_contenders(clock, {"model": [1.0], "a": [0.99], "numpy": [5.0]},
+                            {"model": 1.0, "a": 1.0, "numpy": None})
+    t = Trials(cs, clock=clock)
+    for _ in range(2000):
+        if t.winner is not None:
+            break
+        t.execute([], None)
+    assert t.winner is cs[0]  # 1 % faster is within the timing's noise
+    assert cs[2].dropped  # numpy, 5x slower, dropped after one run
+    assert len(cs[2].times) == 1
+
+
+def test_a_first_run_far_over_its_estimate_is_a_warm_up() -> None:
+    clock = FakeClock()
+    cs, _ = fake_contenders(clock, {"model": [1.0], "a": [40.0, 0.7]},
+                            {"model": 1.0, "a": 1.0})
+    t = Trials(cs, clock=clock)
+    for _ in range(5000):
+        if t.winner is not None:
+            break
+        t.execute([], None)
+    assert t.winner is cs[1]
+    assert 40.0 not in cs[1].times
+
+
+def test_a_contender_whose_kernels_are_not_compiled_is_left_out() -> None:
+    clock = FakeClock()
+    cs, ran = fake_contenders(clock, {"model": [1.0], "cold": [0.1]},
+                              {"model": 1.0, "cold": 1.0})
+
+    def refuse(arrays, out):  # type: ignore[no-untyped-def]
+        raise KernelNotCompiledError("kernel x is not compiled on this machine yet")
+
+    cs[1].execute = refuse
+    t = Trials(cs, clock=clock)
+    results = [int(t.execute([], None)) for _ in range(200)]
+    assert results == [0] * 200  # every call answered, by the model's choice
+    assert cs[1].dropped and cs[1].cold
+    assert t.winner is cs[0]
+
+
+@pytest.fixture
+def self_correcting(monkeypatch: pytest.MonkeyPatch, tmp_path):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TEIR_PLAN_SELF_CORRECT", "1")
+    monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(trials, "TRIAL_BUDGET", 1.0)  # settle within the test's calls
+    api.plan_cache.clear()
+    choices.forget()
+    yield tmp_path
+    api.plan_cache.clear()
+    choices.forget()
+
+
+CASE = ("abcd,cde->abe", (32, 24, 30, 16), (30, 16, 24))
+
+
+def test_every_call_during_trials_gives_numpys_result(self_correcting) -> None:  # type: ignore[no-untyped-def]
+    expr, sa, sb = CASE
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+    plan = tp.plan(expr, a, b)
+    assert plan.trials is not None
+    names = [c.name for c in plan.trials.contenders]
+    assert names[0] == "the model's choice" and "numpy.einsum" in names
+    out = np.empty(plan.shape, np.float32)
+    for i in range(60):
+        r = tp.einsum(expr, a, b) if i % 2 else tp.einsum(expr, a, b, out=out)
+        np.testing.assert_allclose(r, ref, rtol=1e-4, atol=1e-4)
+    assert plan.choice is not None and not plan.choice.stored
+    assert "calls run" in str(plan.explain())
+    assert (self_correcting / "choices.json").exists()
+
+    # The next process starts with the stored choice: no trials.
+    api.plan_cache.clear()
+    choices.forget()
+    again = tp.plan(expr, a, b)
+    assert again is not plan
+    assert again.choice is not None and again.choice.stored
+    np.testing.assert_allclose(tp.einsum(expr, a, b), ref, rtol=1e-4, atol=1e-4)
+    assert "earlier process" in str(again.explain())
+
+
+def test_an_out_with_gaps_is_written_during_trials(self_correcting) -> None:  # type: ignore[no-untyped-def]
+    expr, sa, sb = CASE
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
+    big = np.zeros((32, 24 * 2, 24), np.float32)
+    out = big[:, ::2, :]
+    for _ in range(30):
+        tp.einsum(expr, a, b, out=out)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    assert not big[:, 1::2, :].any()  # nothing written between out's elements
+
+
+def test_no_trials_when_turned_off_or_tiny(monkeypatch: pytest.MonkeyPatch) -> None:
+    api.plan_cache.clear()
+    expr, sa, sb = CASE
+    assert tp.plan(expr, sa, sb, dtype=np.float32).trials is None  # the suite: off
+    monkeypatch.setenv("TEIR_PLAN_SELF_CORRECT", "1")
+    api.plan_cache.clear()
+    assert tp.plan("ij,jk->ik", (4, 4), (4, 4), dtype=np.float32).trials is None
+    api.plan_cache.clear()
+
+
+def test_a_damaged_choices_file_is_ignored(self_correcting) -> None:  # type: ignore[no-untyped-def]
+    for text in ("[1, 2]", "null", '{"form": 1, "machines": {"x": 3}}', "{not json"):
+        (self_correcting / "choices.json").write_text(text)
+        choices.forget()
+        assert choices.stored("anything") is None
+        assert choices.store("problem", "fingerprint")
+        choices.forget()
+        assert choices.stored("problem") == choices.digest("fingerprint")
