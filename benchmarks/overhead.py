@@ -109,8 +109,8 @@ def first_use_rows() -> list[list]:
     times, which the first einsum would otherwise compile) and on the warm one it left."""
     pkg = Path(tp.__file__).parent
     code = ("import time, warnings; import teir_plan as tp; "
-            "from teir_plan.planner import machine as M; warnings.simplefilter('ignore'); "
-            "t=time.perf_counter(); M.quick_calibrate(save=False); "
+            "from teir_plan.calibration import quick_calibrate; warnings.simplefilter('ignore'); "
+            "t=time.perf_counter(); quick_calibrate(save=False); "
             "print(time.perf_counter()-t)")
     rows = []
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as params:

@@ -25,8 +25,8 @@ import numpy as np
 from numba import njit, prange
 
 import teir_plan as tp
+from teir_plan.calibration import best_seconds
 from teir_plan.executor.reduce import RUN_BLOCK
-from teir_plan.planner.calibrate import best_seconds
 from teir_plan.tiles import CHUNKS_PER_THREAD
 
 _SUM_MATH = {"reassoc", "contract"}

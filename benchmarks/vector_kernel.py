@@ -29,11 +29,12 @@ import numpy as np
 
 import teir_plan as tp
 from benchmarks.common import machine
+from teir_plan.calibration import calibration_program
 from teir_plan.executor.execute import run_lowered
 from teir_plan.executor.lower import Lowered, lower
 from teir_plan.isa import target
-from teir_plan.planner.calibrate import calibration_program
-from teir_plan.planner.machine import MachineParams, machine_params
+from teir_plan.machine import MachineParams
+from teir_plan.schedule.in_force import machine_params
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds.vec import KIND as VEC
 from teir_plan.tilekinds.vec import aliased_k_rows, vec_efficiency

@@ -16,17 +16,20 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
+from teir_plan.backends import ArrayBackend, register_array_backend
 from teir_plan.errors import (
     CalibrationWarning,
     DTypeError,
     EinsumError,
+    MachineFileError,
     OperandTypeError,
     OptionTypeError,
     PlanError,
     TEIRError,
     TEIRPlanError,
 )
-from teir_plan.planner.machine import MachineParams, machine_params
+from teir_plan.machine import MachineParams
+from teir_plan.schedule.in_force import machine_params
 from teir_plan.teir import TEIR, DataType, DimType, ExecType, Prim, Primitives, Schedule
 
 if TYPE_CHECKING:
@@ -34,10 +37,14 @@ if TYPE_CHECKING:
     from teir_plan.executor import execute, get_num_threads, set_num_threads
     from teir_plan.interop import tensordot, transpose
     from teir_plan.path import einsum_path
-    from teir_plan.planner.calibrate import calibrate
     from teir_plan.render import Report, explain
     from teir_plan.render.pseudocode import pseudocode
+    from teir_plan.schedule.calibrate import calibrate
     from teir_plan.schedule.plan import Plan
+
+# Dask arrays (they carry a task graph) are contracted block by block by
+# teir_plan/distributed/, which loads dask on the first such call.
+register_array_backend(ArrayBackend("dask", "__dask_graph__", "teir_plan.distributed.contract"))
 
 try:
     __version__ = _version("teir_plan")
@@ -59,7 +66,7 @@ _LAZY = {
     "explain": "teir_plan.render",
     "pseudocode": "teir_plan.render.pseudocode",
     "Plan": "teir_plan.schedule.plan",
-    "calibrate": "teir_plan.planner.calibrate",
+    "calibrate": "teir_plan.schedule.calibrate",
     # opt_einsum's backend="teir_plan" looks these up (with einsum): teir_plan/interop.py
     "tensordot": "teir_plan.interop",
     "transpose": "teir_plan.interop",
@@ -112,6 +119,7 @@ __all__ = [
     "PlanError",
     "DTypeError",
     "OperandTypeError",
+    "MachineFileError",
     "OptionTypeError",
     "CalibrationWarning",
 ]

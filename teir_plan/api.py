@@ -12,15 +12,16 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
+from teir_plan.backends import backend_for
 from teir_plan.errors import DTypeError, EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads
 from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
-from teir_plan.planner import machine as _machine
+from teir_plan.machine import store as _machine
 from teir_plan.planner.autotune import autotune, random_operands
-from teir_plan.planner.machine import machine_params
 from teir_plan.schedule import trials
 from teir_plan.schedule.build import build_plan, c_strides
+from teir_plan.schedule.in_force import machine_params
 from teir_plan.schedule.plan import OperandSpec, Plan, addressable, as_operand
 
 PLAN_CACHE_SIZE = 512
@@ -289,7 +290,7 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             if out is None:
                 run2 = cache.pairs.get((subscripts, x.shape, x.strides, x.dtype, y.shape,
                                         y.strides, y.dtype, get_num_threads()))
-                if run2 is not None and _machine._current is cache._params:
+                if run2 is not None and _machine.current is cache._params:
                     r = run2(x, y)
                     if r is not None:
                         cache.hits += 1
@@ -298,7 +299,7 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
                 run2_out = cache.pairs_out.get((
                     subscripts, x.shape, x.strides, x.dtype, y.shape, y.strides, y.dtype,
                     get_num_threads(), out.shape, out.strides, out.dtype))
-                if run2_out is not None and _machine._current is cache._params:
+                if run2_out is not None and _machine.current is cache._params:
                     r = run2_out(x, y, out)
                     if r is not None:
                         cache.hits += 1
@@ -311,7 +312,7 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             cache = plan_cache
             run1 = cache.singles.get((subscripts, x.shape, x.strides, x.dtype,
                                       get_num_threads()))
-            if run1 is not None and _machine._current is cache._params:
+            if run1 is not None and _machine.current is cache._params:
                 r = run1(x)
                 if r is not None:
                     cache.hits += 1
@@ -327,11 +328,10 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             if p is not None:
                 return p.execute(operands, out)  # type: ignore[arg-type]
     # (after the direct lookup, which takes numpy arrays only: no cost on its path)
-    if _any_dask(subscripts, operands):
-        from teir_plan.distributed.contract import einsum as dask_einsum
-
-        return dask_einsum(subscripts, *operands, out=out, dtype=dtype, order=order,  # type: ignore[no-any-return]
-                           casting=casting, optimize=optimize, epilogue=epilogue)
+    backend = backend_for((subscripts, *operands))
+    if backend is not None:  # dask arrays (teir_plan/backends.py)
+        return backend(subscripts, *operands, out=out, dtype=dtype, order=order,  # type: ignore[return-value]
+                       casting=casting, optimize=optimize, epilogue=epilogue)
     subscripts, ops = _subscripts_and_operands(subscripts, operands)
     arrays = [as_operand(x, i) for i, x in enumerate(ops)]
     specs = [OperandSpec.of(a) for a in arrays]
@@ -355,12 +355,6 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             plan_cache.put_single((subscripts, x.shape, x.strides, x.dtype,
                                    get_num_threads()), p, params)
     return p.execute(arrays, out)
-
-
-def _any_dask(subscripts: object, operands: Sequence[object]) -> bool:
-    """Whether an operand is a dask array (then the result is one: see
-    teir_plan/distributed/); checked by attribute, so that dask is never imported here."""
-    return any(hasattr(x, "__dask_graph__") for x in (subscripts, *operands))
 
 
 def _direct_key(subscripts: str, operands: Sequence[object], out: object,

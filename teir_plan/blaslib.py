@@ -82,7 +82,7 @@ def numpy_openblas_kernels() -> str | None:
 def blas_kernels() -> str:
     """The library the GEMM tiles call and the kernels it runs: ``numpy OpenBLAS
     Haswell`` or ``scipy BLAS``.  The cost model's measured GEMM rates hold for these
-    kernels alone (planner/machine.machine_key)."""
+    kernels alone (machine/store.machine_key)."""
     if not uses_numpy_openblas():
         return "scipy BLAS"
     return f"numpy OpenBLAS {numpy_openblas_kernels() or ''}".rstrip()

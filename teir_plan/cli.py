@@ -121,7 +121,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 def _best(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
     """The best of ``repeats`` calls after one that compiles and plans."""
-    from teir_plan.planner.calibrate import best_seconds
+    from teir_plan.calibration import best_seconds
 
     return best_seconds(fn, repeats, warmup=1)  # type: ignore[no-any-return]
 
@@ -173,7 +173,7 @@ _SHORT = 8  # calibrate prints sequences longer than this only with --verbose
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from teir_plan.planner.machine import cache_dir
+    from teir_plan.machine import cache_dir
 
     params = tp.calibrate(save=not args.no_save)
     for k, v in params.__dict__.items():

@@ -43,6 +43,12 @@ class OperandTypeError(TEIRPlanError, TypeError):
     """An operand is not an array (or something numpy converts to a numeric array)."""
 
 
+class MachineFileError(PlanError):
+    """A machine-parameters file cannot be used: ``TEIR_PLAN_MACHINE``'s (an error, the
+    user named it) or the cache's (a warning there, and the parameters are rebuilt). The
+    message names the file and the field."""
+
+
 class KernelNotCompiledError(TEIRPlanError, ValueError):
     """A plan's trial (schedule/trials.py) would have compiled executor kernels that are
     not in the compiled-code cache yet.  Raised before anything is compiled or written,

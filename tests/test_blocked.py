@@ -21,8 +21,8 @@ from teir_plan.executor.threads import get_num_threads
 from teir_plan.frontend.contraction import Contraction, Layout, describe, with_dtype
 from teir_plan.frontend.expression import parse
 from teir_plan.planner.block import STAGE_L2_FRACTION, blocking_for
-from teir_plan.planner.machine import machine_params
 from teir_plan.schedule.build import _build, result_layouts
+from teir_plan.schedule.in_force import machine_params
 from teir_plan.schedule.plan import OperandSpec
 from teir_plan.schedule.steps import BlockedStep
 from teir_plan.teir.enums import DimType

@@ -20,11 +20,12 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan.executor.lower import lower
 from teir_plan.frontend.contraction import Layout, describe, with_dtype
+from teir_plan.machine import set_machine_params
 from teir_plan.planner.broadcast_pack import (
     BROADCAST_PACK_MIN_ADVANTAGE,
     broadcast_pack_variants,
 )
-from teir_plan.planner.machine import machine_params, set_machine_params
+from teir_plan.schedule.in_force import machine_params
 from teir_plan.tiles import VEC_BYTES
 from tests.strategies import assert_einsum_close, counted, fuzz_settings
 

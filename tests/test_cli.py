@@ -366,7 +366,7 @@ def test_run_and_explain_take_the_plan_options(capsys):
 
 def test_calibrate_prints_a_summary_and_the_tables_only_when_verbose(capsys, monkeypatch):
     from teir_plan import cli
-    from teir_plan.planner.machine import MachineParams
+    from teir_plan.machine import MachineParams
 
     params = MachineParams.reference()
     monkeypatch.setattr(tp, "calibrate", lambda save=True: params)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from teir_plan.machine import MachineParams
 from teir_plan.planner.copy import SHORT_RUN_COPY_FACTOR, plan_copy
-from teir_plan.planner.machine import MachineParams
 
 PARAMS = MachineParams()
 

@@ -8,17 +8,13 @@ import itertools
 
 import pytest
 
-from teir_plan.errors import PlanError
+from teir_plan.calibration import calibration_program
+from teir_plan.errors import CalibrationWarning, PlanError
 from teir_plan.executor.lower import lower
-from teir_plan.planner.calibrate import calibration_program
+from teir_plan.machine import GEMM_FORMS, GEMM_GRID, MachineParams
+from teir_plan.machine.tables import default_gemm_efficiency
 from teir_plan.planner.cost import tile_seconds
 from teir_plan.planner.gemm_rate import gemm_efficiency
-from teir_plan.planner.machine import (
-    DEFAULT_GEMM_EFFICIENCY,
-    GEMM_FORMS,
-    GEMM_GRID,
-    MachineParams,
-)
 from teir_plan.planner.search import prim_options, variants
 from teir_plan.tilekinds import table as K
 from teir_plan.tilekinds.blas import BlasPlan, blas_form, blas_plan
@@ -63,14 +59,14 @@ def test_machine_params_complete_or_refuse_a_table() -> None:
 
 def test_default_tables_cover_every_form() -> None:
     g = len(GEMM_GRID)
-    assert len(DEFAULT_GEMM_EFFICIENCY) == len(GEMM_FORMS) * g**3
-    assert all(0 < v <= 1 for v in DEFAULT_GEMM_EFFICIENCY)
+    assert len(default_gemm_efficiency()) == len(GEMM_FORMS) * g**3
+    assert all(0 < v <= 1 for v in default_gemm_efficiency())
 
 
 def _scaled(form: int, factor: float) -> MachineParams:
     """Default parameters with one form's table scaled by ``factor``."""
     size = len(GEMM_GRID) ** 3
-    table = list(DEFAULT_GEMM_EFFICIENCY)
+    table = list(default_gemm_efficiency())
     for i in range(form * size, (form + 1) * size):
         table[i] *= factor
     return MachineParams(gemm_efficiency=tuple(table))
@@ -135,25 +131,26 @@ def test_a_calibration_cached_without_forms_keeps_its_nn_table(tmp_path, monkeyp
     N,N table as measured, the other forms scaled by the defaults' ratios."""
     import json
 
-    from teir_plan.planner import machine
+    from teir_plan.machine import store as machine
 
     size = len(GEMM_GRID) ** 3
     nn = [0.5] * size
     monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path))
     (tmp_path / "machine.json").write_text(json.dumps(
         {machine.machine_key(): {"gemm_efficiency": nn, "calibrated": True}}))
-    loaded = machine._load()
+    loaded = machine.load_params()
     assert loaded is not None and loaded.calibrated
     table = loaded.gemm_efficiency
     assert len(table) == len(GEMM_FORMS) * size and list(table[:size]) == nn
-    d = DEFAULT_GEMM_EFFICIENCY
+    d = default_gemm_efficiency()
     for form in range(1, len(GEMM_FORMS)):
         for i in (0, 77, size - 1):
             j = form * size + i
             assert table[j] == pytest.approx(min(1.0, 0.5 * d[j] / d[i]))
     (tmp_path / "machine.json").write_text(json.dumps(
         {machine.machine_key(): {"gemm_efficiency": [0.5] * 100}}))
-    assert machine._load() is None  # another grid: not usable
+    with pytest.warns(CalibrationWarning, match="'gemm_efficiency' must have 864"):
+        assert machine.load_params() is None  # another grid: not usable, and said so
 
 
 def test_the_floors_efficiency_bounds_every_form_and_orientation() -> None:

@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import teir_plan as tp
-from teir_plan.planner import calibrate
+from teir_plan.calibration import cores as calibrate
+from teir_plan.machine import set_machine_params
 from teir_plan.planner.handoff import PAGE_BYTES, remote_transfers, run_lines
-from teir_plan.planner.machine import machine_params, set_machine_params
+from teir_plan.schedule.in_force import machine_params
 from teir_plan.teir.records import TEIR
 
 
@@ -155,10 +156,10 @@ def test_the_tree_planner_prices_what_its_steps_hand_over(latency):
 
 def test_the_handoff_latency_is_measured_between_two_cpus(monkeypatch):
     if len(os.sched_getaffinity(0)) >= 2:
-        latency = calibrate._handoff_latency(rounds=2)
+        latency = calibrate.handoff_latency(rounds=2)
         assert 0 < latency < 1e-5
     monkeypatch.setattr(calibrate.os, "sched_getaffinity", lambda pid: {0})
-    assert calibrate._handoff_latency() == 0.0  # one CPU: nothing is handed over
+    assert calibrate.handoff_latency() == 0.0  # one CPU: nothing is handed over
 
 
 def test_threads_that_cannot_be_placed_measure_nothing(monkeypatch):
@@ -168,7 +169,7 @@ def test_threads_that_cannot_be_placed_measure_nothing(monkeypatch):
 
     monkeypatch.setattr(calibrate.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(calibrate.os, "sched_setaffinity", refuse)
-    assert calibrate._handoff_latency() == 0.0
+    assert calibrate.handoff_latency() == 0.0
 
 
 def test_a_failing_call_on_a_placed_thread_is_raised_in_the_caller():

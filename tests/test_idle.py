@@ -18,10 +18,12 @@ import pytest
 
 import teir_plan as tp
 import teir_plan.schedule.plan as plan_module
+from teir_plan.calibration import QuickMeasurements, params_from_quick
+from teir_plan.calibration import cores as calibrate
 from teir_plan.executor import threads
-from teir_plan.planner import calibrate
-from teir_plan.planner.machine import MachineParams, machine_params, set_machine_params
+from teir_plan.machine import MachineParams, set_machine_params
 from teir_plan.schedule.idle import BUSY_HORIZON_SECONDS, serial_when_idle
+from teir_plan.schedule.in_force import machine_params
 
 # (the package's ``execute`` is the function: the modules by name)
 execute_module = importlib.import_module("teir_plan.executor.execute")
@@ -160,14 +162,14 @@ def test_alternatives_run_as_they_are_ranked(two_threads: None) -> None:
 
 def test_idle_measurements(two_threads: None) -> None:
     ref = MachineParams.reference()
-    assert calibrate._idle_measurements(1) == (ref.wake_seconds, ref.spin_seconds)
-    wake, spin = calibrate._idle_measurements(2)
+    assert calibrate.idle_measurements(1) == (ref.wake_seconds, ref.spin_seconds)
+    wake, spin = calibrate.idle_measurements(2)
     assert 0.0 <= wake < 0.05
     assert spin in (*calibrate.IDLE_GAPS, calibrate.NEVER_SLEEPS, ref.spin_seconds)
     assert threads.idle_seconds() < 1.0  # the probe's regions were recorded
-    quick = calibrate.QuickMeasurements(1e11, 5e10, 2e10, 2e10, 2e-6, None, 64, 64,
+    quick = QuickMeasurements(1e11, 5e10, 2e10, 2e10, 2e-6, None, 64, 64,
                                         wake, spin)
-    p = calibrate.params_from_quick(quick)
+    p = params_from_quick(quick)
     assert (p.wake_seconds, p.spin_seconds) == (wake, spin)
 
 
@@ -329,19 +331,19 @@ def test_a_lost_idle_measurement_falls_back_to_the_reference(
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     ref = MachineParams.reference()
-    assert calibrate._idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)
+    assert calibrate.idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert calibrate._idle_measurements(2) == (0.0, calibrate.NEVER_SLEEPS)
+    assert calibrate.idle_measurements(2) == (0.0, calibrate.NEVER_SLEEPS)
     # A rise after every wait, the shortest included: asleep at once.
     monkeypatch.setattr(calibrate, "IDLE_GAPS", (0.0, *calibrate.IDLE_GAPS[1:]))
     slow = iter([1e-5] * 51 + [1e-3] * 1000)
     monkeypatch.setattr(calibrate, "region_seconds", lambda threads, x: next(slow))
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
-    wake, spin = calibrate._idle_measurements(2)
+    wake, spin = calibrate.idle_measurements(2)
     assert spin == 0.0 and wake > 0
     monkeypatch.delenv("OMP_WAIT_POLICY")
     slow = iter([1e-5] * 51 + [1e-3] * 1000)
-    assert calibrate._idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)
+    assert calibrate.idle_measurements(2) == (ref.wake_seconds, ref.spin_seconds)
 
 
 def test_workers_are_kept_off_the_callers_cpu(two_threads: None,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from teir_plan.executor.lower import lower, plain_blas
+from teir_plan.machine import MachineParams
 from teir_plan.planner import cost
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.search import rank, variants
 from teir_plan.teir.records import TEIR
 from teir_plan.tilekinds import table as K

@@ -15,20 +15,19 @@ import numpy as np
 import pytest
 
 import teir_plan as tp
+from teir_plan.calibration import QuickMeasurements, params_from_quick
+from teir_plan.calibration import quick as measure
+from teir_plan.calibration import timing as cal_timing
+from teir_plan.calibration import vector as cal_vector
 from teir_plan.errors import CalibrationWarning, PlanError
 from teir_plan.isa import VectorTarget
-from teir_plan.planner import calibrate as measure
-from teir_plan.planner import machine
-from teir_plan.planner.calibrate import QuickMeasurements, params_from_quick
+from teir_plan.machine import MachineParams, default_params, set_machine_params
+from teir_plan.machine import defaults as machine_defaults
+from teir_plan.machine import store as machine
+from teir_plan.machine.tables import avx2_blas_gemm_efficiency, default_gemm_efficiency
 from teir_plan.planner.gemm_rate import gemm_efficiency
-from teir_plan.planner.machine import (
-    AVX2_BLAS_GEMM_EFFICIENCY,
-    DEFAULT_GEMM_EFFICIENCY,
-    MachineParams,
-    default_params,
-    set_machine_params,
-)
 from teir_plan.render.report import build_report
+from teir_plan.schedule import calibrate as checked
 from teir_plan.tilekinds.vec import vec_efficiency, vec_strips
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
@@ -112,7 +111,7 @@ def test_autocalibrate_1_runs_the_full_calibration(fresh, monkeypatch) -> None:
                    source="calibrated")
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "1")
     monkeypatch.setattr(measure, "measure_quick", _no_measuring)
-    monkeypatch.setattr(measure, "calibrate", lambda: full)
+    monkeypatch.setattr(checked, "calibrate", lambda: full)
     assert tp.machine_params() is full
 
 
@@ -132,7 +131,7 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
         if f.name == "handoff_seconds" and len(os.sched_getaffinity(0)) < 2:
             assert value == 0  # one CPU: nothing is handed between cores
         elif f.name == "vec_k_steps":  # (0: the kernel as fast at K 36 as at K 192)
-            assert 0 <= value <= measure.MAX_K_STEPS
+            assert 0 <= value <= cal_vector.MAX_K_STEPS
         elif f.name in ("vec_tile_seconds", "vec_strip_seconds"):  # (0: lost in noise)
             assert 0 <= value < 1e-5, f.name
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -144,7 +143,7 @@ def test_quick_calibration_measures_complete_sane_parameters(fresh) -> None:
     cached = json.loads((fresh / "machine.json").read_text())
     assert list(cached) == [machine.machine_key()]
     set_machine_params(None)
-    assert machine._load() == p
+    assert machine.load_params() == p
 
 
 def test_the_cache_key_names_the_isa_and_the_threads(monkeypatch) -> None:
@@ -198,17 +197,17 @@ def test_the_blas_kernels_are_the_ones_numpy_runs() -> None:
 def test_a_full_calibration_replaces_a_first_use_estimate(fresh) -> None:
     first = params_from_quick(FAKE)
     full = replace(first, gemm_flops_f32=150e9, calibrated=True, source="calibrated")
-    assert machine.save_params(first) and machine._load() == first
-    assert machine.save_params(full) and machine._load() == full
+    assert machine.save_params(first) and machine.load_params() == first
+    assert machine.save_params(full) and machine.load_params() == full
     # A first-use estimate saved later (another process that measured meanwhile) does
     # not replace the full calibration.
-    assert not machine.save_params(first) and machine._load() == full
+    assert not machine.save_params(first) and machine.load_params() == full
 
 
 def test_a_calibration_cached_before_sources_is_a_full_one(fresh) -> None:
     (fresh / "machine.json").write_text(json.dumps(
         {machine.machine_key(): {"gemm_flops_f32": 100e9, "calibrated": True}}))
-    loaded = machine._load()
+    loaded = machine.load_params()
     assert loaded is not None and loaded.source == "calibrated"
     assert loaded.gemm_flops_f32 == 100e9
 
@@ -217,16 +216,16 @@ def test_a_first_use_estimate_cached_in_an_earlier_form_is_measured_again(fresh)
     """An estimate cached before its efficiency table followed BLAS' kernel width is not
     used (the next planning call measures one); a full calibration of that time is."""
     first = params_from_quick(FAKE)
-    assert machine.save_params(first) and machine._load() == first
+    assert machine.save_params(first) and machine.load_params() == first
     data = json.loads((fresh / "machine.json").read_text())
     entry = data[machine.machine_key()]
     assert entry["first_use_form"] == machine.FIRST_USE_FORM
     del entry["first_use_form"]
     (fresh / "machine.json").write_text(json.dumps(data))
-    assert machine._load() is None
+    assert machine.load_params() is None
     entry.update(calibrated=True, source="calibrated")
     (fresh / "machine.json").write_text(json.dumps(data))
-    loaded = machine._load()
+    loaded = machine.load_params()
     assert loaded is not None and loaded.source == "calibrated"
 
 
@@ -274,10 +273,10 @@ def test_a_measured_vector_rate_is_taken_as_measured() -> None:
 
 
 def test_the_vector_rate_is_the_calibration_tile_over_its_efficiency() -> None:
-    m, n, k = measure.VEC_TILE
+    m, n, k = cal_vector.VEC_TILE
     spent = 2 * m * n * k / 200e9 + 15e-9  # 200 GFLOP/s, bookkeeping included
     for steps in (0.0, 2.5, 8.0):
-        rate = measure.vector_rate(spent, 15e-9, steps)
+        rate = cal_vector.vector_rate(spent, 15e-9, steps)
         assert rate == pytest.approx(200e9 / vec_efficiency(m, n, k, 4, steps))
 
 
@@ -290,10 +289,11 @@ def test_the_k_steps_are_those_that_rate_both_tiles_as_measured(steps) -> None:
         m, n, k = tile
         return 2 * m * n * k / (rate * k / (k + steps)) + book
 
-    got = measure.vector_k_steps(spent(measure.VEC_TILE), spent(measure.VEC_LONG_K_TILE), book)
+    got = cal_vector.vector_k_steps(spent(cal_vector.VEC_TILE),
+                                    spent(cal_vector.VEC_LONG_K_TILE), book)
     assert got == pytest.approx(steps, abs=1e-6)
     # (The calibration tile is whole micro-tiles and lines: its efficiency is K's share.)
-    assert measure.vector_rate(spent(measure.VEC_TILE), book, got) == pytest.approx(rate)
+    assert cal_vector.vector_rate(spent(cal_vector.VEC_TILE), book, got) == pytest.approx(rate)
 
 
 def test_the_vector_kernels_set_up_is_read_per_tile_and_per_strip(monkeypatch) -> None:
@@ -302,15 +302,15 @@ def test_the_vector_kernels_set_up_is_read_per_tile_and_per_strip(monkeypatch) -
     reading below the line's floor gives 0, not a negative cost."""
     book, per_tile, per_strip = 15e-9, 40e-9, 6e-9
 
-    def timed(rng, repeats=5, tile=measure.VEC_TILE):  # type: ignore[no-untyped-def]
+    def timed(rng, repeats=5, tile=cal_vector.VEC_TILE):  # type: ignore[no-untyped-def]
         length, rows, k = tile
         return (book + per_tile + per_strip * vec_strips(length, 4)
                 + rows * length * k * 2 / 250e9)
 
-    monkeypatch.setattr(measure, "_vector_tile_seconds", timed)
-    got = measure._vector_overheads(np.random.default_rng(0), book)
+    monkeypatch.setattr(cal_vector, "vector_tile_seconds", timed)
+    got = cal_vector.measure_vector_overheads(np.random.default_rng(0), book)
     assert got == pytest.approx((per_tile, per_strip))
-    assert measure.vector_overheads((10e-9, 5e-9), (2, 9), book) == (0.0, 0.0)
+    assert cal_vector.vector_overheads((10e-9, 5e-9), (2, 9), book) == (0.0, 0.0)
 
 
 def test_the_vector_kernels_set_up_is_in_its_price() -> None:
@@ -336,32 +336,32 @@ def test_the_vector_kernels_set_up_is_in_its_price() -> None:
 
 
 def test_k_steps_out_of_range_are_clamped() -> None:
-    k1, k2 = measure.VEC_TILE[2], measure.VEC_LONG_K_TILE[2]
-    assert measure.vector_k_steps(k1 / 2, k2, 0) == 0.0  # the short K faster: no cost
-    assert measure.vector_k_steps(1.0, 1e-6, 0) == measure.MAX_K_STEPS
+    k1, k2 = cal_vector.VEC_TILE[2], cal_vector.VEC_LONG_K_TILE[2]
+    assert cal_vector.vector_k_steps(k1 / 2, k2, 0) == 0.0  # the short K faster: no cost
+    assert cal_vector.vector_k_steps(1.0, 1e-6, 0) == cal_vector.MAX_K_STEPS
 
 
 def test_first_use_takes_the_efficiency_table_of_blas_kernels_width() -> None:
     # BLAS' fractions of peak are its kernels': a BLAS of 32-byte kernels (OpenBLAS'
     # Haswell kernels, also what it runs on Zen 5) gets the table measured with them, not
     # the reference's 64-byte one; an unknown BLAS is taken to run the kernels' width.
-    for kernel, blas, table in ((32, 32, AVX2_BLAS_GEMM_EFFICIENCY),
-                                (64, 32, AVX2_BLAS_GEMM_EFFICIENCY),
-                                (32, None, AVX2_BLAS_GEMM_EFFICIENCY),
-                                (16, None, AVX2_BLAS_GEMM_EFFICIENCY),
-                                (64, 64, DEFAULT_GEMM_EFFICIENCY),
-                                (64, None, DEFAULT_GEMM_EFFICIENCY),
-                                (0, None, DEFAULT_GEMM_EFFICIENCY)):
+    for kernel, blas, table in ((32, 32, avx2_blas_gemm_efficiency()),
+                                (64, 32, avx2_blas_gemm_efficiency()),
+                                (32, None, avx2_blas_gemm_efficiency()),
+                                (16, None, avx2_blas_gemm_efficiency()),
+                                (64, 64, default_gemm_efficiency()),
+                                (64, None, default_gemm_efficiency()),
+                                (0, None, default_gemm_efficiency())):
         q = replace(FAKE, kernel_vector_bytes=kernel, blas_vector_bytes=blas)
         assert params_from_quick(q).gemm_efficiency == table, (kernel, blas)
 
 
 def test_isa_defaults_take_the_efficiency_table_of_blas_width() -> None:
-    assert default_params(AVX2, threads=2).gemm_efficiency == AVX2_BLAS_GEMM_EFFICIENCY
-    assert default_params(NEON, threads=2).gemm_efficiency == AVX2_BLAS_GEMM_EFFICIENCY
-    assert default_params(AVX512, threads=2).gemm_efficiency == DEFAULT_GEMM_EFFICIENCY
+    assert default_params(AVX2, threads=2).gemm_efficiency == avx2_blas_gemm_efficiency()
+    assert default_params(NEON, threads=2).gemm_efficiency == avx2_blas_gemm_efficiency()
+    assert default_params(AVX512, threads=2).gemm_efficiency == default_gemm_efficiency()
     assert default_params(AVX2, threads=2, blas_target=AVX512).gemm_efficiency == (
-        DEFAULT_GEMM_EFFICIENCY)
+        default_gemm_efficiency())
 
 
 def test_a_32_byte_blas_rates_long_short_k_calls_above_short_strided_ones() -> None:
@@ -407,11 +407,11 @@ def test_blas_vector_width_from_openblas_core_name(monkeypatch) -> None:
              "architecture": "Haswell"}]
     monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: libs)
     monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 8))  # numpy's, ILP64
-    assert measure._blas_vector_bytes() == 32
+    assert cal_timing.blas_vector_bytes() == 32
     monkeypatch.setattr(blas, "gemm_address", lambda dtype: (0, 4))  # scipy's
-    assert measure._blas_vector_bytes() == 64
+    assert cal_timing.blas_vector_bytes() == 64
     libs[0]["architecture"] = "SomeFutureCore"
-    assert measure._blas_vector_bytes() is None
+    assert cal_timing.blas_vector_bytes() is None
 
 
 def test_isa_defaults_differ_by_isa() -> None:
@@ -469,8 +469,8 @@ def test_the_hosts_caches_size_the_default_parameters() -> None:
     not say: a target that is not the host's keeps the reference's last-level cache."""
     ref = MachineParams.reference()
     host = default_params()
-    assert host.l2_bytes == (machine._l2_bytes() or ref.l2_bytes)
-    assert host.llc_bytes == (machine._llc_bytes() or ref.llc_bytes)
+    assert host.l2_bytes == (machine_defaults.host_l2_bytes() or ref.l2_bytes)
+    assert host.llc_bytes == (machine_defaults.host_llc_bytes() or ref.llc_bytes)
     assert default_params(AVX2, threads=2).llc_bytes == ref.llc_bytes
 
 
@@ -478,12 +478,12 @@ def test_dram_rate_is_the_cores_aggregate() -> None:
     """The DRAM rate is measured with the threads the plans share it on: at least two
     (one thread's plans get cost.memory_seconds' share of it), at most the CPUs this
     process may use; the copy in parts gives a finite, positive rate."""
-    from teir_plan.planner.calibrate import _dram_rate, bandwidth_threads
+    from teir_plan.calibration.timing import bandwidth_threads, dram_rate
 
     cpus = len(os.sched_getaffinity(0))
     assert bandwidth_threads(1) == min(2, cpus)
     assert bandwidth_threads(2) == min(2, cpus)
     assert bandwidth_threads(10_000) == cpus
     for threads in (1, 2, 3):
-        rate = _dram_rate(4, 1, threads)
+        rate = dram_rate(4, 1, threads)
         assert 1e8 < rate < 1e13

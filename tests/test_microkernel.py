@@ -299,7 +299,7 @@ def test_a_long_k_is_read_in_blocks_accumulated_in_cache() -> None:
     multiple apart leave 32-byte vector tiles, vec.aliased_k_rows.)"""
     from dataclasses import replace
 
-    from teir_plan.planner.machine import set_machine_params
+    from teir_plan.machine import set_machine_params
 
     rng = np.random.default_rng(7)
     a = rng.standard_normal((256, 48, 56)).astype(np.float32)  # d, c, a

@@ -362,8 +362,8 @@ def test_parallel_k_search_is_exact_and_bounded(case, threads):
     """The parallel K schedules are costed at or above their prim choice's bound (the
     branch and bound's premise), the pruned search keeps what the exhaustive one keeps,
     and the best schedule of each case splits K."""
+    from teir_plan.machine import MachineParams
     from teir_plan.planner.cost import estimate
-    from teir_plan.planner.machine import MachineParams
     from teir_plan.planner.parallel_k import k_parallel_choices, partial_sums_seconds
     from teir_plan.planner.search import prim_options, rank, variants
     from tests.test_search import _contraction

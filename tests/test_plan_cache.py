@@ -12,7 +12,8 @@ import pytest
 
 import teir_plan as tp
 from teir_plan.errors import DTypeError, PlanError
-from teir_plan.planner.machine import machine_params, set_machine_params
+from teir_plan.machine import set_machine_params
+from teir_plan.schedule.in_force import machine_params
 
 RNG = np.random.default_rng(21)
 

@@ -21,11 +21,12 @@ from teir_plan.executor.checks import _check_reach
 from teir_plan.executor.reduce import _fetch_add, chunk_to_try
 from teir_plan.frontend.contraction import Layout
 from teir_plan.frontend.expression import parse
+from teir_plan.machine import MachineParams
 from teir_plan.planner import reduce as reduce_cost
-from teir_plan.planner.machine import MachineParams
-from teir_plan.planner.reduce import Reduction, plan_reduction
+from teir_plan.planner.reduce import plan_reduction
 from teir_plan.schedule.contract import _offset_range, layout_from
 from teir_plan.schedule.plan import OperandSpec, as_operand
+from teir_plan.schedule.reduce_run import RunnableReduction, runnable
 from tests.strategies import assert_einsum_close, counted, fuzz_settings, operand_recipes
 
 MAX_THREADS = min(4, int(getattr(numba.config, "NUMBA_NUM_THREADS")))  # noqa: B009
@@ -43,7 +44,7 @@ def using_threads(n: int) -> Iterator[None]:
 
 
 def reduce_directly(sub: str, ops: list[np.ndarray], out: np.ndarray, split: int,
-                    nthreads: int, params: MachineParams | None = None) -> Reduction | None:
+                    nthreads: int, params: MachineParams | None = None) -> RunnableReduction | None:
     """Plan ``sub`` as a reduction (whatever the TEIR programs would cost; with
     ``params``, else the defaults), prove its reach as the planner does, and run it with
     ``split`` on ``nthreads`` threads (None: nothing of extent > 1 is summed, not a
@@ -60,7 +61,7 @@ def reduce_directly(sub: str, ops: list[np.ndarray], out: np.ndarray, split: int
     for j, (arr, lay) in zip((0, 1, 2)[:len(ops)] + (2,), zip([*ops, out], [*lays, out_lay])):
         _check_reach("tensor", j, arr, lay.extents, lay.strides)
         assert red.reach(j) == _offset_range(lay.extents, lay.strides)
-    red = dataclasses.replace(red, split=split)
+    red = runnable(dataclasses.replace(red, split=split))
     with using_threads(nthreads):
         red.run(ops[0], ops[1] if len(ops) > 1 else None, out)
     return red
@@ -286,7 +287,7 @@ def test_rows_up_to_1_kib_run_on_gemv_when_the_operand_fits_the_cache(rows, widt
         red = reduce_directly("ki,k->i", [x, w], res, split, MAX_THREADS,
                               dataclasses.replace(MachineParams(), llc_bytes=llc))
         assert red is not None and red.cached == cached
-        assert red._prepared.gemv == (row_bytes < 192 or (cached and row_bytes <= 1024))
+        assert red.prepared.gemv == (row_bytes < 192 or (cached and row_bytes <= 1024))
         assert_einsum_close(res, "ki,k->i", [x, w], dtype)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from teir_plan.frontend.contraction import Contraction, describe, layout_of, with_dtype
+from teir_plan.machine import MachineParams
 from teir_plan.planner.candidates import (
     Choice,
     choices_for,
@@ -22,7 +23,6 @@ from teir_plan.planner.candidates import (
     split_inner,
 )
 from teir_plan.planner.cost import _blas_out_round_trips, estimate, set_aliased
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.search import prim_floors, prim_options, rank, variants
 from teir_plan.teir.axes import NO_AXIS
 

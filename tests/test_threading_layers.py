@@ -139,7 +139,7 @@ def _fork_while_locked() -> None:
     import teir_plan as tp
     from teir_plan import api
     from teir_plan.executor import threads as thr
-    from teir_plan.planner import machine
+    from teir_plan.machine import store as machine
     from teir_plan.schedule import workspace as ws
 
     tp.set_num_threads(2)

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teir_plan.planner.machine import AVX2_BLAS_GEMM_EFFICIENCY, MachineParams
+from teir_plan.machine import MachineParams
+from teir_plan.machine.tables import avx2_blas_gemm_efficiency
 from teir_plan.tilekinds import BY_NAME, GEMM_KINDS, KINDS, GemmTile, choose, lowered_kind
 from teir_plan.tilekinds import table as K
 from teir_plan.tilekinds.blas import blas_call
@@ -198,7 +199,7 @@ def test_a_blas_tile_whose_c_columns_are_shorter_than_a_line_pays_a_line_each() 
     written back; into a contiguous C the 64 elements are 4 lines.  (With the efficiency
     table of 32-byte BLAS kernels, which rates 1 x 64 x 8 and 64 x 1 x 8 alike.)"""
     params = dataclasses.replace(MachineParams.reference(),
-                                 gemm_efficiency=AVX2_BLAS_GEMM_EFFICIENCY)
+                                 gemm_efficiency=avx2_blas_gemm_efficiency())
     dtype = np.dtype(np.float32)
     blas_kind = BY_NAME["blas"]
     assert blas_kind.price is not None

@@ -379,7 +379,7 @@ def _path(expr: Expression, opt: Optimize) -> list[tuple[tuple[int, ...], str]]:
 
 def _per_core_rates(dtype: np.dtype) -> tuple[float, float]:
     """One core's GEMM rate and memory rate, from the cost model's machine parameters."""
-    from teir_plan.planner.machine import machine_params
+    from teir_plan.schedule.in_force import machine_params
 
     p = machine_params()
     flops = p.gemm_flops_f64 if dtype.itemsize >= 8 else p.gemm_flops_f32

@@ -124,7 +124,7 @@ class ExecutorCacheLocator(caching._CacheLocator):
 
 def user_cache_dir() -> Path | None:
     """The user's teir_plan cache folder, as the calibration cache picks it
-    (``planner/machine.py``'s ``cache_dir``): ``$TEIR_PLAN_CACHE_DIR``, else
+    (``machine/store.py``'s ``cache_dir``): ``$TEIR_PLAN_CACHE_DIR``, else
     ``~/.cache/teir_plan``; None when there is no home folder to put it in."""
     if os.environ.get("TEIR_PLAN_CACHE_DIR"):
         return Path(os.environ["TEIR_PLAN_CACHE_DIR"])

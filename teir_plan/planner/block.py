@@ -36,8 +36,8 @@ import numpy as np
 from teir_plan.divisors import divisors
 from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.isa import LINE_BYTES
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import Cost, memory_seconds, total_seconds
-from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType
 
 # A block writes runs of ``out`` along its unit stride at least this long: the

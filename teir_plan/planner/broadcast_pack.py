@@ -27,13 +27,13 @@ import math
 
 from teir_plan.divisors import largest_divisor
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.candidates import (
     parallel_part,
     row_tile,
     split_axis,
     vec_k_most,
 )
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
 from teir_plan.tiles import VEC_BYTES, vector_kernel_dtype

@@ -21,8 +21,8 @@ import numpy as np
 
 from teir_plan.divisors import smallest_divisor
 from teir_plan.isa import LINE_BYTES
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import Cost
-from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
 from teir_plan.tiles import COPY_RUN_MIN_LINES, PAGE_BYTES, streams_out

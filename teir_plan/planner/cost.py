@@ -33,8 +33,8 @@ import numpy as np
 
 from teir_plan.blaslib import GEMM3M_PASSES, uses_gemm3m
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.candidates import Choice
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.parallel_k import partial_sums_seconds
 from teir_plan.teir.axes import NO_AXIS, extent_at
 from teir_plan.teir.enums import DimType

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from teir_plan.planner.machine import GEMM_FORMS, GEMM_GRID, MachineParams
+from teir_plan.machine.params import MachineParams
+from teir_plan.machine.tables import GEMM_FORMS, GEMM_GRID
 
 
 def _grid_position(x: int) -> tuple[int, float, float]:
@@ -72,7 +73,7 @@ def gemm_efficiency(params: MachineParams, m: int, n: int, k: int, form: int = 0
     operands in ``form`` (an index in GEMM_FORMS: 0 is N,N), from the calibrated
     table: interpolated linearly in log extent and log efficiency.
 
-    >>> from teir_plan.planner.machine import MachineParams
+    >>> from teir_plan.machine.params import MachineParams
     >>> p = MachineParams()
     >>> gemm_efficiency(p, 512, 512, 512) > gemm_efficiency(p, 512, 24, 512)
     True

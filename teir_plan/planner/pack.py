@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 
 from teir_plan.frontend.contraction import Axis, Contraction
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.copy import CopyPlan, plan_copy
-from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.enums import DimType
 
 TENSOR_NAMES = ("in0", "in1", "out")

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 
 from teir_plan.divisors import largest_divisor
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.candidates import (
     Choice,
     loop_orders,
     split_axis,
     vec_k_most,
 )
-from teir_plan.planner.machine import MachineParams
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds.blas import BlasPlan

@@ -11,20 +11,15 @@ summed element.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache, cached_property
-from typing import TYPE_CHECKING
+from functools import cached_property
 
 import numpy as np
 
 from teir_plan import tiles as R
 from teir_plan.frontend.contraction import Layout
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import Cost, memory_seconds
-from teir_plan.planner.machine import MachineParams
-
-if TYPE_CHECKING:
-    from teir_plan.executor.reduce import Prepared
 
 Axis = tuple[str, int, int, int]  # (name, extent, stride in x, stride in out or in w)
 
@@ -81,7 +76,8 @@ SPLITS = {R.SPLIT_NONE: "one thread", R.SPLIT_OUTPUTS: "outputs split over the t
 
 @dataclass(frozen=True)
 class Reduction:
-    """A planned reduction: the kernel (``kind``), its tables and its predicted cost."""
+    """A planned reduction: the kernel (``kind``), its tables and its predicted cost (a
+    record: :class:`teir_plan.schedule.reduce_run.RunnableReduction` runs it)."""
 
     kind: int
     dtype: np.dtype
@@ -104,17 +100,6 @@ class Reduction:
         vec = np.array(self.vec[1:] if self.vec else (1, 0, 0), np.int64)
         summed = np.array([a[1:] for a in self.summed], np.int64).reshape(-1, 3)
         return kept, vec, summed
-
-    @cached_property
-    def _prepared(self) -> Prepared:
-        from teir_plan.executor.reduce import prepare  # the planner loads no numba
-
-        return prepare(self.kind, *self.tables, self.weighted, self.dtype, self.cached)
-
-    def run(self, x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
-        kept, vec, summed = self.tables
-        _runner()(self.kind, kept, vec, summed, self.origins, self.weighted, self.split,
-                  x, w, y, self.dtype, self._prepared)
 
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or
@@ -144,15 +129,6 @@ class Reduction:
         weights = ", weighted by in1" if self.weighted else ""
         return (f"{KINDS[self.kind]} kernel: {what}{weights}; summed {summed}; "
                 f"{SPLITS[self.split]}")
-
-
-@cache
-def _runner() -> Callable[..., None]:
-    """executor.reduce.run_reduction, imported on the first run (the planner loads no
-    numba; an import statement in every call cost 0.3 us)."""
-    from teir_plan.executor.reduce import run_reduction
-
-    return run_reduction
 
 
 def _fuse(axes: list[list], col: int) -> list[list]:

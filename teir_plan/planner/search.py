@@ -24,6 +24,7 @@ from itertools import islice
 from typing import NamedTuple
 
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.broadcast_pack import broadcast_pack_variants
 from teir_plan.planner.candidates import (
     MAX_PRIM_CHOICES,
@@ -50,7 +51,6 @@ from teir_plan.planner.cost import (
     tile_seconds,
 )
 from teir_plan.planner.gemm_rate import forget_tile_rates
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
 from teir_plan.teir.axes import NO_AXIS, extent_table

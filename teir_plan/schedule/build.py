@@ -23,7 +23,7 @@ from teir_plan.frontend.convention import (
     result_dtype,
 )
 from teir_plan.frontend.expression import Expression, parse
-from teir_plan.planner.machine import MachineParams
+from teir_plan.machine.params import MachineParams
 from teir_plan.schedule.alternatives import FreeLayout, LayoutOption, free_layout
 from teir_plan.schedule.contract import (
     EXPAND_MARGIN,

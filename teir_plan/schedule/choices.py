@@ -20,7 +20,7 @@ import os
 import threading
 from pathlib import Path
 
-from teir_plan.planner.machine import cache_dir, machine_key
+from teir_plan.machine import cache_dir, machine_key
 
 FORM = 1
 MAX_CHOICES = 4096  # per machine: the oldest go first

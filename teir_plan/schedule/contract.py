@@ -21,14 +21,15 @@ from teir_plan.executor.checks import _check_reach
 from teir_plan.frontend.contraction import Contraction, Layout, describe, layout_in, with_dtype
 from teir_plan.frontend.convention import Optimize, numpy_subscripts
 from teir_plan.frontend.expression import Expression
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.block import blocked_cost, blocking_for
 from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.cost import read_factors
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.reduce import Reduction, called_from_python, plan_reduction
 from teir_plan.planner.search import plain, rank
 from teir_plan.schedule.parts import complex_operand, parts_dtype, parts_letter, parts_spec
 from teir_plan.schedule.plan import OperandSpec
+from teir_plan.schedule.reduce_run import runnable
 from teir_plan.schedule.steps import (
     BlockedStep,
     BufferSpec,
@@ -325,7 +326,7 @@ def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
         run()
     else:
         b.pending.append(run)
-    b.steps.append(ReduceStep(sub, inputs, dst, red, teir_seconds))
+    b.steps.append(ReduceStep(sub, inputs, dst, runnable(red), teir_seconds))
 
 
 def _offset_range(extents: Sequence[int], strides: Sequence[int]) -> tuple[int, int]:

@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import estimate
-from teir_plan.planner.machine import MachineParams
 from teir_plan.schedule.steps import (
     CastStep,
     CopyStep,

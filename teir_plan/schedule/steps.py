@@ -24,7 +24,7 @@ from teir_plan.planner.block import Blocking
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.cost import Cost
 from teir_plan.planner.pack import Pack
-from teir_plan.planner.reduce import Reduction
+from teir_plan.schedule.reduce_run import RunnableReduction
 from teir_plan.schedule.view import View
 from teir_plan.schedule.workspace import carve, carved_bytes, workspace
 from teir_plan.teir.records import TEIR
@@ -266,7 +266,7 @@ class ReduceStep(Step):
     subscripts: str
     inputs: tuple[int, ...]  # the operand summed, then the weights if any
     dst: int
-    reduction: Reduction
+    reduction: RunnableReduction
     # The best TEIR program's predicted seconds for the same step (None: none was under
     # the plan's ceiling), for reports.
     teir_seconds: float | None = field(default=None, compare=False)

@@ -34,9 +34,9 @@ import numpy as np
 from teir_plan.errors import PlanError
 from teir_plan.frontend.convention import Optimize
 from teir_plan.frontend.expression import Expression
+from teir_plan.machine.params import MachineParams
 from teir_plan.planner import tree as tree_search
 from teir_plan.planner.handoff import handoff_seconds
-from teir_plan.planner.machine import MachineParams
 from teir_plan.planner.tree import ContractionTree, smallest_tree, tree_for
 from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
 from teir_plan.schedule.plan import OperandSpec

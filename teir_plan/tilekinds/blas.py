@@ -32,7 +32,7 @@ from teir_plan.tilekinds.table import (
 from teir_plan.tiles import GEMM_NAMES, gather_bytes
 
 if TYPE_CHECKING:
-    from teir_plan.planner.machine import MachineParams
+    from teir_plan.machine.params import MachineParams
 
 MODE = 1
 # Below this many multiply-adds per product a tile runs as strided loops: a BLAS call

@@ -12,7 +12,7 @@ from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileK
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, set_fields
 
 if TYPE_CHECKING:
-    from teir_plan.planner.machine import MachineParams
+    from teir_plan.machine.params import MachineParams
 
 MODE = 4
 # The shortest K that runs as dot products: BLAS' ?gemm is made for wide tiles

@@ -18,7 +18,7 @@ import numpy as np
 from teir_plan.teir.axes import extent_at, stride_at
 
 if TYPE_CHECKING:
-    from teir_plan.planner.machine import MachineParams
+    from teir_plan.machine.params import MachineParams
     from teir_plan.tilekinds.blas import BlasPlan
 
 class GemmTile(NamedTuple):

@@ -24,7 +24,7 @@ from teir_plan.tilekinds.table import (
 )
 
 if TYPE_CHECKING:
-    from teir_plan.planner.machine import MachineParams
+    from teir_plan.machine.params import MachineParams
 
 MODE = 0
 

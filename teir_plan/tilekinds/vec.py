@@ -34,7 +34,7 @@ from teir_plan.tiles import (
 )
 
 if TYPE_CHECKING:
-    from teir_plan.planner.machine import MachineParams
+    from teir_plan.machine.params import MachineParams
 
 MODE = 2  # the vector kernels' mode in the tile table (vec_t and vec_p share it)
 

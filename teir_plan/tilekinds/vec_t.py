@@ -22,7 +22,7 @@ from teir_plan.tiles import (
 )
 
 if TYPE_CHECKING:
-    from teir_plan.planner.machine import MachineParams
+    from teir_plan.machine.params import MachineParams
 
 # Rows of the largest micro-tile: its accumulators, the vector of V and a broadcast take
 # 26 of 32 vector registers (AVX-512, NEON), 14 of 16 with 12 rows (AVX2).
