@@ -152,6 +152,9 @@ def test_every_call_during_trials_gives_numpys_result(self_correcting) -> None: 
     ref = np.einsum(expr, a.astype(np.float64), b.astype(np.float64))
     plan = tp.plan(expr, a, b)
     assert plan.trials is not None
+    assert [c.name for c in plan.trials.contenders] == ["the model's choice"]
+    for _ in range(2):  # the second call adds the other contenders
+        np.testing.assert_allclose(tp.einsum(expr, a, b), ref, rtol=1e-4, atol=1e-4)
     names = [c.name for c in plan.trials.contenders]
     assert names[0] == "the model's choice" and "numpy.einsum" in names
     out = np.empty(plan.shape, np.float32)
@@ -167,8 +170,9 @@ def test_every_call_during_trials_gives_numpys_result(self_correcting) -> None: 
     choices.forget()
     again = tp.plan(expr, a, b)
     assert again is not plan
+    for _ in range(2):  # the first call runs the model's choice, the second reads the store
+        np.testing.assert_allclose(tp.einsum(expr, a, b), ref, rtol=1e-4, atol=1e-4)
     assert again.choice is not None and again.choice.stored
-    np.testing.assert_allclose(tp.einsum(expr, a, b), ref, rtol=1e-4, atol=1e-4)
     assert "earlier process" in str(again.explain())
 
 
@@ -213,6 +217,8 @@ def test_a_tree_times_numpy_along_its_own_path(self_correcting) -> None:  # type
            for s in ((192, 160), (160, 224), (224, 128))]
     ref = np.einsum(expr, *(o.astype(np.float64) for o in ops))
     plan = tp.plan(expr, *ops)
+    for _ in range(2):
+        tp.einsum(expr, *ops)
     assert plan.trials is not None
     assert "numpy.einsum" in [c.name for c in plan.trials.contenders]
     for _ in range(40):

@@ -436,6 +436,9 @@ def choice_note(plan: Plan) -> str:
     if plan.choice is not None:
         return plan.choice.describe()
     trials = plan.trials
+    if trials is not None and trials.expand is not None:
+        return ("the model's choice; from its second call, trials time it against its "
+                "runner-up candidates and numpy.einsum")
     if trials is not None:
         timed = sum(1 for c in trials.contenders if c.times or c.dropped)
         return (f"the model's choice while trials time it against "

@@ -45,6 +45,7 @@ import numpy as np
 
 from teir_plan.errors import KernelNotCompiledError
 from teir_plan.executor.cache import warm_only
+from teir_plan.schedule import choices
 
 if TYPE_CHECKING:
     from teir_plan.schedule.plan import Plan
@@ -78,12 +79,12 @@ class Contender:
     def __init__(self, name: str, execute: Callable[[Sequence[np.ndarray], np.ndarray | None],
                                                     np.ndarray],
                  run: Callable[[Sequence[np.ndarray], np.ndarray], None],
-                 predicted: float | None, fingerprint: str) -> None:
+                 predicted: float | None, fingerprint: str | Callable[[], str]) -> None:
         self.name = name
         self.execute = execute
         self.run = run
         self.predicted = predicted
-        self.fingerprint = fingerprint
+        self._fingerprint = fingerprint
         self.times: list[float] = []
         self.warmed = False
         self.dropped = False
@@ -92,6 +93,14 @@ class Contender:
     @property
     def best(self) -> float:
         return min(self.times) if self.times else float("inf")
+
+    @property
+    def fingerprint(self) -> str:
+        """What tells this contender apart across processes (computed when first asked:
+        a plan called once never asks)."""
+        if callable(self._fingerprint):
+            self._fingerprint = self._fingerprint()
+        return self._fingerprint
 
 
 @dataclass(frozen=True)
@@ -123,7 +132,10 @@ class Trials:
     """The trials of one plan (thread-safe: the choice of what a call runs and the
     bookkeeping are under a lock; the runs are not)."""
 
-    contenders: list[Contender]
+    contenders: list[Contender]  # the model's choice first
+    # Adds the other contenders (and applies a choice stored by an earlier process) at
+    # the second call: a plan called once never builds them.
+    expand: Callable[[Trials], None] | None = None
     on_settled: Callable[[Trials], None] | None = None
     clock: Clock = time.perf_counter
     calls: int = 0
@@ -156,6 +168,11 @@ class Trials:
         model = self.contenders[0]
         if self.calls == 1 or self.in_flight:
             return model, False  # the first call (a warm-up), or overlapping calls
+        if self.expand is not None:
+            expand, self.expand = self.expand, None
+            expand(self)
+            if self.winner is not None:  # stored, or no other contender
+                return self.winner, False
         pending = [c for c in self.contenders if not c.dropped and len(c.times) < ROUNDS]
         if not pending:
             return model, False
@@ -314,41 +331,46 @@ def eligible(plan: Plan) -> bool:
 
 
 def attach(plan: Plan, problem: str) -> None:
-    """Give ``plan`` (cached under the key whose repr is ``problem``) its trials, or the
-    choice an earlier process' trials stored for it on this machine."""
-    from teir_plan.schedule import choices
-    from teir_plan.schedule.numpy_path import path_of
-
+    """Give ``plan`` (cached under the key whose repr is ``problem``) its trials: its
+    first call runs the model's choice; the second builds the other contenders, or takes
+    the choice an earlier process' trials stored for it on this machine."""
     model = Contender("the model's choice", plan.execute_planned, plan.run_planned,
-                      plan.predicted_seconds, plan_fingerprint(plan))
-    contenders = [model]
-    seen = {model.fingerprint}
-    for rank, alt in enumerate(plan.alternatives[1:1 + RUNNERS_UP], start=1):
-        fp = plan_fingerprint(alt)
-        if fp not in seen:
-            seen.add(fp)
-            contenders.append(Contender(f"the model's candidate {rank}", alt.execute,
-                                        alt.run, alt.predicted_seconds, fp))
-    baseline = numpy_contender(plan, path_of(plan) if len(plan.operands) > 2 else None)
-    if baseline is not None:
-        contenders.append(baseline)
-    if len(contenders) == 1:
-        return
-    kept = choices.stored(problem)
-    if kept is not None:
-        for c in contenders:
-            if choices.digest(c.fingerprint) == kept:
-                outcome = Outcome(kept=c.name, calls=0, seconds=(), stored=True)
-                plan.choice = outcome
-                if c is not model:
-                    plan.trials = Trials(contenders, winner=c, outcome=outcome)
-                return
+                      plan.predicted_seconds, lambda: plan_fingerprint(plan))
 
-    def settled(trials: Trials) -> None:
-        plan.choice = trials.outcome
-        assert trials.winner is not None
+    def keep(trials: Trials, outcome: Outcome | None) -> None:
+        plan.choice = outcome
         if trials.winner is model:
             plan.trials = None  # no timing, no indirection from here on
+
+    def settled(trials: Trials) -> None:
+        keep(trials, trials.outcome)
+        assert trials.winner is not None
         choices.store(problem, trials.winner.fingerprint)
 
-    plan.trials = Trials(contenders, on_settled=settled)
+    def expand(trials: Trials) -> None:
+        from teir_plan.schedule.numpy_path import path_of
+
+        seen = {model.fingerprint}
+        for rank, alt in enumerate(plan.alternatives[1:1 + RUNNERS_UP], start=1):
+            fp = plan_fingerprint(alt)
+            if fp not in seen:
+                seen.add(fp)
+                trials.contenders.append(Contender(f"the model's candidate {rank}",
+                                                   alt.execute, alt.run,
+                                                   alt.predicted_seconds, fp))
+        baseline = numpy_contender(plan, path_of(plan) if len(plan.operands) > 2 else None)
+        if baseline is not None:
+            trials.contenders.append(baseline)
+        if len(trials.contenders) == 1:  # nothing to time it against
+            trials.winner = model
+            keep(trials, None)
+            return
+        kept = choices.stored(problem)
+        for c in trials.contenders if kept is not None else ():
+            if choices.digest(c.fingerprint) == kept:
+                trials.winner = c
+                trials.outcome = Outcome(kept=c.name, calls=0, seconds=(), stored=True)
+                keep(trials, trials.outcome)
+                return
+
+    plan.trials = Trials([model], expand=expand, on_settled=settled)
