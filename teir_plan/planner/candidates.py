@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from teir_plan.frontend.contraction import Axis, Contraction
 from teir_plan.teir.axes import NO_AXIS
@@ -53,24 +54,36 @@ class Choice:
 
 def fuse_axes(c: Contraction) -> Contraction:
     """Merge axes of one role whose strides compose in every tensor (outer stride =
-    inner stride x inner extent): one longer axis, fewer loops, bigger tiles."""
+    inner stride x inner extent): one longer axis, fewer loops, bigger tiles.
+
+    The first pair in (outer, inner) order fuses, then the search starts again; each
+    round looks the outer axes up in a table of what every inner axis continues into,
+    instead of trying every pair (a tree step's many small axes made the pairwise
+    search an eighth of planning)."""
     axes = list(c.axes)
-    changed = True
-    while changed:
-        changed = False
-        for i, j in itertools.permutations(range(len(axes)), 2):
-            outer, inner = axes[i], axes[j]
-            if outer.role is not inner.role:
-                continue
-            if all(so == si * inner.extent for so, si in zip(outer.strides, inner.strides)):
-                fused = Axis(
-                    outer.name + inner.name, outer.role, outer.extent * inner.extent, inner.strides
-                )
-                axes = [a for t, a in enumerate(axes) if t not in (i, j)]
-                axes.insert(min(i, j), fused)
-                changed = True
-                break
-    return Contraction(tuple(axes), c.dtype)
+    while True:
+        # (role, outer strides that continue axis j) -> the axes j, in order
+        inner_of: dict[tuple[DimType, tuple[int, ...]], list[int]] = {}
+        for j, inner in enumerate(axes):
+            s0, s1, s2 = inner.strides
+            e = inner.extent
+            inner_of.setdefault((inner.role, (s0 * e, s1 * e, s2 * e)), []).append(j)
+        pair = None
+        for i, outer in enumerate(axes):
+            js = inner_of.get((outer.role, outer.strides))
+            if js:
+                j = next((j for j in js if j != i), None)
+                if j is not None:
+                    pair = (i, j)
+                    break
+        if pair is None:
+            return Contraction(tuple(axes), c.dtype)
+        i, j = pair
+        outer, inner = axes[i], axes[j]
+        fused = Axis(outer.name + inner.name, outer.role, outer.extent * inner.extent,
+                     inner.strides)
+        axes = [a for t, a in enumerate(axes) if t not in (i, j)]
+        axes.insert(min(i, j), fused)
 
 
 def split_axis(c: Contraction, index: int, inner: int) -> Contraction:
@@ -329,19 +342,41 @@ def prim_choices(c: Contraction, allow_brgemm: bool = True) -> Iterator[tuple[in
     out changed no plan among the TCCG and overhead cases and saves the search a quarter
     of its prim choices.
     """
-    ms = [*c.by_role(DimType.M), NO_AXIS]
-    ns = [*c.by_role(DimType.N), NO_AXIS]
-    ks = c.by_role(DimType.K)
-    inner = split_inner(c)
+    yield from prim_tuple(c, allow_brgemm)
+
+
+def prim_tuple(c: Contraction, allow_brgemm: bool = True) -> tuple[tuple[int, int, int, int], ...]:
+    """:func:`prim_choices` as a tuple, remembered per structure (:func:`_prim_skeleton`)."""
+    return _prim_skeleton(tuple(ax.role for ax in c.axes), tuple(split_inner(c).items()),
+                          allow_brgemm)
+
+
+# Distinct (roles, splits) structures whose prim choices are remembered: a tree's steps
+# and a sweep over extents repeat a few structures (the prim choices of a step with many
+# small axes are hundreds of tuples, enumerated for every plan before this memo).
+PRIM_SKELETONS = 1024
+
+
+@lru_cache(maxsize=PRIM_SKELETONS)
+def _prim_skeleton(roles: tuple[DimType, ...], splits: tuple[tuple[int, int], ...],
+                   allow_brgemm: bool) -> tuple[tuple[int, int, int, int], ...]:
+    """:func:`prim_choices` of a contraction whose axes have these roles and split axes
+    (outer index, inner index): they depend on nothing else."""
+    ms = [*(i for i, r in enumerate(roles) if r is DimType.M), NO_AXIS]
+    ns = [*(i for i, r in enumerate(roles) if r is DimType.N), NO_AXIS]
+    ks = [i for i, r in enumerate(roles) if r is DimType.K]
+    inner = dict(splits)
+    out = []
     for m in ms:
         for n in ns:
             for k in [*ks, NO_AXIS]:
-                if _blocked(inner, (m, n, k, NO_AXIS)):
-                    yield m, n, k, NO_AXIS
+                if not inner or _blocked(inner, (m, n, k, NO_AXIS)):
+                    out.append((m, n, k, NO_AXIS))
                 if allow_brgemm and k != NO_AXIS:
                     for br in ks:
-                        if br != k and _blocked(inner, (m, n, k, br)):
-                            yield m, n, k, br
+                        if br != k and (not inner or _blocked(inner, (m, n, k, br))):
+                            out.append((m, n, k, br))
+    return tuple(out)
 
 
 def split_inner(c: Contraction) -> dict[int, int]:
