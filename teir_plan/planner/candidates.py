@@ -62,17 +62,18 @@ def fuse_axes(c: Contraction) -> Contraction:
     search an eighth of planning)."""
     axes = list(c.axes)
     while True:
-        # (role, outer strides that continue axis j) -> the axes j, in order
-        inner_of: dict[tuple[DimType, tuple[int, ...]], list[int]] = {}
+        # outer strides that continue axis j -> the axes j, in order (keyed by strides
+        # alone: hashing the roles, enum members, cost more than comparing them after)
+        inner_of: dict[tuple[int, ...], list[int]] = {}
         for j, inner in enumerate(axes):
             s0, s1, s2 = inner.strides
             e = inner.extent
-            inner_of.setdefault((inner.role, (s0 * e, s1 * e, s2 * e)), []).append(j)
+            inner_of.setdefault((s0 * e, s1 * e, s2 * e), []).append(j)
         pair = None
         for i, outer in enumerate(axes):
-            js = inner_of.get((outer.role, outer.strides))
+            js = inner_of.get(outer.strides)
             if js:
-                j = next((j for j in js if j != i), None)
+                j = next((j for j in js if j != i and axes[j].role is outer.role), None)
                 if j is not None:
                     pair = (i, j)
                     break
@@ -351,10 +352,12 @@ def prim_tuple(c: Contraction, allow_brgemm: bool = True) -> tuple[tuple[int, in
                           allow_brgemm)
 
 
-# Distinct (roles, splits) structures whose prim choices are remembered: a tree's steps
-# and a sweep over extents repeat a few structures (the prim choices of a step with many
-# small axes are hundreds of tuples, enumerated for every plan before this memo).
-PRIM_SKELETONS = 1024
+# Distinct (roles, splits) structures whose prim choices are remembered (least recently
+# used dropped first): a sweep over extents, or a tree's steps, repeat a few structures.
+# An entry is (M + 1)(N + 1)(K + K(K - 1) + 1) tuples of 4 small ints: about 10 KB for 8
+# indices, 300 KB for a step of 20 small axes (5 M, 5 N, 10 K): under 80 MB if every entry
+# were such a step, well under 1 MB for the binary contractions of a sweep.
+PRIM_SKELETONS = 256
 
 
 @lru_cache(maxsize=PRIM_SKELETONS)

@@ -181,7 +181,7 @@ def floor_order(v: Contraction, params: MachineParams, threads: int
 _ARRAY_FLOORS = 160
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _prim_array(prims: tuple[tuple[int, int, int, int], ...]) -> np.ndarray:
     """``prims`` as an (n, 4) array of axis indices (NO_AXIS, -1, indexes the last)."""
     return np.array(prims, dtype=np.int64).reshape(-1, 4)
