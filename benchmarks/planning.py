@@ -1,7 +1,8 @@
 """Planning time, per phase: what a plan for a shape never seen costs, and where it goes.
 
 Three workloads, each planned from scratch (plan cache and planner memos cleared before
-every plan, so no cache answers):
+every plan, so no cache answers), timed in the planning process' CPU seconds (see
+:func:`fresh_plan`):
 
 * 8-index binary contractions (``aebfcg,dgeh->abcdfh``, nothing fuses) with distinct
   extents each plan, drawn from a seeded generator; the median over the plans;
@@ -106,19 +107,23 @@ def mera() -> tuple[str, list[tuple[int, ...]], list[tuple[int, ...]]]:
 
 
 def fresh_plan(expr: str, shapes: list[tuple[int, ...]],
-               path: list[tuple[int, ...]] | None = None) -> float:
-    """Seconds to plan ``expr`` on ``shapes`` as a problem never seen."""
+               path: list[tuple[int, ...]] | None = None,
+               clock: Callable[[], float] = time.process_time) -> float:
+    """Seconds to plan ``expr`` on ``shapes`` as a problem never seen.  By default the
+    process' CPU seconds: planning runs on the calling thread alone, and on a shared
+    host its CPU time varies far less than its wall time (which also counts the time
+    other processes hold the cores)."""
     tp.plan_cache.clear()
     forget_memos()
     kw = {} if path is None else {"optimize": ["einsum_path", *path]}
-    t = time.perf_counter()
+    t = clock()
     tp.plan(expr, *shapes, dtype=np.float32, **kw)
-    return time.perf_counter() - t
+    return clock() - t
 
 
 def phases(run: Callable[[], object], per: int) -> list[tuple[str, float]]:
     """(phase, cumulative milliseconds per ``per``) of one profiled ``run``."""
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.process_time)
     prof.enable()
     run()
     prof.disable()
@@ -173,7 +178,8 @@ def markdown(info: dict, r: dict) -> str:
     prof = [[p, a, c] for (p, a), (_, c) in zip(r["phases_binary_ms_per_plan"],
                                                   r["phases_tree_ms_per_step"])]
     return (f"# Planning time\n\n{machine_md(info)}\n\nEach plan from scratch (plan cache "
-            f"and planner memos cleared), float32, {info['params']} parameters.\n\n"
+            f"and planner memos cleared), float32, {info['params']} parameters; CPU time "
+            "of the planning process (on a shared host its wall time varies more).\n\n"
             + md_table(["problem", "unit", "median (ms)", "best (ms)"], rows)
             + "\n\n## Per phase (cProfile, cumulative; indented phases run inside the one "
               "above)\n\n"

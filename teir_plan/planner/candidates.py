@@ -73,9 +73,9 @@ def fuse_axes(c: Contraction) -> Contraction:
         for i, outer in enumerate(axes):
             js = inner_of.get(outer.strides)
             if js:
-                j = next((j for j in js if j != i and axes[j].role is outer.role), None)
-                if j is not None:
-                    pair = (i, j)
+                found = next((j for j in js if j != i and axes[j].role is outer.role), None)
+                if found is not None:
+                    pair = (i, found)
                     break
         if pair is None:
             return Contraction(tuple(axes), c.dtype)

@@ -37,6 +37,7 @@ from teir_plan.planner.candidates import (
     packed_split_variants,
     prim_choices,
     prim_tuple,
+    split_inner,
     split_variants,
     tile_blas,
     to_teir,
@@ -142,13 +143,44 @@ def prim_floors(v: Contraction, params: MachineParams, threads: int
     return tuple((floors[i], i, prims[i]) for i in order)
 
 
-@lru_cache(maxsize=1024)
+class _FloorStructure:
+    """What :func:`floor_order` depends on, as a memo key: each axis' role, extent and
+    whether each tensor has it (not its strides), the split axes and the dtype.  So the
+    layouts of one contraction (a tree step's candidate orders, a plan's result layouts,
+    its packed variants) share their floors.  Keeps the first contraction of the
+    structure, to compute them from."""
+
+    __slots__ = ("key", "contraction", "_hash")
+
+    def __init__(self, c: Contraction) -> None:
+        self.key = (tuple((ax.role, ax.extent, ax.strides[0] != 0, ax.strides[1] != 0,
+                           ax.strides[2] != 0) for ax in c.axes),
+                    tuple(split_inner(c).items()), c.dtype)
+        self.contraction = c
+        self._hash = hash(self.key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _FloorStructure) and self.key == other.key
+
+
 def floor_order(v: Contraction, params: MachineParams, threads: int
                 ) -> tuple[tuple[float, ...], tuple[int, ...]]:
     """(each prim choice's floor bound, in :func:`prim_tuple`'s order; the positions
     sorted by floor, ties in position order).  The search takes prim choices from the
     front of this order only while their floors can make its cut, so the prim choices
-    themselves are looked up for those alone."""
+    themselves are looked up for those alone.  Memoized per structure
+    (:class:`_FloorStructure`): the floors (``cost.floor_bounds``) read the tiles'
+    extents, the tensors' sizes and the flops, never a stride."""
+    return _floor_order(_FloorStructure(v), params, threads)
+
+
+@lru_cache(maxsize=1024)
+def _floor_order(s: _FloorStructure, params: MachineParams, threads: int
+                 ) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    v = s.contraction
     prims = prim_tuple(v)
     if len(prims) < _ARRAY_FLOORS:
         ext = extent_table(v.extents)
@@ -313,7 +345,7 @@ def forget_memos() -> None:
     blas_plan.cache_clear()
     variants.cache_clear()
     prim_option.cache_clear()
-    floor_order.cache_clear()
+    _floor_order.cache_clear()
     _prim_array.cache_clear()
 
 
