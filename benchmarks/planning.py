@@ -48,8 +48,11 @@ PHASES: list[tuple[str, list[tuple[str, str]]]] = [
                          ("frontend/contraction.py", "describe")]),
     ("search (rank), all of it", [("planner/search.py", "rank")]),
     ("  variants (fuse, packs, splits)", [("planner/search.py", "variants")]),
+    # (_floor_order: floors memoized per structure; prim_floors before it)
     ("  prim choices' floors (enumerate, floor_bounds)", [("planner/search.py",
-                                                          "prim_floors")]),
+                                                          "prim_floors"),
+                                                         ("planner/search.py",
+                                                          "_floor_order")]),
     ("  prim choices' tiles and bounds", [("planner/search.py", "prim_option")]),
     ("  schedules: loop orders, parallel sets, costing", [("planner/search.py", "_expand")]),
     ("    of which costing (estimate)", [("planner/cost.py", "estimate")]),
@@ -182,7 +185,10 @@ def markdown(info: dict, r: dict) -> str:
             "of the planning process (on a shared host its wall time varies more).\n\n"
             + md_table(["problem", "unit", "median (ms)", "best (ms)"], rows)
             + "\n\n## Per phase (cProfile, cumulative; indented phases run inside the one "
-              "above)\n\n"
+              "above)\n\nThe profiler's own cost (it reads the CPU clock at every call and "
+              "return) inflates the times several-fold, most in phases of many small calls: "
+              "read them as where the time goes, the table above as how much there is."
+              "\n\n"
             + md_table(["phase", "binary, ms per plan", "3-regular tree, ms per step"], prof)
             + "\n")
 
