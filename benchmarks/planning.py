@@ -10,6 +10,11 @@ every plan, so no cache answers), timed in the planning process' CPU seconds (se
   generator, seeded) contracted along opt_einsum's greedy path; the time per step;
 * the MERA tree of ``benchmarks/trees_einsum_ir.tsv`` along its recorded path.
 
+The trees are planned as structures never seen (the prim choices remembered per structure
+are dropped too); the binary plans keep them, as a sweep over extents does.  A process'
+first plan of a large tree costs several times the later ones (measured on MERA: 560-650
+ms a step against under 100): the median of three is reported.
+
 Each is then planned once more under cProfile, and the profile's cumulative time is
 split into the planner's phases (:data:`PHASES`; nested phases are listed under the one
 that calls them, so the shares overlap where the table says so).  Run as a script it plans
@@ -35,6 +40,7 @@ import opt_einsum as oe
 
 import teir_plan as tp
 from benchmarks.common import machine, machine_md, md_table, write_results
+from teir_plan.planner.candidates import forget_structures
 from teir_plan.planner.search import forget_memos
 
 BINARY = "aebfcg,dgeh->abcdfh"
@@ -118,6 +124,10 @@ def fresh_plan(expr: str, shapes: list[tuple[int, ...]],
     other processes hold the cores)."""
     tp.plan_cache.clear()
     forget_memos()
+    if path is not None:
+        # A tree is timed as a structure never seen; the binary plans share theirs (an
+        # expression seen before, with new extents: what the structure memos are for).
+        forget_structures()
     kw = {} if path is None else {"optimize": ["einsum_path", *path]}
     t = clock()
     tp.plan(expr, *shapes, dtype=np.float32, **kw)

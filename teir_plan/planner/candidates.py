@@ -360,6 +360,12 @@ def prim_tuple(c: Contraction, allow_brgemm: bool = True) -> tuple[tuple[int, in
 PRIM_SKELETONS = 256
 
 
+def forget_structures() -> None:
+    """Drop the prim choices remembered per structure (timing a problem whose structure
+    was never seen: benchmarks/planning.py)."""
+    _prim_skeleton.cache_clear()
+
+
 @lru_cache(maxsize=PRIM_SKELETONS)
 def _prim_skeleton(roles: tuple[DimType, ...], splits: tuple[tuple[int, int], ...],
                    allow_brgemm: bool) -> tuple[tuple[int, int, int, int], ...]:
