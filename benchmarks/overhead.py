@@ -1,6 +1,8 @@
-"""Overheads: planning time, cached-plan call overhead on a tiny contraction (against
-numpy.einsum on the same), first-call latency in a fresh process (cold and warm numba disk
-cache), and the first-use calibration a process runs when no calibration is cached.
+"""Overheads: planning time (with the per-phase profile of ``benchmarks/planning.py``:
+binary contractions of distinct shapes, a random regular tree, MERA), cached-plan call
+overhead on a tiny contraction (against numpy.einsum on the same), first-call latency in a
+fresh process (cold and warm numba disk cache), and the first-use calibration a process
+runs when no calibration is cached.
 
 Run: .venv/bin/python -m benchmarks.overhead
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import teir_plan as tp
+from benchmarks import planning
 from benchmarks.common import machine, machine_md, md_table, timeit, write_results
 from teir_plan.planner.search import forget_memos
 
@@ -128,11 +131,13 @@ def first_use_rows() -> list[list]:
 def main() -> None:
     info = machine()
     plan_rows = planning_times()
+    phases = planning.measure(quick=False, tensors=100)
     call_rows = call_overhead()
     first_rows = first_call() + first_use_rows()
     md = (f"# Overheads\n\n{machine_md(info)}\n\n## Planning (float32)\n\n"
           + md_table(["problem", "fresh plan best (ms)", "median (ms)", "cached lookup (us)"],
                      plan_rows)
+          + "\n\n" + planning.markdown(info, phases).split("\n", 4)[4].replace("## ", "### ")
           + "\n\n## Per-call overhead, tiny contraction (us per call, best of 5 x 2000)\n\n"
           + md_table(["call", "us per call"], call_rows)
           + "\n\n## First call in a fresh process (seconds)\n\n"
@@ -140,7 +145,7 @@ def main() -> None:
                       "process wall time (s)"], first_rows)
           + "\n")
     print(md)
-    print(f"results: {write_results('overhead', {'machine': info, 'planning': plan_rows, 'calls': call_rows, 'first_call': first_rows}, md)}")  # noqa: E501
+    print(f"results: {write_results('overhead', {'machine': info, 'planning': plan_rows, 'planning_phases': phases, 'calls': call_rows, 'first_call': first_rows}, md)}")  # noqa: E501
 
 
 if __name__ == "__main__":

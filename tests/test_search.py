@@ -22,7 +22,7 @@ from teir_plan.planner.candidates import (
     split_axis,
     split_inner,
 )
-from teir_plan.planner.cost import _blas_out_round_trips, estimate, set_aliased
+from teir_plan.planner.cost import _blas_out_round_trips, estimate, floor_bounds, set_aliased
 from teir_plan.planner.search import prim_floors, prim_options, rank, variants
 from teir_plan.teir.axes import NO_AXIS
 
@@ -278,3 +278,54 @@ def test_a_row_axis_too_long_for_the_vector_kernel_is_split_to_fit() -> None:
     tp.execute(vec[0].teir, a, b, out)
     want = np.einsum("bhqk,bhkd->bhqd", a.astype(np.float64), b.astype(np.float64))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+
+
+# A tree step of many small axes (hundreds of prim choices: the floors are ordered on
+# arrays) and a binary contraction of eight indices (the plain path), each in several
+# result layouts.
+SHARED_FLOOR_CASES = [
+    ["aebfcgdh,eifjgkhl->abcdijkl",
+     "a=2,b=3,c=2,d=3,e=2,f=3,g=2,h=3,i=2,j=3,k=2,l=3"],
+    ["aebfcg,dgeh->abcdfh", "a=5,b=7,c=3,d=11,e=2,f=13,g=4,h=6"],
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", SHARED_FLOOR_CASES, ids=[c[0] for c in SHARED_FLOOR_CASES])
+def test_floors_shared_across_layouts_are_each_layouts_own(case: list[str],
+                                                           threads: int) -> None:
+    """The floors remembered per structure (shared by every layout of a contraction:
+    search.floor_order) are what ``floor_bounds`` gives each layout's own prim choices,
+    in the order of (floor, position), and the prim choices remembered per structure
+    are each contraction's own enumeration."""
+    params = MachineParams()
+    sub, out = case[0].split("->")
+    step = math.factorial(len(out)) // 4
+    for perm in itertools.islice(itertools.permutations(out), 0, None, step):
+        c = fuse_axes(_contraction(f"{sub}->{''.join(perm)}", case[1], 1))
+        prims = _enumerated_prims(c)
+        assert tuple(prim_choices(c)) == tuple(prims)
+        ext = {**dict(enumerate(c.extents)), NO_AXIS: 1}
+        floors = floor_bounds(c, [(ext[m], ext[n], ext[k], ext[br])
+                                  for m, n, k, br in prims], params, threads)
+        want = sorted(zip(floors, range(len(prims)), prims), key=lambda f: (f[0], f[1]))
+        assert list(prim_floors(c, params, threads)) == want
+
+
+def _enumerated_prims(c: Contraction) -> list[tuple[int, int, int, int]]:
+    """Every (m, n, k, br) the roles allow, a split axis only with its other part (the
+    rule of candidates._blocked, written out)."""
+    roles = [ax.role for ax in c.axes]
+    inner = split_inner(c)
+    ms = [i for i, r in enumerate(roles) if r.name == "M"] + [NO_AXIS]
+    ns = [i for i, r in enumerate(roles) if r.name == "N"] + [NO_AXIS]
+    ks = [i for i, r in enumerate(roles) if r.name == "K"]
+    out = []
+    for m, n in itertools.product(ms, ns):
+        for k in [*ks, NO_AXIS]:
+            for br in [NO_AXIS, *(b for b in ks if b != k and k != NO_AXIS)]:
+                prim = (m, n, k, br)
+                if all(a not in inner or (inner[a] in prim and not (a == k and inner[a] == br))
+                       for a in prim):
+                    out.append(prim)
+    return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from teir_plan.divisors import divisors_between, largest_divisor
 from teir_plan.frontend.contraction import Axis, Contraction
@@ -54,24 +55,37 @@ class Choice:
 
 def fuse_axes(c: Contraction) -> Contraction:
     """Merge axes of one role whose strides compose in every tensor (outer stride =
-    inner stride x inner extent): one longer axis, fewer loops, bigger tiles."""
+    inner stride x inner extent): one longer axis, fewer loops, bigger tiles.
+
+    The first pair in (outer, inner) order fuses, then the search starts again; each
+    round looks the outer axes up in a table of what every inner axis continues into,
+    instead of trying every pair (a tree step's many small axes made the pairwise
+    search an eighth of planning)."""
     axes = list(c.axes)
-    changed = True
-    while changed:
-        changed = False
-        for i, j in itertools.permutations(range(len(axes)), 2):
-            outer, inner = axes[i], axes[j]
-            if outer.role is not inner.role:
-                continue
-            if all(so == si * inner.extent for so, si in zip(outer.strides, inner.strides)):
-                fused = Axis(
-                    outer.name + inner.name, outer.role, outer.extent * inner.extent, inner.strides
-                )
-                axes = [a for t, a in enumerate(axes) if t not in (i, j)]
-                axes.insert(min(i, j), fused)
-                changed = True
-                break
-    return Contraction(tuple(axes), c.dtype)
+    while True:
+        # outer strides that continue axis j -> the axes j, in order (keyed by strides
+        # alone: hashing the roles, enum members, cost more than comparing them after)
+        inner_of: dict[tuple[int, ...], list[int]] = {}
+        for j, inner in enumerate(axes):
+            s0, s1, s2 = inner.strides
+            e = inner.extent
+            inner_of.setdefault((s0 * e, s1 * e, s2 * e), []).append(j)
+        pair = None
+        for i, outer in enumerate(axes):
+            js = inner_of.get(outer.strides)
+            if js:
+                found = next((j for j in js if j != i and axes[j].role is outer.role), None)
+                if found is not None:
+                    pair = (i, found)
+                    break
+        if pair is None:
+            return Contraction(tuple(axes), c.dtype)
+        i, j = pair
+        outer, inner = axes[i], axes[j]
+        fused = Axis(outer.name + inner.name, outer.role, outer.extent * inner.extent,
+                     inner.strides)
+        axes = [a for t, a in enumerate(axes) if t not in (i, j)]
+        axes.insert(min(i, j), fused)
 
 
 def split_axis(c: Contraction, index: int, inner: int) -> Contraction:
@@ -322,19 +336,49 @@ def prim_choices(c: Contraction, allow_brgemm: bool = True) -> Iterator[tuple[in
     out changed no plan among the TCCG and overhead cases and saves the search a quarter
     of its prim choices.
     """
-    ms = [*c.by_role(DimType.M), NO_AXIS]
-    ns = [*c.by_role(DimType.N), NO_AXIS]
-    ks = c.by_role(DimType.K)
-    inner = split_inner(c)
+    yield from prim_tuple(c, allow_brgemm)
+
+
+def prim_tuple(c: Contraction, allow_brgemm: bool = True) -> tuple[tuple[int, int, int, int], ...]:
+    """:func:`prim_choices` as a tuple, remembered per structure (:func:`_prim_skeleton`)."""
+    return _prim_skeleton(tuple(ax.role for ax in c.axes), tuple(split_inner(c).items()),
+                          allow_brgemm)
+
+
+# Distinct (roles, splits) structures whose prim choices are remembered (least recently
+# used dropped first): a sweep over extents, or a tree's steps, repeat a few structures.
+# An entry is (M + 1)(N + 1)(K + K(K - 1) + 1) tuples of 4 small ints: about 10 KB for 8
+# indices, 300 KB for a step of 20 small axes (5 M, 5 N, 10 K): under 80 MB if every entry
+# were such a step, well under 1 MB for the binary contractions of a sweep.
+PRIM_SKELETONS = 256
+
+
+def forget_structures() -> None:
+    """Drop the prim choices remembered per structure (timing a problem whose structure
+    was never seen: benchmarks/planning.py)."""
+    _prim_skeleton.cache_clear()
+
+
+@lru_cache(maxsize=PRIM_SKELETONS)
+def _prim_skeleton(roles: tuple[DimType, ...], splits: tuple[tuple[int, int], ...],
+                   allow_brgemm: bool) -> tuple[tuple[int, int, int, int], ...]:
+    """:func:`prim_choices` of a contraction whose axes have these roles and split axes
+    (outer index, inner index): they depend on nothing else."""
+    ms = [*(i for i, r in enumerate(roles) if r is DimType.M), NO_AXIS]
+    ns = [*(i for i, r in enumerate(roles) if r is DimType.N), NO_AXIS]
+    ks = [i for i, r in enumerate(roles) if r is DimType.K]
+    inner = dict(splits)
+    out = []
     for m in ms:
         for n in ns:
             for k in [*ks, NO_AXIS]:
-                if _blocked(inner, (m, n, k, NO_AXIS)):
-                    yield m, n, k, NO_AXIS
+                if not inner or _blocked(inner, (m, n, k, NO_AXIS)):
+                    out.append((m, n, k, NO_AXIS))
                 if allow_brgemm and k != NO_AXIS:
                     for br in ks:
-                        if br != k and _blocked(inner, (m, n, k, br)):
-                            yield m, n, k, br
+                        if br != k and (not inner or _blocked(inner, (m, n, k, br))):
+                            out.append((m, n, k, br))
+    return tuple(out)
 
 
 def split_inner(c: Contraction) -> dict[int, int]:

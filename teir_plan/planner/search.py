@@ -23,6 +23,8 @@ from functools import lru_cache
 from itertools import islice
 from typing import NamedTuple
 
+import numpy as np
+
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.machine.params import MachineParams
 from teir_plan.planner.broadcast_pack import broadcast_pack_variants
@@ -35,6 +37,8 @@ from teir_plan.planner.candidates import (
     k_split_variants,
     packed_split_variants,
     prim_choices,
+    prim_tuple,
+    split_inner,
     split_variants,
     tile_blas,
     to_teir,
@@ -130,17 +134,89 @@ def prim_options(v: Contraction, params: MachineParams, threads: int) -> tuple[P
                         key=lambda o: o.bound))
 
 
-@lru_cache(maxsize=1024)
 def prim_floors(v: Contraction, params: MachineParams, threads: int
-                ) -> tuple[tuple[float, int, tuple[int, int, int, int] | PrimOption], ...]:
+                ) -> tuple[tuple[float, int, tuple[int, int, int, int]], ...]:
     """Every prim choice of ``v`` as (floor_bound, its position, prim axes), cheapest
-    floor first: a sorted list, so already a heap for :func:`_best_first`."""
-    prims = list(prim_choices(v))
-    ext = extent_table(v.extents)
-    tiles = [(ext[m], ext[n], ext[k], ext[br]) for m, n, k, br in prims]
-    out = list(zip(floor_bounds(v, tiles, params, threads), range(len(prims)), prims))
-    out.sort(key=lambda f: (f[0], f[1]))
-    return tuple(out)
+    floor first (ties in position order)."""
+    floors, order = floor_order(v, params, threads)
+    prims = prim_tuple(v)
+    return tuple((floors[i], i, prims[i]) for i in order)
+
+
+class _FloorStructure:
+    """What :func:`floor_order` depends on, as a memo key: each axis' role, extent and
+    whether each tensor has it (not its strides), the split axes and the dtype.  So the
+    layouts of one contraction (a tree step's candidate orders, a plan's result layouts,
+    its packed variants) share their floors.  Keeps the first contraction of the
+    structure, to compute them from."""
+
+    __slots__ = ("key", "contraction", "_hash")
+
+    def __init__(self, c: Contraction) -> None:
+        self.key = (tuple((ax.role, ax.extent, ax.strides[0] != 0, ax.strides[1] != 0,
+                           ax.strides[2] != 0) for ax in c.axes),
+                    tuple(split_inner(c).items()), c.dtype)
+        self.contraction = c
+        self._hash = hash(self.key)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _FloorStructure) and self.key == other.key
+
+
+def floor_order(v: Contraction, params: MachineParams, threads: int
+                ) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(each prim choice's floor bound, in :func:`prim_tuple`'s order; the positions
+    sorted by floor, ties in position order).  The search takes prim choices from the
+    front of this order only while their floors can make its cut, so the prim choices
+    themselves are looked up for those alone.  Memoized per structure
+    (:class:`_FloorStructure`): the floors (``cost.floor_bounds``) read the tiles'
+    extents, the tensors' sizes and the flops, never a stride."""
+    return _floor_order(_FloorStructure(v), params, threads)
+
+
+@lru_cache(maxsize=1024)
+def _floor_order(s: _FloorStructure, params: MachineParams, threads: int
+                 ) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    v = s.contraction
+    prims = prim_tuple(v)
+    if len(prims) < _ARRAY_FLOORS:
+        ext = extent_table(v.extents)
+        tiles = [(ext[m], ext[n], ext[k], ext[br]) for m, n, k, br in prims]
+        floors = tuple(floor_bounds(v, tiles, params, threads))
+        return floors, tuple(sorted(range(len(prims)), key=floors.__getitem__))
+    # Many prim choices (a tree step's many small axes: hundreds to thousands) share a
+    # few tile shapes: each distinct shape's floor is priced once, the order found on
+    # arrays.  A tile is coded by its extents' ranks among the distinct extents.
+    values = sorted({*v.extents, 1})
+    rank_of = {x: i for i, x in enumerate(values)}
+    d = len(values)
+    codes = np.array([*(rank_of[x] for x in v.extents), rank_of[1]], dtype=np.int64)
+    t = codes[_prim_array(prims)]  # (NO_AXIS is -1: the last code, extent 1)
+    keys = ((t[:, 0] * d + t[:, 1]) * d + t[:, 2]) * d + t[:, 3]
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    tiles = []
+    for key in distinct.tolist():
+        key, br = divmod(key, d)
+        key, k = divmod(key, d)
+        m, n = divmod(key, d)
+        tiles.append((values[m], values[n], values[k], values[br]))
+    arr = np.array(floor_bounds(v, tiles, params, threads))[inverse.reshape(-1)]
+    order = np.argsort(arr, kind="stable")  # (stable: ties in position order)
+    return tuple(arr.tolist()), tuple(order.tolist())
+
+
+# From this many prim choices on, floor_order works on arrays (below, the set-up costs
+# more than it saves).
+_ARRAY_FLOORS = 160
+
+
+@lru_cache(maxsize=256)
+def _prim_array(prims: tuple[tuple[int, int, int, int], ...]) -> np.ndarray:
+    """``prims`` as an (n, 4) array of axis indices (NO_AXIS, -1, indexes the last)."""
+    return np.array(prims, dtype=np.int64).reshape(-1, 4)
 
 
 def _best_first(v: Contraction, params: MachineParams, threads: int, pack_seconds: float,
@@ -149,17 +225,27 @@ def _best_first(v: Contraction, params: MachineParams, threads: int, pack_second
     while their bound plus ``pack_seconds`` is below ``cutoff()`` (which the caller
     lowers as it goes), costing each only when its floor comes up: every prim choice
     still waiting has a floor at most its bound, so a bound no larger than every waiting
-    floor is the lowest bound left."""
-    heap: list[tuple[float, int, tuple[int, int, int, int] | PrimOption]] = list(
-        prim_floors(v, params, threads))
-    while heap and heap[0][0] + pack_seconds < cutoff():
-        _, i, item = heap[0]
-        if isinstance(item, PrimOption):
-            heapq.heappop(heap)
-            yield item
+    floor is the lowest bound left.  The waiting prim choices are the sorted floors
+    from position ``p`` on; the costed ones wait in a heap; the next is the lower of the
+    two fronts, by (value, position)."""
+    floors, order = floor_order(v, params, threads)
+    prims = prim_tuple(v)
+    costed: list[tuple[float, int, PrimOption]] = []
+    p, n = 0, len(order)
+    while True:
+        if p < n and (not costed or (floors[order[p]], order[p]) < costed[0][:2]):
+            i = order[p]
+            if not floors[i] + pack_seconds < cutoff():
+                return
+            p += 1
+            opt = prim_option(v, prims[i], params, threads)
+            heapq.heappush(costed, (opt.bound, i, opt))
+        elif costed:
+            if not costed[0][0] + pack_seconds < cutoff():
+                return
+            yield heapq.heappop(costed)[2]
         else:
-            opt = prim_option(v, item, params, threads)
-            heapq.heapreplace(heap, (opt.bound, i, opt))
+            return
 
 
 def rank(
@@ -259,7 +345,8 @@ def forget_memos() -> None:
     blas_plan.cache_clear()
     variants.cache_clear()
     prim_option.cache_clear()
-    prim_floors.cache_clear()
+    _floor_order.cache_clear()
+    _prim_array.cache_clear()
 
 
 def plain(c: Contraction, params: MachineParams, *, relu_last: bool = False) -> Ranked:
