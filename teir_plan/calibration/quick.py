@@ -32,6 +32,7 @@ from teir_plan.machine.defaults import host_l2_bytes, host_llc_bytes
 from teir_plan.machine.params import MachineParams
 from teir_plan.machine.store import caller_stacklevel
 from teir_plan.machine.tables import blas_efficiency_table
+from teir_plan.progress import working
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,10 @@ def quick_calibrate(save: bool = True) -> MachineParams:
         if current is not None:  # measured by the thread this one waited for
             return current
         start = time.perf_counter()
-        measured = measure_quick()
+        with working("measuring this machine for the cost model, once (cached after)",
+                     "about a second, 15-60 s more where the kernels are not compiled "
+                     "yet"):
+            measured = measure_quick()
         spent = time.perf_counter() - start
         p = params_from_quick(measured, store.machine_key(), now())
         saved = save and store.save_params(p)

@@ -149,10 +149,13 @@ def _warm_up() -> None:
     import numpy as np
 
     from teir_plan.api import einsum
+    from teir_plan.progress import working
 
-    for dtype in (np.float32, np.float64):
-        a = np.ones((64, 64), dtype)
-        einsum("ik,kj->ij", a, a)
+    with working("setting up this dask worker: loading (or, on a machine's first "
+                 "worker, compiling) the executor's kernels", "1-30 s, in the background"):
+        for dtype in (np.float32, np.float64):
+            a = np.ones((64, 64), dtype)
+            einsum("ik,kj->ij", a, a)
 
 
 _prepared: weakref.WeakSet[Any] = weakref.WeakSet()  # clients set up by ensure_prepared

@@ -17,6 +17,7 @@ from teir_plan.executor.threads import get_num_threads
 from teir_plan.machine import store
 from teir_plan.machine.defaults import default_params
 from teir_plan.machine.params import MachineParams
+from teir_plan.progress import working
 from teir_plan.schedule.build import build_plan
 from teir_plan.schedule.plan import OperandSpec
 
@@ -69,10 +70,14 @@ def calibrate(save: bool = True, check: bool = True) -> MachineParams:
     """
     global last_check
     before = store.current or store.params_without_measuring() or default_params()
-    new = measure_full()
+    with working("tp.calibrate(): measuring this machine fully for the cost model",
+                 "15-40 s"):
+        new = measure_full()
     last_check = None
     if check:
-        last_check = judge(time_probes(before, new))
+        with working("tp.calibrate(): checking that the new parameters choose plans no "
+                     "slower than those in force", "about 2 s"):
+            last_check = judge(time_probes(before, new))
         if not last_check.accepted:
             store.set_machine_params(before)
             warnings.warn(
