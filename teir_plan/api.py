@@ -22,7 +22,8 @@ from teir_plan.planner.autotune import autotune, random_operands
 from teir_plan.schedule import trials
 from teir_plan.schedule.build import build_plan, c_strides
 from teir_plan.schedule.in_force import machine_params
-from teir_plan.schedule.plan import OperandSpec, Plan, addressable, as_operand
+from teir_plan.schedule.operands import OperandSpec, addressable, as_operand
+from teir_plan.schedule.plan import Plan
 
 PLAN_CACHE_SIZE = 512
 _ndarray = np.ndarray

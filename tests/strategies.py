@@ -438,7 +438,7 @@ def operand_layout_changed(x: np.ndarray) -> np.ndarray | None:
     """A copy of ``x`` with the same shape and dtype but other element strides (None if
     every layout of this shape is the same, e.g. at most one dim of extent > 1 that is
     not reversible)."""
-    from teir_plan.schedule.plan import OperandSpec, as_operand
+    from teir_plan.schedule.operands import OperandSpec, as_operand
 
     if x.ndim == 0:
         return None

@@ -295,7 +295,7 @@ def test_a_plan_for_an_out_with_gaps_allocates_that_layout():
     """A plan made for an out= with gaps or negative strides, called without out (and
     each alternative), writes a new array of exactly that layout: its programs are
     proven for those strides alone (a contiguous result was written past its end)."""
-    from teir_plan.schedule.plan import OperandSpec
+    from teir_plan.schedule.operands import OperandSpec
 
     a = np.arange(12.0).reshape(3, 4)
     b = np.arange(20.0).reshape(4, 5)
@@ -315,7 +315,7 @@ def test_a_plan_for_an_out_with_gaps_allocates_that_layout():
                                            ((2, 3, 4), (1, -2, 6)), ((0, 5), (0, 0)),
                                            ((5, 1), (1, 0))])
 def test_allocate_gives_exactly_the_layout(shape, strides):
-    from teir_plan.schedule.plan import OperandSpec
+    from teir_plan.schedule.operands import OperandSpec
 
     spec = OperandSpec(shape, strides, np.dtype(np.float32))
     arr = spec.allocate()

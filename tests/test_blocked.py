@@ -23,7 +23,7 @@ from teir_plan.frontend.expression import parse
 from teir_plan.planner.block import STAGE_L2_FRACTION, blocking_for
 from teir_plan.schedule.build import _build, result_layouts
 from teir_plan.schedule.in_force import machine_params
-from teir_plan.schedule.plan import OperandSpec
+from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.steps import BlockedStep
 from teir_plan.teir.enums import DimType
 from tests.strategies import counted, fuzz_settings

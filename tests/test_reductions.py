@@ -25,7 +25,7 @@ from teir_plan.machine import MachineParams
 from teir_plan.planner import reduce as reduce_cost
 from teir_plan.planner.reduce import plan_reduction
 from teir_plan.schedule.contract import _offset_range, layout_from
-from teir_plan.schedule.plan import OperandSpec, as_operand
+from teir_plan.schedule.operands import OperandSpec, as_operand
 from teir_plan.schedule.reduce_run import RunnableReduction, runnable
 from tests.strategies import assert_einsum_close, counted, fuzz_settings, operand_recipes
 

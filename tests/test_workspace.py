@@ -12,7 +12,7 @@ from teir_plan.executor.threads import get_num_threads
 from teir_plan.frontend.expression import parse
 from teir_plan.schedule.build import _build, result_layouts
 from teir_plan.schedule.in_force import machine_params
-from teir_plan.schedule.plan import OperandSpec
+from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.workspace import POOL_MIN_BYTES, Workspace, workspace
 
 

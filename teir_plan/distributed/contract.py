@@ -50,7 +50,7 @@ from teir_plan.frontend.convention import (
     result_dtype as einsum_result_dtype,
 )
 from teir_plan.frontend.expression import Expression, parse
-from teir_plan.schedule.plan import as_operand
+from teir_plan.schedule.operands import as_operand
 from teir_plan.schedule.tree_plan import tree_of
 
 # A task may hold no more than a task of the operands' own chunks would (dask's einsum

@@ -18,7 +18,8 @@ from teir_plan.errors import PlanError
 from teir_plan.progress import seconds_text, working
 
 if TYPE_CHECKING:  # plans are timed, not built, here: the planner does not import plans
-    from teir_plan.schedule.plan import OperandSpec, Plan
+    from teir_plan.schedule.operands import OperandSpec
+    from teir_plan.schedule.plan import Plan
 
 AUTOTUNE_CANDIDATES = 5
 ANNOUNCE_SECONDS = 1.0  # timings predicted to take longer say so first (progress.py)

@@ -40,7 +40,8 @@ from teir_plan.schedule.contract import (
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
 from teir_plan.schedule.idle import serial_when_idle
-from teir_plan.schedule.plan import OperandSpec, Plan
+from teir_plan.schedule.operands import OperandSpec
+from teir_plan.schedule.plan import Plan
 from teir_plan.schedule.steps import (
     CastStep,
     CopyStep,

@@ -19,7 +19,7 @@ from teir_plan.machine.defaults import default_params
 from teir_plan.machine.params import MachineParams
 from teir_plan.progress import working
 from teir_plan.schedule.build import build_plan
-from teir_plan.schedule.plan import OperandSpec
+from teir_plan.schedule.operands import OperandSpec
 
 # Rounds of the two plans of a probe timed in turns (each the best of three calls): a
 # busy spell then slows both, and robust_seconds drops the rounds it caught.

@@ -27,8 +27,8 @@ from teir_plan.planner.copy import plan_copy
 from teir_plan.planner.cost import read_factors
 from teir_plan.planner.reduce import Reduction, called_from_python, plan_reduction
 from teir_plan.planner.search import plain, rank
+from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.parts import complex_operand, parts_dtype, parts_letter, parts_spec
-from teir_plan.schedule.plan import OperandSpec
 from teir_plan.schedule.reduce_run import runnable
 from teir_plan.schedule.steps import (
     BlockedStep,

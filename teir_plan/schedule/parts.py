@@ -12,7 +12,7 @@ complex multiply-add).  The TEIR program is a real one; the executor views the c
 arrays as their parts (executor.execute.run_lowered).
 
 >>> import numpy as np
->>> from teir_plan.schedule.plan import OperandSpec
+>>> from teir_plan.schedule.operands import OperandSpec
 >>> parts_spec(OperandSpec((3, 4), (4, 1), np.dtype(np.complex64)))
 OperandSpec(shape=(3, 4, 2), strides=(8, 2, 1), dtype=dtype('float32'))
 >>> parts_letter(["ij", "jk"], "ik")
@@ -25,7 +25,7 @@ import string
 
 import numpy as np
 
-from teir_plan.schedule.plan import OperandSpec
+from teir_plan.schedule.operands import OperandSpec
 
 # The letters a parts index may take (the einsum grammar's), the first unused one.
 _LETTERS = string.ascii_lowercase + string.ascii_uppercase

@@ -40,7 +40,7 @@ from teir_plan.planner.handoff import handoff_seconds
 from teir_plan.planner.tree import ContractionTree, smallest_tree, tree_for
 from teir_plan.progress import announce, seconds_text
 from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
-from teir_plan.schedule.plan import OperandSpec
+from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.steps import TEIRStep, step_seconds
 from teir_plan.teir.records import TEIR
 from teir_plan.tiles import flop_factor
