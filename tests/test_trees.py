@@ -188,6 +188,52 @@ def test_cotengra_tree_as_the_path():
     np.testing.assert_allclose(plan(*ops), np.linalg.multi_dot(ops), rtol=1e-10)
 
 
+class _RecordingOptimizer:
+    """An opt_einsum path optimizer that returns a fixed path and records its calls."""
+
+    def __init__(self, path: list[tuple[int, ...]]) -> None:
+        import opt_einsum as oe
+
+        class Fixed(oe.paths.PathOptimizer):
+            calls: list[tuple[object, ...]] = []
+
+            def __call__(self, inputs, output, size_dict, memory_limit=None):  # type: ignore[no-untyped-def]
+                Fixed.calls.append((tuple(map(frozenset, inputs)), dict(size_dict)))
+                return list(path)
+
+        self.optimizer = Fixed()
+        self.calls = Fixed.calls
+
+
+def test_a_path_optimizer_object_is_asked_for_the_path():
+    expr = "ab,bc,cd,de->ae"
+    rng = np.random.default_rng(3)
+    ops = [rng.standard_normal((6, 7)), rng.standard_normal((7, 8)),
+           rng.standard_normal((8, 9)), rng.standard_normal((9, 5))]
+    rec = _RecordingOptimizer([(2, 3), (0, 1), (0, 1)])
+    plan = tp.plan(expr, *ops, optimize=rec.optimizer)
+    assert rec.calls and rec.calls[0][1] == dict(zip("abcde", (6, 7, 8, 9, 5)))
+    assert plan.options["optimize"].path is rec.optimizer
+    np.testing.assert_allclose(plan(*ops), np.linalg.multi_dot(ops), rtol=1e-10)
+    # The same object on the same shapes: the cached plan, no second search.
+    calls = len(rec.calls)
+    np.testing.assert_allclose(tp.einsum(expr, *ops, optimize=rec.optimizer),
+                               np.linalg.multi_dot(ops), rtol=1e-10)
+    assert len(rec.calls) == calls
+
+
+def test_cotengra_hyper_optimizer_as_the_path():
+    ctg = pytest.importorskip("cotengra")
+    expr = "ab,bc,cd,de->ae"
+    rng = np.random.default_rng(4)
+    ops = [rng.standard_normal((6, 7)), rng.standard_normal((7, 8)),
+           rng.standard_normal((8, 9)), rng.standard_normal((9, 5))]
+    opt = ctg.HyperOptimizer(max_repeats=4, methods=["greedy"], optlib="random",
+                             progbar=False)
+    np.testing.assert_allclose(tp.einsum(expr, *ops, optimize=opt),
+                               np.linalg.multi_dot(ops), rtol=1e-10)
+
+
 def test_explain_shows_the_layouts_the_savings_and_the_peak_memory(tmp_path):
     pytest.importorskip("matplotlib")
     import matplotlib

@@ -100,6 +100,43 @@ def test_the_models_choice_is_kept_unless_clearly_beaten() -> None:
     assert len(cs[2].times) == 1
 
 
+def test_a_contender_estimated_cheap_is_tried_first_and_settles_in_twenty_calls() -> None:
+    # numpy's estimate (numpy_path.numpy_seconds) below the model's: tried before the
+    # runner-up estimated slower, within the 5 % budget, and kept.
+    clock = FakeClock()
+    cs, ran = fake_contenders(clock, {"model": [1.0], "a": [1.3], "numpy": [0.6]},
+                              {"model": 1.0, "a": 1.3, "numpy": 0.7})
+    t = Trials(cs, clock=clock)
+    for _ in range(20):
+        t.execute([], None)
+        assert t.spent <= trials.TRIAL_BUDGET * t._spendable() + 1e-12
+    assert t.winner is cs[2]
+    timed = [n for n in ran[1:] if n != "model"]
+    assert timed.index("numpy") < timed.index("a")
+
+
+def test_numpys_estimate_counts_its_copies() -> None:
+    from teir_plan.frontend.expression import Expression
+    from teir_plan.machine.params import MachineParams
+    from teir_plan.schedule.numpy_path import numpy_seconds
+
+    p = MachineParams.reference()
+    f32 = np.dtype(np.float32)
+
+    def est(inputs: tuple[str, ...], output: str) -> float | None:
+        extents = tuple((c, 64) for c in sorted(set("".join(inputs) + output)))
+        return numpy_seconds(Expression(inputs, output, extents), f32, p, 2)
+
+    plain, transposed = est(("ab", "bc"), "ac"), est(("ba", "bc"), "ac")
+    assert plain is not None and transposed is not None
+    assert plain == pytest.approx(transposed)  # BLAS takes either order without a copy
+    permuted = est(("abc", "bd"), "acd")  # a's k between its m letters: copied
+    reordered = est(("acb", "bd"), "acd")
+    assert permuted is not None and reordered is not None and permuted > reordered
+    assert est(("ab", "bc", "cd"), "ad") is None  # a network: no estimate
+    assert est(("aa", "ab"), "b") is None  # a diagonal: numpy's own loops
+
+
 def test_a_first_run_far_over_its_estimate_is_a_warm_up() -> None:
     clock = FakeClock()
     cs, _ = fake_contenders(clock, {"model": [1.0], "a": [40.0, 0.7]},

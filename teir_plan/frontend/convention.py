@@ -11,10 +11,11 @@ Three things a caller of ``numpy.einsum`` may pass that are not an expression an
   plain valid schedule) and ``"autotune"`` (also time the top candidates), and
   numpy's and opt_einsum's path options (``"greedy"``, ``"optimal"``, any opt_einsum
   strategy name, ``(strategy, memory_limit)``, an explicit path such as
-  ``["einsum_path", (0, 1), (0, 1)]``, or a cotengra ``ContractionTree``, whose
-  ``get_path()`` is taken), which choose the pairwise order of an expression of three or
-  more operands; each pairwise step is then planned by the cost
-  model as with ``True``;
+  ``["einsum_path", (0, 1), (0, 1)]``, an opt_einsum ``PathOptimizer`` such as
+  ``opt_einsum.RandomGreedy()`` or cotengra's ``HyperOptimizer``, or a cotengra
+  ``ContractionTree``, whose ``get_path()`` is taken), which choose the pairwise order
+  of an expression of three or more operands; each pairwise step is then planned by the
+  cost model as with ``True``;
 * ``casting``: numpy's rule (default ``"safe"``) for casting operands to ``dtype=`` and the
   result into ``out``.
 
@@ -107,13 +108,13 @@ class Optimize:
 
     ``search``: rank candidate schedules with the cost model (False: the plain schedule);
     ``autotune``: also time the top candidates on real arrays; ``path``: how an expression
-    of three or more operands is split into pairwise steps, an opt_einsum strategy name
-    or an explicit path; ``memory_limit``: the largest intermediate the strategy may
-    make, in elements (None: no limit)."""
+    of three or more operands is split into pairwise steps, an opt_einsum strategy name,
+    path optimizer object or an explicit path; ``memory_limit``: the largest
+    intermediate the strategy may make, in elements (None: no limit)."""
 
     search: bool = True
     autotune: bool = False
-    path: str | tuple[tuple[int, ...], ...] = "auto"
+    path: str | tuple[tuple[int, ...], ...] | oe.paths.PathOptimizer = "auto"
     memory_limit: int | None = None
 
 
@@ -151,6 +152,12 @@ def normalize_optimize(value: object) -> Optimize:
         if not path:
             raise PlanError("optimize: an explicit path needs at least one step")
         return Optimize(path=tuple(path))
+    if isinstance(value, oe.paths.PathOptimizer):
+        # opt_einsum's path optimizers (RandomGreedy, DynamicProgramming, ...) and
+        # cotengra's HyperOptimizer, which subclasses them: asked for the path when the
+        # shapes are known (planner/tree.py); the plan cache keys on the object itself,
+        # so a reused optimizer's plans are reused too.
+        return Optimize(path=value)
     get_path = getattr(value, "get_path", None)
     if callable(get_path):
         # A cotengra ContractionTree (or anything that gives its path in opt_einsum's
@@ -183,8 +190,9 @@ def _memory_limit(limit: object, value: object) -> int | None:
 
 def _optimize_message(value: object) -> str:
     return (f"optimize: expected True, False, 'autotune', a path strategy "
-            f"({', '.join(repr(s) for s in PATH_STRATEGIES)}), (strategy, memory_limit) "
-            f"or an explicit path such as ['einsum_path', (0, 1)], got {value!r}")
+            f"({', '.join(repr(s) for s in PATH_STRATEGIES)}), (strategy, memory_limit), "
+            f"an opt_einsum PathOptimizer (or cotengra HyperOptimizer) or an explicit path "
+            f"such as ['einsum_path', (0, 1)], got {value!r}")
 
 
 def check_path(path: tuple[tuple[int, ...], ...], num_operands: int) -> None:

@@ -51,11 +51,17 @@ if TYPE_CHECKING:
     from teir_plan.schedule.plan import Plan
 
 TRIAL_BUDGET = 0.05
-ROUNDS = 3
+# Two timed runs each, so that five contenders settle within the 20 calls a training
+# loop's first epoch or a solver's first iterations make; a contender is kept over the
+# model's choice only SWITCH_MARGIN faster on its best run, which one lucky run of an
+# equal contender does not reach on a quiet machine (runs of one plan spread 1-4 %).
+ROUNDS = 2
 RUNNERS_UP = 3
-DROP_RATIO = 1.3
-DROP_FIRST_RATIO = 2.0  # ... or this much slower on its first timed run
-SWITCH_MARGIN = 0.97
+# A contender this much slower than the best after its runs is dropped; only the chance
+# of a switch is lost if noise drops a good one, never a call's speed.
+DROP_RATIO = 1.15
+DROP_FIRST_RATIO = 1.4  # ... or this much slower on its first timed run
+SWITCH_MARGIN = 0.95
 MIN_PLAN_SECONDS = 50e-6
 # A contender's first run this much slower than its estimate is taken for a warm-up (its
 # kernels compiled or loaded, its pages first touched): not a timing.  The plan's first
@@ -153,8 +159,9 @@ class Trials:
 
     def _estimate(self, c: Contender) -> float:
         """Seconds ``c`` is expected to take: its best so far, else the model's best
-        scaled by the predictions, else (numpy, which has no prediction) twice the
-        model's best: a slower one is dropped after that one run."""
+        scaled by the predictions (numpy's from numpy_path.numpy_seconds), else (numpy
+        on a network, which has no estimate) twice the model's best: a slower one is
+        dropped after that one run."""
         if c.times:
             return c.best
         model = self.contenders[0].best
@@ -179,14 +186,16 @@ class Trials:
         if not model.times:
             return model, True  # the reference every trial's cost is counted against
         fewest = min(len(c.times) for c in pending)
-        for c in pending:
-            if len(c.times) != fewest:
-                continue
-            if c is model:
-                return c, True
-            extra = max(0.0, self._estimate(c) - model.best)
+        if model in pending and len(model.times) == fewest:
+            return model, True
+        # The cheapest trial first: what the budget covers now runs now, and a
+        # contender estimated slower waits for the calls that pay for it.
+        extras = sorted((max(0.0, self._estimate(c) - model.best), i)
+                        for i, c in enumerate(self.contenders)
+                        if c in pending and len(c.times) == fewest)
+        for extra, i in extras:
             if self.spent + extra <= TRIAL_BUDGET * self._spendable():
-                return c, True
+                return self.contenders[i], True
         # The budget does not cover a contender yet: the model's choice runs, timed
         # when it still needs samples.
         return model, len(model.times) < ROUNDS
@@ -305,7 +314,12 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
     def run(arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
         np.einsum(subscripts, *arrays, out=out, optimize=optimize)  # type: ignore[call-overload]
 
-    return Contender("numpy.einsum", execute, run, None, "numpy.einsum")
+    from teir_plan.schedule.in_force import machine_params
+    from teir_plan.schedule.numpy_path import numpy_seconds
+
+    predicted = numpy_seconds(plan.expression, plan.dtype, machine_params(),
+                              int(plan.options.get("threads") or 1))
+    return Contender("numpy.einsum", execute, run, predicted, "numpy.einsum")
 
 
 def plan_fingerprint(plan: Plan) -> str:
