@@ -259,12 +259,15 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
     numpy's calling convention: a subscripts string and operands, or operands
     interleaved with sublists of integer axis labels, ``einsum(a, [0, 1], b, [1, 2],
     [0, 2])``; ``out``, ``dtype``, ``order`` and ``casting`` as numpy's.
-    ``optimize``: True (cost model), False (a plain valid schedule), or "autotune"
-    (also time the top candidates on these arrays; remembered for the same problem).
-    numpy's and opt_einsum's path options ("greedy", "optimal", any opt_einsum
-    strategy, ``(strategy, memory_limit)``, an explicit path such as
-    ``["einsum_path", (0, 1), (0, 1)]``) choose the order in which three or more
-    operands are contracted pairwise; each pairwise step is ranked by the cost model.
+    ``optimize``: True (path search and cost model), False (numpy's: no path search,
+    three or more operands contracted left to right, each step still ranked by the cost
+    model), "autotune" (also time the top candidates on these arrays; remembered for
+    the same problem) or "plain" (a plain valid schedule, no ranking).  numpy's and
+    opt_einsum's path options ("greedy", "optimal", any opt_einsum strategy,
+    ``(strategy, memory_limit)``, an explicit path such as
+    ``["einsum_path", (0, 1), (0, 1)]``, a ``PathOptimizer`` object) choose the order in
+    which three or more operands are contracted pairwise; each pairwise step is ranked
+    by the cost model.
     ``order``: the result's memory layout when ``out`` is not given, as numpy's:
     "C", "F", "A", or "K" (the default), with which the planner picks the fastest
     of C order and the layouts that follow the operands, so the result may be a

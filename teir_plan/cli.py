@@ -75,7 +75,7 @@ def _dtype(name: str) -> np.dtype:
 
 def _optimize(text: str) -> object:
     """``--optimize``: true/false as numpy's booleans, else a name tp.plan checks
-    ("autotune", "greedy", "optimal", any opt_einsum strategy)."""
+    ("autotune", "plain", "greedy", "optimal", any opt_einsum strategy)."""
     words = {"true": True, "false": False}
     return words.get(text.lower(), text)
 
@@ -292,8 +292,9 @@ def parser() -> argparse.ArgumentParser:
                        help=f"operands' dtype: {', '.join(_DTYPES)} (default float64, "
                        "as tp.plan plans shapes)")
         q.add_argument("--optimize", default="true", metavar="OPT",
-                       help="tp.plan's optimize: true (default), false, autotune, or a path "
-                       "strategy (greedy, optimal, ...) for three or more operands")
+                       help="tp.plan's optimize: true (default), false (left to right, as "
+                       "numpy's), autotune, plain, or a path strategy (greedy, optimal, "
+                       "...) for three or more operands")
         q.add_argument("--threads", type=int, default=None, metavar="N",
                        help="threads the plan runs on (default: the executor's count)")
         q.add_argument("--order", default="K", choices=["K", "C", "F", "A"],

@@ -245,3 +245,18 @@ def test_interleaved_random_paths_match_numpy(problem: EinsumProblem, data: st.D
     assert got.shape == want.shape
     assert_einsum_close(got, problem.subscripts, problem.operands, np.result_type(
         *problem.arrays()))
+
+
+def test_optimize_false_contracts_left_to_right_as_numpy():
+    # numpy's optimize=False is one step of all operands; TEIR contracts two at a time,
+    # so the same step split left to right: ((a b) c) d, each step still ranked.
+    rng = np.random.default_rng(5)
+    ops = [rng.standard_normal(s) for s in ((6, 7), (7, 8), (8, 9), (9, 5))]
+    expr = "ij,jk,kl,lm->im"
+    assert np.einsum_path(expr, *ops, optimize=False)[0] == ["einsum_path", (0, 1, 2, 3)]
+    path, _ = tp.einsum_path(expr, *ops, optimize=False)
+    assert path == ["einsum_path", (0, 1), (0, 2), (0, 1)]
+    np.testing.assert_allclose(tp.einsum(expr, *ops, optimize=False),
+                               np.einsum(expr, *ops, optimize=False), rtol=1e-10)
+    assert tp.plan(expr, *ops, optimize=False).options["optimize"].search
+    assert not tp.plan(expr, *ops, optimize="plain").options["optimize"].search

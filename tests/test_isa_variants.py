@@ -31,20 +31,21 @@ KERNEL_TESTS = ["tests/test_microkernel.py", "tests/test_transposed_kernel.py",
                 "tests/test_packed_vector_tiles.py", "tests/test_row_tiles.py"]
 # Without vector kernels: every GEMM tile on BLAS or loops.
 BLAS_ONLY_TESTS = ["tests/test_einsum.py", "tests/test_gemm_forms.py"]
-# make test's representatives: each vector kernel's programs against numpy and its tile
-# property; without vector kernels, the einsum cases and the GEMM forms' prices.
+# make test's representatives: each vector kernel's tile property or programs against
+# numpy (the vector kernel's programs in both dtypes took 57 s of the 2-core AVX2
+# machine at 16 bytes; its tile property covers the kernel); without vector kernels,
+# GEMM-like einsum cases in float32 and the GEMM forms' prices (the reductions' and
+# copies' kernels, which no width changes, compiled again took a minute more).
 KERNEL_REPRESENTATIVES = [
-    "tests/test_microkernel.py::test_vector_kernel_programs_match_numpy",
     "tests/test_microkernel.py::test_the_kernel_computes_its_tile_and_nothing_else",
     "tests/test_transposed_kernel.py::test_programs_on_the_kernel_match_numpy",
     "tests/test_packed_vector_tiles.py::test_packed_vector_tiles_match_numpy",
     "tests/test_row_tiles.py::test_einsum_through_row_and_dot_tiles",
 ]
-# (float32 alone: without vector kernels the dtypes differ only in the BLAS routine
-# called, and float64 compiled the reductions' and copies' kernels a second time, a
-# minute of the 2-core AVX2 machine; the slow module runs both.)
-BLAS_ONLY_REPRESENTATIVES = ["tests/test_einsum.py::test_cases_match_numpy",
-                             "tests/test_gemm_forms.py", "-k", "not float64"]
+BLAS_ONLY_REPRESENTATIVES = [
+    f"tests/test_einsum.py::test_cases_match_numpy[{case}-float32]"
+    for case in ("trus,pqtu->pqrs", "efbad,cf->abcde", "ij,jk,kl->il", "ab,bc,cd,de->ae")
+] + ["tests/test_gemm_forms.py"]
 
 WIDEST = widest_target()
 OTHER_WIDTHS = [w for w in variant_widths(WIDEST) if w != target().vector_bytes]

@@ -122,7 +122,7 @@ def assert_same_specials(got: np.ndarray, sub: str, ops: list, dtype: object,
 
 @fuzz_settings(default=60, fuzz=10_000)
 @given(problem=einsum_problems(work_limit=5_000), rate=st.sampled_from([0.02, 0.1, 0.4]),
-       optimize=st.sampled_from([True, False]))
+       optimize=st.sampled_from([True, False, "plain"]))
 @counted
 def test_nan_and_inf_propagate_as_in_numpy(problem: EinsumProblem, rate: float,
                                            optimize: bool) -> None:

@@ -148,7 +148,7 @@ def test_out_in_c_order_may_stage_the_result_and_permute_it() -> None:
     chosen = tp.plan(expr, *ops, out=out)
     kinds = [(s.kind, getattr(s, "role", None)) for s in chosen.steps]
     assert kinds in ([("teir", "contract"), ("teir", "permute")], [("blocked", "contract")])
-    direct = tp.plan(expr, *ops, out=out, optimize=False)
+    direct = tp.plan(expr, *ops, out=out, optimize="plain")
     assert len(direct.steps) == 1
     assert direct.predicted_seconds > chosen.predicted_seconds
     p = _staged_plan(expr, ops, out)

@@ -7,9 +7,11 @@ Three things a caller of ``numpy.einsum`` may pass that are not an expression an
   ordinary subscripts string with numpy's own mapping (0-25 -> ``A``-``Z``, 26-51 ->
   ``a``-``z``, so that an implicit output is ordered as numpy orders it) and, beyond
   numpy's 52, opt_einsum's symbols (``opt_einsum.get_symbol``: 52 -> ``À``, ...);
-* ``optimize``: teir_plan's ``True`` (rank schedules with the cost model), ``False`` (a
-  plain valid schedule) and ``"autotune"`` (also time the top candidates), and
-  numpy's and opt_einsum's path options (``"greedy"``, ``"optimal"``, any opt_einsum
+* ``optimize``: ``True`` (search the pairwise path, rank schedules with the cost model),
+  ``False`` (numpy's: no path search, the operands contracted left to right, each step
+  still ranked by the cost model), teir_plan's ``"autotune"`` (also time the top
+  candidates) and ``"plain"`` (a plain valid schedule, no ranking), and numpy's and
+  opt_einsum's path options (``"greedy"``, ``"optimal"``, any opt_einsum
   strategy name, ``(strategy, memory_limit)``, an explicit path such as
   ``["einsum_path", (0, 1), (0, 1)]``, an opt_einsum ``PathOptimizer`` such as
   ``opt_einsum.RandomGreedy()`` or cotengra's ``HyperOptimizer``, or a cotengra
@@ -106,15 +108,16 @@ def from_interleaved(args: Sequence[object]) -> tuple[str, list[object]]:
 class Optimize:
     """What ``optimize=`` asks for, in one hashable value (part of the plan cache key).
 
-    ``search``: rank candidate schedules with the cost model (False: the plain schedule);
-    ``autotune``: also time the top candidates on real arrays; ``path``: how an expression
-    of three or more operands is split into pairwise steps, an opt_einsum strategy name,
-    path optimizer object or an explicit path; ``memory_limit``: the largest
+    ``search``: rank candidate schedules with the cost model (False: the plain schedule,
+    ``optimize="plain"``); ``autotune``: also time the top candidates on real arrays;
+    ``path``: how an expression of three or more operands is split into pairwise steps,
+    an opt_einsum strategy name, path optimizer object or an explicit path, or False
+    (numpy's ``optimize=False``: left to right); ``memory_limit``: the largest
     intermediate the strategy may make, in elements (None: no limit)."""
 
     search: bool = True
     autotune: bool = False
-    path: str | tuple[tuple[int, ...], ...] | oe.paths.PathOptimizer = "auto"
+    path: str | tuple[tuple[int, ...], ...] | oe.paths.PathOptimizer | Literal[False] = "auto"
     memory_limit: int | None = None
 
 
@@ -125,10 +128,12 @@ def normalize_optimize(value: object) -> Optimize:
     if value is True:
         return Optimize()
     if value is False:
-        return Optimize(search=False)
+        return Optimize(path=False)
     if isinstance(value, str):
         if value == "autotune":
             return Optimize(autotune=True)
+        if value == "plain":
+            return Optimize(search=False)
         if value in PATH_STRATEGIES:
             return Optimize(path=value)
         raise PlanError(_optimize_message(value))
@@ -189,7 +194,7 @@ def _memory_limit(limit: object, value: object) -> int | None:
 
 
 def _optimize_message(value: object) -> str:
-    return (f"optimize: expected True, False, 'autotune', a path strategy "
+    return (f"optimize: expected True, False, 'autotune', 'plain', a path strategy "
             f"({', '.join(repr(s) for s in PATH_STRATEGIES)}), (strategy, memory_limit), "
             f"an opt_einsum PathOptimizer (or cotengra HyperOptimizer) or an explicit path "
             f"such as ['einsum_path', (0, 1)], got {value!r}")

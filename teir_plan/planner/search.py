@@ -350,7 +350,7 @@ def forget_memos() -> None:
 
 
 def plain(c: Contraction, params: MachineParams, *, relu_last: bool = False) -> Ranked:
-    """A valid schedule without search (``optimize=False``): GEMM over the first M, N
+    """A valid schedule without search (``optimize="plain"``): GEMM over the first M, N
     and K axes, the rest sequential loops in the contraction's order."""
     m = next(iter(c.by_role(DimType.M)), NO_AXIS)
     n = next(iter(c.by_role(DimType.N)), NO_AXIS)

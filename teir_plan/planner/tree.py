@@ -120,12 +120,13 @@ class ContractionTree:
 
 
 def tree_for(inputs: Sequence[str], output: str, extents: Mapping[str, int],
-             path: str | Path | oe.paths.PathOptimizer = "auto",
+             path: str | Path | oe.paths.PathOptimizer | bool = "auto",
              memory_limit: int | None = None) -> ContractionTree:
     """The tree contracting ``inputs`` into ``output`` along ``path``: an opt_einsum
     strategy (a name or a path optimizer; with ``memory_limit``: the largest
-    intermediate, in elements) or an explicit path, whose steps of three or more
-    operands are split left to right."""
+    intermediate, in elements), an explicit path, whose steps of three or more
+    operands are split left to right, or False (numpy's ``optimize=False``: one step of
+    all the operands, so left to right)."""
     shapes = [tuple(extents[c] for c in t) for t in inputs]
     subscripts = ",".join(inputs) + "->" + output
     optimize = list(path) if isinstance(path, tuple) else path

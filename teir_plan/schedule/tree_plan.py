@@ -130,11 +130,12 @@ def tree_of(expr: Expression, opt: Optimize) -> ContractionTree:
         if _largest(smallest) < _largest(tree):
             tree = smallest
     node = max(tree.steps[:-1], key=lambda n: n.size)
-    which = (f"neither the path {opt.path!r} nor the path of the smallest intermediates"
+    named = "left to right (optimize=False)" if opt.path is False else repr(opt.path)
+    which = (f"neither the path {named} nor the path of the smallest intermediates"
              if proven else
-             f"neither the path {opt.path!r} nor the best of the paths searched in "
+             f"neither the path {named} nor the best of the paths searched in "
              f"{tree_search.SIZE_SEARCH_SECONDS:g} s for {len(expr.inputs)} operands"
-             if searched else f"the path {opt.path!r}")
+             if searched else f"the path {named}")
     raise PlanError(
         f"optimize: memory_limit of {limit} elements cannot be met: "
         f"step {node.node - tree.num_operands} "
