@@ -175,7 +175,12 @@ _SHORT = 8  # calibrate prints sequences longer than this only with --verbose
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from teir_plan.machine import cache_dir
 
-    params = tp.calibrate(save=not args.no_save)
+    if args.quick:
+        from teir_plan.calibration import quick_calibrate
+
+        params = quick_calibrate(save=not args.no_save)
+    else:
+        params = tp.calibrate(save=not args.no_save)
     for k, v in params.__dict__.items():
         if isinstance(v, (tuple, list)) and len(v) > _SHORT and not args.verbose:
             # The efficiency tables: 864 numbers that say nothing at a glance.
@@ -313,6 +318,9 @@ def parser() -> argparse.ArgumentParser:
         q.set_defaults(fn=fn)
     q = sub.add_parser("calibrate", help="measure the cost model's machine parameters")
     q.add_argument("--no-save", action="store_true", help="use them in this run only")
+    q.add_argument("--quick", action="store_true",
+                   help="the first-use measurement (about a second once compiled) instead "
+                   "of the full calibration (15-40 s)")
     q.add_argument("-v", "--verbose", action="store_true",
                    help="also print the BLAS efficiency tables (864 values)")
     q.set_defaults(fn=_cmd_calibrate)

@@ -155,11 +155,18 @@ def test_execute_detects_a_wrong_result(tmp_path, monkeypatch):
     assert cli.main(["execute", str(f)]) == 1
 
 
-def test_calibrate_without_saving(tmp_path):
+@pytest.mark.parametrize("how", [
+    "--quick",
+    # The full calibration: tested in-process (test_concurrency, test_calibration_check);
+    # through the command line it took 30-250 s of the suite on the 2-core AVX2 machine.
+    pytest.param("", marks=pytest.mark.slow),
+])
+def test_calibrate_without_saving(tmp_path, how):
     env = {**os.environ, "TEIR_PLAN_CACHE_DIR": str(tmp_path)}
-    r = _cli("calibrate", "--no-save", env=env)
+    r = _cli("calibrate", "--no-save", *([how] if how else []), env=env)
     assert r.returncode == 0, r.stderr
-    assert "calibrated" in r.stdout and not any(tmp_path.iterdir())
+    assert "source" in r.stdout and not any(tmp_path.iterdir())
+    assert ("first-use" if how else "calibrated") in r.stdout.split("source", 1)[1]
 
 
 def _bad_program(tmp_path: Path) -> str:
