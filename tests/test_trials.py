@@ -137,6 +137,20 @@ def test_numpys_estimate_counts_its_copies() -> None:
     assert est(("aa", "ab"), "b") is None  # a diagonal: numpy's own loops
 
 
+def test_a_contender_is_kept_only_if_every_run_beats_the_models_best() -> None:
+    # One fast run among slow ones is a busy machine's noise, not a faster plan.
+    clock = FakeClock()
+    cs, _ = fake_contenders(clock, {"model": [1.0], "a": [0.8, 1.2]},
+                            {"model": 1.0, "a": 1.0})
+    t = Trials(cs, clock=clock)
+    for _ in range(200):
+        if t.winner is not None:
+            break
+        t.execute([], None)
+    assert t.winner is cs[0]
+    assert len(cs[0].times) >= trials.ROUNDS  # the model timed on the calls it ran
+
+
 def test_a_first_run_far_over_its_estimate_is_a_warm_up() -> None:
     clock = FakeClock()
     cs, _ = fake_contenders(clock, {"model": [1.0], "a": [40.0, 0.7]},
