@@ -228,6 +228,8 @@ class Trials:
             if seconds > WARMUP_RATIO * estimate:
                 return  # compiled, loaded or first touched: run it again before judging
         c.times.append(seconds)
+        if len(c.times) > ROUNDS:  # (the model's: only its fastest matter, and a plan
+            c.times = sorted(c.times)[:ROUNDS]  # may run many calls before settling)
         if c is not model and best < float("inf") and c.best > (
                 DROP_RATIO if len(c.times) >= 2 else DROP_FIRST_RATIO) * best:
             c.dropped = True
