@@ -101,9 +101,12 @@ _RUN_PRODUCT = textwrap.dedent("""
     cache.EXECUTOR_DIR = folder.resolve()
     sys.path.insert(0, str(folder))
     import kernel_mod
-    a = np.arange(12.0).reshape(3, 4)
-    b = np.arange(20.0).reshape(4, 5) - 7.0
-    got = kernel_mod.product(a, b)
+    dtypes = sys.argv[2].split(",") if len(sys.argv) > 2 else ["float64"]
+    for dt in dtypes:
+        a = np.arange(12.0).reshape(3, 4).astype(dt)
+        b = (np.arange(20.0).reshape(4, 5) - 7.0).astype(dt)
+        got = kernel_mod.product(a, b)
+        assert np.array_equal(got, np.einsum("ij,jk->ik", a, b)), dt
     print(json.dumps({"numpy": bool(np.array_equal(got, np.einsum("ij,jk->ik", a, b))),
                       "hits": sum(kernel_mod.product.stats.cache_hits.values()),
                       "misses": sum(kernel_mod.product.stats.cache_misses.values())}))
@@ -229,3 +232,36 @@ def test_processes_starting_cold_compile_a_kernel_once(tmp_path: Path) -> None:
     assert all(r["numpy"] for r in results)
     assert sum(r["misses"] for r in results) == 1
     assert sum(r["hits"] for r in results) == 1
+
+
+def test_processes_compiling_two_signatures_at_once_keep_both(tmp_path: Path) -> None:
+    """Two processes compiling two signatures of one function at the same time (each
+    under its own signature's lock) both save: a third process loads both from the
+    index, each its own code (two saves at once extending the index could give both
+    signatures one data file)."""
+    folder = tmp_path / "executor"
+    folder.mkdir()
+    body = "\n".join(
+        f"    for i in range(a.shape[0]):\n"
+        f"        for k in range(a.shape[1]):\n"
+        f"            for j in range(b.shape[1]):\n"
+        f"                out[i, j] += a[i, k] * b[k, j] * {1 if n == 0 else 0}"
+        for n in range(12))
+    (folder / "kernel_mod.py").write_text(
+        "import numpy as np\nfrom numba import njit\n\n\n@njit(cache=True)\n"
+        "def product(a, b):\n    out = np.zeros((a.shape[0], b.shape[1]), a.dtype)\n"
+        f"{body}\n    return out\n")
+    store = tmp_path / "numba-cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(store))
+    procs = [subprocess.Popen([sys.executable, "-c", _RUN_PRODUCT, str(folder), dt], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for dt in ("float64", "int64")]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["misses"] == 1
+    out = subprocess.run([sys.executable, "-c", _RUN_PRODUCT, str(folder), "float64,int64"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["numpy"] and r["misses"] == 0 and r["hits"] == 2

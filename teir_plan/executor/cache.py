@@ -230,28 +230,45 @@ class TolerantIndexDataCacheFile(_BaseIndexDataCacheFile):  # type: ignore[misc,
             # load() takes an OSError as a missing file: a miss, compiled and saved again.
             raise OSError(f"damaged compiled-code file {path}") from exc
 
-    # One compile per function across processes: a miss takes the function's lock file
-    # and looks again; the process that still misses compiles with the lock held and
-    # releases it once saved, and the others then load what it saved.  Two test workers
-    # (or two processes of a user's) starting cold otherwise compiled every kernel twice,
-    # each at half the machine.  numba's compiler lock serialises compiles within a
-    # process; a callee compiled inside its caller's compile takes its own lock (the
-    # calls between kernels form no cycle, so neither do the locks).
+    # One compile per function and signature across processes: a miss takes that
+    # signature's lock file and looks again; the process that still misses compiles with
+    # the lock held and releases it once saved, and the others then load what it saved.
+    # Two test workers (or two processes of a user's) starting cold otherwise compiled
+    # every kernel twice, each at half the machine.  Another signature of the same
+    # function compiles meanwhile (with one lock per function, a worker that wanted
+    # float64's parallel reduction waited the 50 s of another's float32 one); the index
+    # both write is read, extended and replaced under the function's own lock, held only
+    # for that (numba names a new data file by the index's length: two processes
+    # extending it at once would give two signatures one file).  numba's compiler lock
+    # serialises compiles within a process; a callee compiled inside its caller's
+    # compile takes its own lock (the calls between kernels form no cycle, so neither do
+    # the locks).
+    def _key_lock(self, key) -> str:  # type: ignore[no-untyped-def]
+        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+        return f"{self._index_path}-{digest}"
+
     def load(self, key):  # type: ignore[no-untyped-def]
         found = super().load(key)
         if found is not None or not self._ours() or fcntl is None:
             return found
-        if _take_lock(self._index_path):
+        lock = self._key_lock(key)
+        if _take_lock(lock):
             found = super().load(key)
             if found is not None:
-                _release_lock(self._index_path)
+                _release_lock(lock)
         return found
 
     def save(self, key, data):  # type: ignore[no-untyped-def]
         try:
-            super().save(key, data)
+            if self._ours() and fcntl is not None and _take_lock(self._index_path):
+                try:
+                    super().save(key, data)
+                finally:
+                    _release_lock(self._index_path)
+            else:
+                super().save(key, data)
         finally:
-            _release_lock(self._index_path)
+            _release_lock(self._key_lock(key))
 
 
 try:
@@ -260,11 +277,11 @@ except ImportError:  # not on Windows: compiles may then be repeated, never wron
     fcntl = None  # type: ignore[assignment]
 
 LOCK_WAIT_SECONDS = 900.0  # a holder that died released its lock; one that hangs, not
-_held: dict[str, int] = {}  # index path -> the descriptor holding its lock
+_held: dict[str, int] = {}  # lock path (without .lock) -> the descriptor holding it
 
 
 def _take_lock(index_path: str) -> bool:
-    """Hold ``index_path``'s compile lock (waiting while another process compiles it);
+    """Hold the lock ``index_path + ".lock"`` (waiting while another process holds it);
     False when it cannot be taken (no lock file, or the wait ran out)."""
     import time
 
