@@ -765,6 +765,11 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
     # says, so a shared queue of chunks has to be built here.)
     claimed = np.zeros(nchunks, np.int64)
     nw = min(workers, nchunks)
+    # reduce_chunk's int arguments as int64 values, not literals: numba compiles a callee
+    # once per literal pattern, so the two calls below and the serial path's call from
+    # Python (all int64) compiled reduce_chunk three times, some 10-12 s each per dtype,
+    # on a first reduction of the 2-core AVX2 machine.
+    i0, i1, i2, i3 = np.int64(0), np.int64(1), np.int64(2), np.int64(3)
     for t in prange(nw):
         lo, hi = _chunk(t, nchunks, nw)
         for k in range(nchunks):
@@ -774,12 +779,12 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
             if by_outputs:
                 u0, u1 = _chunk(c, total_u, nchunks)
                 if u0 < u1:
-                    reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, 0,
-                                 total_s, y, yo, 2, vec[2], zero, gemv)
+                    reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, i0,
+                                 total_s, y, yo, i2, vec[2], zero, gemv)
             else:
                 s0, s1 = _chunk(c, total_s, nchunks)
-                reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, 0, total_u, s0,
-                             s1, partial[c], 0, 3, 1, zero, gemv)
+                reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, i0, total_u, s0,
+                             s1, partial[c], i0, i3, i1, zero, gemv)
     if by_outputs:
         return
     kidx = np.zeros(max(nk, 1), np.int64)
