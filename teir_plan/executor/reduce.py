@@ -672,15 +672,18 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             for t in range(nb):
                 acc[t] = 0
             if windows[0, 0] > 0:
-                _rows_unit(x, xb + s0 * nb, 1, g * nb, w, wo, windows, False, 0,
-                           windows[0, 0], sidx, wide, blk)
+                # (int64 and bool values, not literals: the call below, with variables,
+                # then shares their compile; see run_parallel)
+                _rows_unit(x, xb + s0 * nb, np.int64(1), g * nb, w, wo, windows,
+                           np.bool_(False), np.int64(0), windows[0, 0], sidx, wide, blk)
                 for j in range(g):
                     for t in range(nb):
                         acc[t] += wide[j * nb + t]
             r = s0 + windows[0, 0] * g  # the rows short of a window, ROW_GROUP a pass
             while r < s1:
                 c = min(ROW_GROUP, s1 - r)
-                _plain_segment(x, xb + r * nb, nb, c, 1, nb, w, 0, 0, blk)
+                _plain_segment(x, xb + r * nb, nb, c, np.int64(1), nb, w, np.int64(0),
+                               np.int64(0), blk)
                 for t in range(nb):
                     acc[t] += blk[t]
                 r += c
