@@ -26,13 +26,13 @@ from numba import njit, prange
 
 import teir_plan as tp
 from teir_plan.calibration import best_seconds
-from teir_plan.executor.reduce import RUN_BLOCK
+from teir_plan.executor.reduce_runs import RUN_BLOCK
 from teir_plan.tiles import CHUNKS_PER_THREAD
 
-_SUM_MATH = {"reassoc", "contract"}
+SUM_MATH = {"reassoc", "contract"}
 
 
-@njit(parallel=True, fastmath=_SUM_MATH, cache=True)
+@njit(parallel=True, fastmath=SUM_MATH, cache=True)
 def flat_sum(x, nch):  # type: ignore[no-untyped-def]
     part = np.zeros(nch, x.dtype)
     n = x.size
@@ -45,7 +45,7 @@ def flat_sum(x, nch):  # type: ignore[no-untyped-def]
     return part.sum()
 
 
-@njit(parallel=True, fastmath=_SUM_MATH, cache=True)
+@njit(parallel=True, fastmath=SUM_MATH, cache=True)
 def row_sums(x, out, nch):  # type: ignore[no-untyped-def]
     m, n = x.shape
     for c in prange(nch):
@@ -58,7 +58,7 @@ def row_sums(x, out, nch):  # type: ignore[no-untyped-def]
     return out
 
 
-@njit(parallel=True, fastmath=_SUM_MATH, cache=True)
+@njit(parallel=True, fastmath=SUM_MATH, cache=True)
 def long_dots(x, v, nch, block):  # type: ignore[no-untyped-def]
     m, n = x.shape
     part = np.zeros((nch, m), x.dtype)

@@ -99,7 +99,7 @@ def streams_out(out_bytes: int, k_loop: bool, zero_first: bool) -> bool:
 
 
 # A Copy tile whose rows along out's unit stride are shorter than this many lines
-# cannot stream them on its own (copy_kernels._copy_transposed).
+# cannot stream them on its own (copy_kernels.copy_transposed).
 COPY_RUN_MIN_LINES = 3
 
 

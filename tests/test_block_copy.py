@@ -113,7 +113,7 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
     registers, with overlapping last tiles), and every other tile shape; streaming
     (non-temporal stores of whole, aligned lines, the head and tail where rows start
     inside a line by scalar or, for rows 4 KiB apart, masked vector stores) or not."""
-    from teir_plan.executor.copy_kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import copy_tile
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     lanes = 64 // np.dtype(dtype).itemsize
@@ -143,10 +143,10 @@ def test_a_copy_tile_transposing_unit_strides_matches_numpy(data: st.DataObject)
             v = x[xo + i * x_m + j]
             expected[yo + i + j * y_n] = max(v, 0.0) if relu else v
     if buf_at is None:
-        _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream)
+        copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream)
     else:
         buf = _line_aligned(buf_at + m * n + lanes, dtype)[buf_at:]
-        _copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream, buf)
+        copy_tile(x, xo, y, yo, m, n, x_m, 1, 1, y_n, relu, stream, buf)
     np.testing.assert_array_equal(y, expected)
 
 
@@ -159,7 +159,7 @@ def test_a_streamed_transpose_into_contiguous_rows_at_every_line_offset(
     buffer and written as whole lines, with ordinary stores for its partial first and
     last lines only; every element right, nothing outside the run touched, for every
     offset of y and of the buffer within a line."""
-    from teir_plan.executor.copy_kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import copy_tile
 
     lanes = 64 // np.dtype(dtype).itemsize
     x_m = n + 2
@@ -172,7 +172,7 @@ def test_a_streamed_transpose_into_contiguous_rows_at_every_line_offset(
             for j in range(n):
                 expected[yo + j * m: yo + (j + 1) * m] = x[1 + j: 1 + j + m * x_m: x_m]
             buf = _line_aligned(buf_at + m * n + lanes, dtype)[buf_at:]
-            _copy_tile(x, 1, y, yo, m, n, x_m, 1, 1, m, False, True, buf)
+            copy_tile(x, 1, y, yo, m, n, x_m, 1, 1, m, False, True, buf)
             np.testing.assert_array_equal(y, expected, err_msg=f"y at {yo}, buffer at {buf_at}")
 
 
@@ -183,7 +183,7 @@ def test_a_streamed_transpose_into_rows_4kib_apart_at_every_line_offset(
     """Rows of y a multiple of 4 KiB apart and starting inside a line (a staged result
     permuted into numpy's own ``out``): whole lines streamed, the partial lines at both
     ends of every row written by masked stores, nothing outside the tile touched."""
-    from teir_plan.executor.copy_kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import copy_tile
 
     lanes = 64 // np.dtype(dtype).itemsize
     y_n = 2 * 4096 // np.dtype(dtype).itemsize
@@ -195,7 +195,7 @@ def test_a_streamed_transpose_into_rows_4kib_apart_at_every_line_offset(
         expected = y.copy()
         for j in range(n):
             expected[yo + j * y_n: yo + j * y_n + m] = x[1 + j: 1 + j + m * x_m: x_m]
-        _copy_tile(x, 1, y, yo, m, n, x_m, 1, 1, y_n, False, True)
+        copy_tile(x, 1, y, yo, m, n, x_m, 1, 1, y_n, False, True)
         np.testing.assert_array_equal(y, expected, err_msg=f"y offset {yo}")
 
 
@@ -205,7 +205,7 @@ def test_a_streamed_transpose_into_rows_4kib_apart_at_every_line_offset(
 def test_a_streamed_copy_of_unit_stride_runs_matches_numpy(data: st.DataObject) -> None:
     """The Copy primitive's tile along a unit stride in both x and y, streaming: a scalar
     head up to y's next line, whole lines stored non-temporally, a scalar tail."""
-    from teir_plan.executor.copy_kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import copy_tile
 
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
     m = data.draw(st.integers(1, 120), label="m")
@@ -220,7 +220,7 @@ def test_a_streamed_copy_of_unit_stride_runs_matches_numpy(data: st.DataObject) 
     expected = y.copy()
     for j in range(n):
         expected[yo + j * y_n: yo + j * y_n + m] = x[xo + j * x_n: xo + j * x_n + m]
-    _copy_tile(x, xo, y, yo, m, n, 1, x_n, 1, y_n, False, True)
+    copy_tile(x, xo, y, yo, m, n, 1, x_n, 1, y_n, False, True)
     np.testing.assert_array_equal(y, expected)
 
 
@@ -347,7 +347,7 @@ def test_streamed_tiles_whose_rows_continue_at_every_line_offset(
     leaves it alone; the first tile's heads and the last one's tails are written as
     before.  Every element right, nothing outside the rows touched, at every offset of
     out within a line, rows a multiple of 4 KiB apart or not."""
-    from teir_plan.executor.copy_kernels import _copy_tile
+    from teir_plan.executor.copy_kernels import copy_tile
 
     isz = np.dtype(dtype).itemsize
     lanes = 64 // isz
@@ -368,7 +368,7 @@ def test_streamed_tiles_whose_rows_continue_at_every_line_offset(
         for tt in range(seg):
             prev = yo + (tt - 1) * m if tt > 0 else -1
             nxt_x, nxt_y = (1 + (tt + 1) * x_t, yo + (tt + 1) * m) if tt < seg - 1 else (-1, -1)
-            _copy_tile(x, 1 + tt * x_t, y, yo + tt * m, m, n, x_m, 1, 1, y_n, False, True,
+            copy_tile(x, 1 + tt * x_t, y, yo + tt * m, m, n, x_m, 1, 1, y_n, False, True,
                        buf, prev, nxt_x, nxt_y)
         np.testing.assert_array_equal(y, expected, err_msg=f"y at {yo}")
 

@@ -174,9 +174,9 @@ def test_blas_narrowed_from_any_thread() -> None:
     from threadpoolctl import threadpool_info
 
     from teir_plan.blaslib import numpy_openblas, uses_numpy_openblas
-    from teir_plan.executor.threads import _scipy_blas_file, blas_threads
+    from teir_plan.executor.blas_control import blas_threads, scipy_blas_file
 
-    called = numpy_openblas()._name if uses_numpy_openblas() else _scipy_blas_file()  # type: ignore[union-attr]
+    called = numpy_openblas()._name if uses_numpy_openblas() else scipy_blas_file()  # type: ignore[union-attr]
     assert called is not None
 
     def counts() -> list[tuple[bool, int]]:  # (the executor's library, its count)

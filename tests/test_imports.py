@@ -222,3 +222,59 @@ def test_no_public_function_shares_a_subpackage_name() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
     import teir_plan as tp
     assert not packages & set(tp.__all__), packages & set(tp.__all__)
+
+
+def private_names_crossing(modules: dict[str, ast.Module]) -> list[str]:
+    """Every private name (``_x``, not a dunder) one teir_plan module takes from another:
+    imported by ``from teir_plan.m import _x``, or read as ``m._x`` through a name bound
+    to a teir_plan module.  A name another module needs is part of its module's interface,
+    so it carries a public name (or the two modules are one)."""
+    known = set(modules)
+    found = []
+    for name, tree in modules.items():
+        bound: set[str] = set()  # local names of imported teir_plan modules
+        for stmt in _imports(tree, lazy=True):
+            if isinstance(stmt, ast.Import):
+                bound |= {a.asname for a in stmt.names if a.name in known and a.asname}
+                continue
+            for target in _targets(name, stmt, known):
+                for alias in stmt.names:
+                    if f"{target.rsplit('.', 1)[0]}.{alias.name}" == target or (
+                            f"{target}.{alias.name}" in known):
+                        bound.add(alias.asname or alias.name)
+                    elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{name} imports {target}.{alias.name}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in bound and node.attr.startswith("_")
+                    and not node.attr.startswith("__")):
+                found.append(f"{name} reads {node.value.id}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    crossing = private_names_crossing(_modules())
+    assert not crossing, "private names used across modules: " + "; ".join(crossing)
+
+
+def test_the_private_name_check_sees_both_forms() -> None:
+    modules = {
+        "teir_plan": ast.parse(""),
+        "teir_plan.a": ast.parse("def _x(): pass\ndef y(): pass"),
+        "teir_plan.b": ast.parse("from teir_plan.a import _x, y\n"),
+        "teir_plan.c": ast.parse("from teir_plan import a\ndef f():\n    return a._x()"),
+        "teir_plan.d": ast.parse("import numpy as np\nfrom teir_plan.a import y\n"
+                                 "z = np._core"),
+    }
+    assert private_names_crossing(modules) == ["teir_plan.b imports teir_plan.a._x",
+                                               "teir_plan.c reads a._x"]
+
+
+# The size a newcomer reads in one sitting; a module past it holds two concerns.
+MODULE_LINES_MOST = 600
+
+
+def test_no_library_module_is_longer_than_a_sitting() -> None:
+    long = {str(p.relative_to(PACKAGE.parent)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MODULE_LINES_MOST}
+    assert not long, f"modules over {MODULE_LINES_MOST} lines: {long}"

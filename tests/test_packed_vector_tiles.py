@@ -1,5 +1,5 @@
 """Vector-kernel tiles whose vector operand has unit stride along K (executor
-gemm_tiles._gemm_vec_packed): each tile transposes its operand's K x length block into the
+gemm_tiles.gemm_vec_packed): each tile transposes its operand's K x length block into the
 worker's buffer, then runs the vector kernel on it.
 
 Checked through TEIR programs whose tiles the executor gives this mode (along M with

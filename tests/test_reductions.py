@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import teir_plan as tp
 from teir_plan import tiles
-from teir_plan.executor.checks import _check_reach
+from teir_plan.executor.checks import check_reach
 from teir_plan.executor.reduce import _fetch_add, chunk_to_try
 from teir_plan.frontend.contraction import Layout
 from teir_plan.frontend.expression import parse
@@ -59,7 +59,7 @@ def reduce_directly(sub: str, ops: list[np.ndarray], out: np.ndarray, split: int
     if red is None:
         return None
     for j, (arr, lay) in zip((0, 1, 2)[:len(ops)] + (2,), zip([*ops, out], [*lays, out_lay])):
-        _check_reach("tensor", j, arr, lay.extents, lay.strides)
+        check_reach("tensor", j, arr, lay.extents, lay.strides)
         assert red.reach(j) == _offset_range(lay.extents, lay.strides)
     red = runnable(dataclasses.replace(red, split=split))
     with using_threads(nthreads):

@@ -11,8 +11,8 @@ from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
 from teir_plan.executor.copy_kernels import (
-    _copy_tile,
-    _transpose_line_tile,
+    copy_tile,
+    transpose_line_tile,
 )
 from teir_plan.executor.entries import (
     call_blocked,
@@ -26,11 +26,11 @@ from teir_plan.executor.intrinsics import (
 )
 from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
 from teir_plan.executor.walker import (
-    _chunk,
-    _collapsed_offsets,
-    _iterations,
-    _next_offsets,
-    _walk_seq,
+    collapsed_offsets,
+    loop_iterations,
+    next_offsets,
+    thread_chunk,
+    walk_seq,
 )
 from teir_plan.tilekinds.table import (
     T_SCRATCH,
@@ -122,7 +122,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo):  # type: ignore[
     leave lines half-written in the write-combining buffers, which go to memory as
     partial writes (a read-modify-write each) when out is not line-aligned, as numpy's
     large arrays are not.  The transpose from the stage's unit stride to out's goes
-    through registers a line at a time (:func:`_transpose_line_tile`).
+    through registers a line at a time (:func:`transpose_line_tile`).
 
     All of it is in this one function on purpose: a call to a compiled function that
     passes an array updates reference counts with locked instructions, and a locked
@@ -195,7 +195,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo):  # type: ignore[
                 if full:
                     for it in range(ni):
                         i0 = min(it * lanes, q - lanes)
-                        _transpose_line_tile(stage, xs + i0 * x_q, x_q, buf, bb + i0, ld, False)
+                        transpose_line_tile(stage, xs + i0 * x_q, x_q, buf, bb + i0, ld, False)
                 else:
                     for j in range(rows):
                         for i in range(q):
@@ -291,7 +291,7 @@ def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
         if streaming:
             _copy_rows_nt(stage, so, y, yt, m, n, block[ri, 1], s_n, y_n)
         else:
-            _copy_tile(stage, so, y, yt, m, n, block[ri, 1], s_n, block[ri, 2], y_n, False)
+            copy_tile(stage, so, y, yt, m, n, block[ri, 1], s_n, block[ri, 2], y_n, False)
 
 
 @njit(cache=True, nogil=True)
@@ -300,7 +300,7 @@ def copy_runs_chunk(x, y, loops, npar, tile, block, start, stop):  # type: ignor
     run_copy_runs, which calls this once per worker)."""
     buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
     for it in range(start, stop):
-        o0, _o1, o2 = _collapsed_offsets(loops, npar, tile, it)
+        o0, _o1, o2 = collapsed_offsets(loops, npar, tile, it)
         _copy_block(x, y, o2, block, buf, o0)
     store_fence()
 
@@ -312,9 +312,9 @@ def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-u
     sequential and primitive axes (``block``: size, x stride, y stride; outermost in y
     first) with the block copy, which assembles y's runs in ``buf`` and streams them
     whole.  The addresses are the program's own, proven by checks.py."""
-    total = _iterations(loops, npar)
+    total = loop_iterations(loops, npar)
     for c in prange(nchunks):
-        start, stop = _chunk(c, total, nchunks)
+        start, stop = thread_chunk(c, total, nchunks)
         if start < stop:
             copy_runs_chunk(x, y, loops, npar, tile, block, start, stop)
 
@@ -328,10 +328,10 @@ def blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, 
     iparams = np.zeros(8, np.int64)
     idx = np.zeros(max(inner.shape[0], 1), np.int64)
     buf = np.empty(_RUN_BUFFER_BYTES // y.itemsize, y.dtype)
-    o0, o1, o2 = _collapsed_offsets(outer, outer.shape[0], tile, start)
+    o0, o1, o2 = collapsed_offsets(outer, outer.shape[0], tile, start)
     for it in range(start, stop):
-        n0, n1, n2 = _next_offsets(outer, outer.shape[0], tile, it, stop)
-        _walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
+        n0, n1, n2 = next_offsets(outer, outer.shape[0], tile, it, stop)
+        walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
                   n0, n1, idx)
         _copy_block(stage, y, o2, block, buf)
         o0, o1, o2 = n0, n1, n2
@@ -350,9 +350,9 @@ def run_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts
     """Run a blocked program: the outer iterations split into ``nchunks`` contiguous
     chunks, one per worker (:func:`blocked_chunk` through its address ``fn``); each
     worker owns a stage buffer and a scratch buffer."""
-    total = _iterations(outer, outer.shape[0])
+    total = loop_iterations(outer, outer.shape[0])
     for c in prange(nchunks):
-        start, stop = _chunk(c, total, nchunks)
+        start, stop = thread_chunk(c, total, nchunks)
         if start < stop:
             call_blocked(fn, x0, x1, y, outer, inner, tile, block, stage_elements, consts,
                          start, stop)

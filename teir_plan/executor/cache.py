@@ -311,7 +311,7 @@ def _release_lock(index_path: str) -> None:
         os.close(fd)
 
 
-_seen: set[int] = set()  # ids of the runners this process has called
+runners_called: set[int] = set()  # ids of the runners this process has called
 _announced = False
 
 
@@ -363,19 +363,19 @@ def first_call(runner) -> None:  # type: ignore[no-untyped-def]
     not on disk yet, say once that the kernels are being compiled (tens of seconds,
     once per machine and release), and where they go."""
     if runner.signatures:
-        _seen.add(id(runner))
+        runners_called.add(id(runner))
         return
     cache = getattr(runner, "_cache", None)
     guarded = getattr(_guard, "warm_only", False)
     if _announced and not guarded:
-        _seen.add(id(runner))
+        runners_called.add(id(runner))
         return
     where = _cold(cache) if cache is not None else None
     if where is not None:
         _refuse_if_guarded(getattr(runner, "__name__", "runner"))
         if not _announced:
             _announce(where)
-    _seen.add(id(runner))
+    runners_called.add(id(runner))
 
 
 def announce_if_cold(py_func) -> None:  # type: ignore[no-untyped-def]

@@ -52,9 +52,9 @@ def check_arrays(teir: TEIR, arrays: Sequence[object]) -> None:
     s = teir.schedule
     for j, (name, arr) in enumerate(zip(names, arrays)):
         assert isinstance(arr, np.ndarray)
-        _check_reach(name, j, arr, s.dim_sizes, s.strides[j])
+        check_reach(name, j, arr, s.dim_sizes, s.strides[j])
     for name, arr in zip(names[:-1], arrays[:-1]):
-        if _overlap(out, arr):  # type: ignore[arg-type]
+        if arrays_overlap(out, arr):  # type: ignore[arg-type]
             raise TEIRError(f"{names[-1]}: output overlaps input {name} in memory")
 
 
@@ -94,7 +94,7 @@ def prove_partials(teir: TEIR, layout: PartialLayout) -> None:
                         f"not write the output along the program's own axes")
 
 
-def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+def arrays_overlap(a: np.ndarray, b: np.ndarray) -> bool:
     if not np.may_share_memory(a, b):
         return False
     try:
@@ -121,7 +121,7 @@ def _element_dims(arr: np.ndarray) -> list[tuple[int, int]]:
     return sorted(merged, key=lambda d: -abs(d[1]))
 
 
-def _check_reach(
+def check_reach(
     name: str, j: int, arr: np.ndarray, sizes: Sequence[int], strides: Sequence[int]
 ) -> None:
     axes = [(n, st) for n, st in zip(sizes, strides) if n > 1 and st != 0]

@@ -34,7 +34,7 @@ from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
 # unblocked, 16 GB/s in blocks of 256; 8x8 micro-block transposes gave 3.3).
 _GATHER_BLOCK = 256
 
-# A transpose tile by tile in registers (_copy_transposed) reads a whole line of each of
+# A transpose tile by tile in registers (copy_transposed) reads a whole line of each of
 # its rows per tile, so no line needs to stay in cache: its blocks only group rows that
 # are read side by side, each row a stream along the other index.  Sixteen rows (one
 # tile) are streams the prefetchers follow; 256 were too many, and rows a multiple of
@@ -42,13 +42,6 @@ _GATHER_BLOCK = 256
 # 16 against 256 rows: ijk->kji 256^3 18-20 against 12-13, ij->ji 3008 x 5008 37-41
 # against 24-29, 4096^2 25-30 against 23-26, 240^3 19 against 16-20).
 _TRANSPOSE_BLOCK = 16
-
-
-@njit(cache=True, nogil=True)
-def _relu(v):  # type: ignore[no-untyped-def]
-    # numpy.maximum(v, 0): NaN propagates, -0.0 and 0.0 give +0.0 (elements.py: complex
-    # elements, whose programs have no ReLU, still type).
-    return relu_value(v)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -92,7 +85,7 @@ def _row_pointer(context, builder, args, tys, c):  # type: ignore[no-untyped-def
 
 
 @intrinsic
-def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: ignore[no-untyped-def]
+def transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: ignore[no-untyped-def]
     """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for r, c < L, L = elements per line:
     L vector loads, an L x L transpose in registers, L vector stores.  A scalar
     transpose moves one element per load and store; this moves L.  With ``nt`` the
@@ -126,10 +119,10 @@ def _transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: igno
 
 @intrinsic
 def _transpose_line_tile_joined(typingctx, x, xo, x_ld, b, bo, b_ld, xo2, t):  # type: ignore[no-untyped-def]
-    """_transpose_line_tile with non-temporal stores, its first ``t`` lines read from
+    """transpose_line_tile with non-temporal stores, its first ``t`` lines read from
     x[xo + r*x_ld] and the other L - t from x[xo2 + (r - t)*x_ld]: row c of the result
     (b[bo + c*b_ld], a whole 64-byte line) joins the end of one tile's row to the start
-    of the next tile's (see _copy_transposed).  Only those L lines are read."""
+    of the next tile's (see copy_transposed).  Only those L lines are read."""
     sig = types.void(x, xo, x_ld, b, bo, b_ld, xo2, t)
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
@@ -151,7 +144,7 @@ def _transpose_line_tile_joined(typingctx, x, xo, x_ld, b, bo, b_ld, xo2, t):  #
 @intrinsic
 def _transpose_line_tile_part(typingctx, x, xo, x_ld, b, bo, b_ld, lo, hi):  # type: ignore[no-untyped-def]
     """b[bo + c*b_ld + r] = x[xo + r*x_ld + c] for lo <= r < hi and c < L: the transpose
-    of :func:`_transpose_line_tile` with ordinary masked stores of rows lo..hi-1 only
+    of :func:`transpose_line_tile` with ordinary masked stores of rows lo..hi-1 only
     (b's other elements are neither read nor written; the loads read all L lines)."""
     sig = types.void(x, xo, x_ld, b, bo, b_ld, lo, hi)
 
@@ -223,7 +216,7 @@ def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False):  # 
         yb = yo + j * y_n
         if relu:
             for i in range(m):
-                y[yb + i * y_m] = _relu(x[xb + i * x_m])
+                y[yb + i * y_m] = relu_value(x[xb + i * x_m])
         else:
             for i in range(m):
                 y[yb + i * y_m] = x[xb + i * x_m]
@@ -231,7 +224,7 @@ def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False):  # 
 
 @njit(cache=True, nogil=True)
 def _copy_transposed_run(x, xo, y, yo, m, n, x_m, buf, h):  # type: ignore[no-untyped-def]
-    """_copy_transposed's streamed tile when y's rows follow one another (y_n == m) and
+    """copy_transposed's streamed tile when y's rows follow one another (y_n == m) and
     start ``h`` > 0 elements before a line boundary: the tile's output is one run of
     m x n elements, transposed into ``buf`` at the same offset within a line as y[yo],
     then written to y as whole lines with non-temporal stores; only the run's first and
@@ -247,7 +240,7 @@ def _copy_transposed_run(x, xo, y, yo, m, n, x_m, buf, h):  # type: ignore[no-un
         j0 = min(jt * lanes, n - lanes)
         for it in range((m + lanes - 1) // lanes):
             i0 = min(it * lanes, m - lanes)
-            _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, buf, b0 + i0 + j0 * m, m, False)
+            transpose_line_tile(x, xo + i0 * x_m + j0, x_m, buf, b0 + i0 + j0 * m, m, False)
     e = h + (total - h) // lanes * lanes
     for i in range(h):
         y[np.uint64(yo + i)] = buf[b0 + i]
@@ -258,11 +251,11 @@ def _copy_transposed_run(x, xo, y, yo, m, n, x_m, buf, h):  # type: ignore[no-un
 
 
 @njit(cache=True, nogil=True)
-def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=-1,  # type: ignore[no-untyped-def]
+def copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=-1,  # type: ignore[no-untyped-def]
                      nxt_x=-1, nxt_y=-1):
     """y[yo + i + j*y_n] = x[xo + i*x_m + j] for i < m, j < n (both at least a line's
     worth of elements): a transpose between x's unit stride and y's, a line by a line
-    in registers (:func:`_transpose_line_tile`).  In blocks of _TRANSPOSE_BLOCK values of
+    in registers (:func:`transpose_line_tile`).  In blocks of _TRANSPOSE_BLOCK values of
     i, each swept along j: the block's rows are read as a few streams; an extent that is
     not a multiple of a line takes an overlapping last tile (it writes the same values
     again).
@@ -317,7 +310,7 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=
                 for jt in range(nj):
                     j0 = min(jt * lanes, n - lanes)
                     for i0 in range(ib, ie, lanes):
-                        _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n,
+                        transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n,
                                              y_n, True)
             if joined:
                 # Each row's last line: its own t elements, then the next tile's first
@@ -360,27 +353,27 @@ def _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=
             i = ib
             while i < ie:
                 i0 = min(i, m - lanes)
-                _transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n, y_n,
+                transpose_line_tile(x, xo + i0 * x_m + j0, x_m, y, yo + i0 + j0 * y_n, y_n,
                                      False)
                 i += lanes
         ib = ie
 
 
 @njit(cache=True, nogil=True)
-def _copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False, buf=None, prev=-1,  # type: ignore[no-untyped-def]
+def copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False, buf=None, prev=-1,  # type: ignore[no-untyped-def]
                nxt_x=-1, nxt_y=-1):
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]) over an m x n tile.  ``stream``
     (the program's output streams to memory, lower.streams_out): whole lines of y are
     written with non-temporal stores where the tile writes them along y's unit stride.
     ``buf``: the worker's scratch, for _copy_transposed_run (None: not used); ``prev``,
-    ``nxt_x``, ``nxt_y``: see _copy_transposed."""
+    ``nxt_x``, ``nxt_y``: see copy_transposed."""
     if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         x_m, x_n = x_n, x_m
         y_m, y_n = y_n, y_m
     lanes = 64 // y.itemsize
     if not relu and y_m == 1 and x_n == 1 and m >= lanes and n >= lanes:
-        _copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream, buf, prev, nxt_x, nxt_y)
+        copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream, buf, prev, nxt_x, nxt_y)
         if stream:
             store_fence()
         return
@@ -406,11 +399,11 @@ def _zero_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _relu_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
+def relu_tile(y, yo, m, n, y_m, y_n):  # type: ignore[no-untyped-def]
     if _swap_for_writes(m, n, y_m, y_n):
         m, n = n, m
         y_m, y_n = y_n, y_m
     for j in range(n):
         for i in range(m):
             p = yo + j * y_n + i * y_m
-            y[p] = _relu(y[p])
+            y[p] = relu_value(y[p])

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager, nullcontext
 import numpy as np
 
 from teir_plan.errors import PlanError
+from teir_plan.executor.blas_control import blas_threads
 from teir_plan.executor.blocked import (
     blocked_address,
     blocked_chunk_at,
@@ -15,12 +16,11 @@ from teir_plan.executor.blocked import (
     run_copy_runs,
 )
 from teir_plan.executor.blocked import run_blocked as run_blocks_parallel
-from teir_plan.executor.cache import _seen, first_call
+from teir_plan.executor.cache import first_call, runners_called
 from teir_plan.executor.checks import as_type, check_arrays, flat_view
 from teir_plan.executor.lower import Lowered, Partials, lower, prefetch_ahead
 from teir_plan.executor.partials import add_partials, block_pitch, run_partials, workers_for
 from teir_plan.executor.threads import (
-    blas_threads,
     get_num_threads,
     parallel_threads,
     parallel_usable,
@@ -85,7 +85,7 @@ def execute(teir: TEIR, *arrays: np.ndarray, max_iterations: int | None = None) 
 
 def _runner(run):  # type: ignore[no-untyped-def]
     """``run``, announced before its first compile (see cache.first_call)."""
-    if id(run) not in _seen:
+    if id(run) not in runners_called:
         first_call(run)
     return run
 

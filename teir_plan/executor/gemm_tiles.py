@@ -12,10 +12,9 @@ from numba import njit
 
 from teir_plan.executor.blas import call_gemm
 from teir_plan.executor.copy_kernels import (
-    _copy_transposed,
-    _relu,
+    copy_transposed,
 )
-from teir_plan.executor.elements import accumulator_zero, widen
+from teir_plan.executor.elements import accumulator_zero, relu_value, widen
 from teir_plan.executor.entries import (
     call_entry,
 )
@@ -48,7 +47,7 @@ from teir_plan.tilekinds.table import (
 _ORD_N = 78
 
 @njit(cache=True, nogil=True)
-def _gemm_loops(x0, ao, x1, bo, y, co, tile, zero_first):  # type: ignore[no-untyped-def]
+def gemm_loops(x0, ao, x1, bo, y, co, tile, zero_first):  # type: ignore[no-untyped-def]
     """C (+)= sum_br A_br B_br with plain strided loops, accumulating in float64 (or
     complex128 for complex elements)."""
     m, n, k, br = tile[T_M], tile[T_N], tile[T_K], tile[T_BR]
@@ -72,11 +71,11 @@ def _gemm_loops(x0, ao, x1, bo, y, co, tile, zero_first):  # type: ignore[no-unt
 # Row and dot tiles: reductions may be reassociated (LLVM then vectorizes them, with
 # several partial sums, as BLAS' dot does) and a multiply-add fused; no other fast-math
 # assumption (NaN and infinity propagate as in numpy).
-_SUM_MATH = {"reassoc", "contract"}
+SUM_MATH = {"reassoc", "contract"}
 
 
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _dot(x0, o0, s0, x1, o1, s1, n, zero):  # type: ignore[no-untyped-def]
+@njit(cache=True, nogil=True, fastmath=SUM_MATH)
+def dot_strided(x0, o0, s0, x1, o1, s1, n, zero):  # type: ignore[no-untyped-def]
     """sum_{p < n} x0[o0 + p*s0] * x1[o1 + p*s1], from ``zero`` (of the arrays' dtype);
     unit strides get a loop of their own (vectorized)."""
     acc = zero
@@ -97,7 +96,7 @@ def _dot(x0, o0, s0, x1, o1, s1, n, zero):  # type: ignore[no-untyped-def]
 def _mul_row(x0, o0, s0, x1, o1, s1, y, o2, s2, n, accumulate):  # type: ignore[no-untyped-def]
     """y[o2 + i*s2] (=, or += with ``accumulate``) x0[o0 + i*s0] * x1[o1 + i*s1] for
     i < n; unit strides get loops of their own (vectorized)."""
-    if s0 == 1 and s1 == 1 and s2 == 1:  # slices: see _dot
+    if s0 == 1 and s1 == 1 and s2 == 1:  # slices: see dot_strided
         a = x0[o0:o0 + n]
         b = x1[o1:o1 + n]
         c = y[o2:o2 + n]
@@ -116,22 +115,22 @@ def _mul_row(x0, o0, s0, x1, o1, s1, y, o2, s2, n, accumulate):  # type: ignore[
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _row_tile(x0, o0, x1, o1, y, o2, tile, n, zero_first, relu, zero):  # type: ignore[no-untyped-def]
+def row_tile_kernel(x0, o0, x1, o1, y, o2, tile, n, zero_first, relu, zero):  # type: ignore[no-untyped-def]
     """A MODE_ROW tile of ``n`` elements (see MODE_ROW), then max(., 0) with ``relu``."""
     s2 = tile[T_C_M]
     if s2 == 0:  # a K loop: one output element
-        acc = _dot(x0, o0, tile[T_A_M], x1, o1, tile[T_B_N], n, zero)
+        acc = dot_strided(x0, o0, tile[T_A_M], x1, o1, tile[T_B_N], n, zero)
         v = acc if zero_first else y[o2] + acc
-        y[o2] = _relu(v) if relu else v
+        y[o2] = relu_value(v) if relu else v
     else:
         _mul_row(x0, o0, tile[T_A_M], x1, o1, tile[T_B_N], y, o2, s2, n, not zero_first)
         if relu:
             for i in range(n):
-                y[o2 + i * s2] = _relu(y[o2 + i * s2])
+                y[o2 + i * s2] = relu_value(y[o2 + i * s2])
 
 
 @njit(cache=True, nogil=True)
-def _dot_tile(x0, ao, x1, bo, y, co, tile, zero_first, zero):  # type: ignore[no-untyped-def]
+def dot_tile_kernel(x0, ao, x1, bo, y, co, tile, zero_first, zero):  # type: ignore[no-untyped-def]
     """A MODE_DOT tile: C[i] (+)= sum_p A[i, p] B[p] for i < m (with T_SWAP the roles of
     in0 and in1 exchanged: C[j] (+)= sum_p A[p] B[p, j]).  Two loops rather than one
     over exchanged names: in0 and in1 may have different numba types (a read-only
@@ -139,13 +138,13 @@ def _dot_tile(x0, ao, x1, bo, y, co, tile, zero_first, zero):  # type: ignore[no
     if tile[T_SWAP]:
         m, s_row, s_y, s0, s1 = tile[T_N], tile[T_B_N], tile[T_C_N], tile[T_B_K], tile[T_A_K]
         for j in range(m):
-            acc = _dot(x1, bo + j * s_row, s0, x0, ao, s1, tile[T_K], zero)
+            acc = dot_strided(x1, bo + j * s_row, s0, x0, ao, s1, tile[T_K], zero)
             p = co + j * s_y
             y[p] = acc if zero_first else y[p] + acc
     else:
         m, s_row, s_y, s0, s1 = tile[T_M], tile[T_A_M], tile[T_C_M], tile[T_A_K], tile[T_B_K]
         for i in range(m):
-            acc = _dot(x0, ao + i * s_row, s0, x1, bo, s1, tile[T_K], zero)
+            acc = dot_strided(x0, ao + i * s_row, s0, x1, bo, s1, tile[T_K], zero)
             p = co + i * s_y
             y[p] = acc if zero_first else y[p] + acc
 
@@ -161,7 +160,7 @@ def _pack(src, so, rows, cols, s_r, s_c, dst, do):  # type: ignore[no-untyped-de
 
 
 @njit(cache=True, nogil=True)
-def _set_int(i64, i32, width, q, v):  # type: ignore[no-untyped-def]
+def set_int(i64, i32, width, q, v):  # type: ignore[no-untyped-def]
     """Store BLAS integer argument ``q`` as ``width`` bytes (i32 views i64's memory)."""
     if width == 8:
         i64[q] = v
@@ -170,7 +169,7 @@ def _set_int(i64, i32, width, q, v):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
-def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts):  # type: ignore[no-untyped-def]
+def gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts):  # type: ignore[no-untyped-def]
     """C (+)= sum_br A_br B_br through BLAS, packing the operands BLAS cannot address."""
     m, n, k, br = tile[T_M], tile[T_N], tile[T_K], tile[T_BR]
     swap = tile[T_SWAP] != 0
@@ -202,14 +201,14 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
     # transpose flags are characters, the first byte of a (little-endian) integer.
     w = tile[T_BLAS_INT]
     ip32 = iparams.view(np.int32)
-    _set_int(iparams, ip32, w, 0, mm)
-    _set_int(iparams, ip32, w, 1, nn)
-    _set_int(iparams, ip32, w, 2, k)
-    _set_int(iparams, ip32, w, 3, lda)
-    _set_int(iparams, ip32, w, 4, ldb)
-    _set_int(iparams, ip32, w, 5, ldc if ldc != 0 else mm)
-    _set_int(iparams, ip32, w, 6, _ORD_N if transa == 0 else transa)
-    _set_int(iparams, ip32, w, 7, _ORD_N if transb == 0 else transb)
+    set_int(iparams, ip32, w, 0, mm)
+    set_int(iparams, ip32, w, 1, nn)
+    set_int(iparams, ip32, w, 2, k)
+    set_int(iparams, ip32, w, 3, lda)
+    set_int(iparams, ip32, w, 4, ldb)
+    set_int(iparams, ip32, w, 5, ldc if ldc != 0 else mm)
+    set_int(iparams, ip32, w, 6, _ORD_N if transa == 0 else transa)
+    set_int(iparams, ip32, w, 7, _ORD_N if transb == 0 else transb)
     ip = np.int64(iparams.ctypes.data)
     cp = np.int64(consts.ctypes.data)  # consts = [1, 0]: alpha/beta one, beta zero
     isz = np.int64(consts.itemsize)
@@ -253,7 +252,7 @@ def _gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts
 
 
 @njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
-def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch, iparams):  # type: ignore[no-untyped-def]
+def gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scratch, iparams):  # type: ignore[no-untyped-def]
     """A vector-kernel tile whose vector operand has unit stride along K (B^T along N,
     A^T along M): its K x length block is transposed into the worker's buffer, rows
     tile[T_VEC_P] elements apart from the buffer's first 64-byte line, then the vector
@@ -276,7 +275,7 @@ def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scra
     fn = tile[T_VEC_FN]
     if tile[T_SWAP]:  # along N: in1's K x n block, in0 broadcast
         if iparams[0] != o1 + 1:
-            _copy_transposed(x1, o1, scratch, base, tile[T_N], k, tile[T_B_N], ld, plain,
+            copy_transposed(x1, o1, scratch, base, tile[T_N], k, tile[T_B_N], ld, plain,
                              scratch, none, none, none)
             iparams[0] = o1 + 1
         call_entry(fn, scratch, base, ld, x0, o0, tile[T_A_K], tile[T_A_M], y, o2,
@@ -284,7 +283,7 @@ def _gemm_vec_packed(x0, o0, x1, o1, y, o2, tile, zero_first, stream, relu, scra
                    none + 1, none + 1)
     else:  # along M: in0's m x K block, in1 broadcast
         if iparams[0] != o0 + 1:
-            _copy_transposed(x0, o0, scratch, base, tile[T_M], k, tile[T_A_M], ld, plain,
+            copy_transposed(x0, o0, scratch, base, tile[T_M], k, tile[T_A_M], ld, plain,
                              scratch, none, none, none)
             iparams[0] = o0 + 1
         call_entry(fn, scratch, base, ld, x1, o1, tile[T_B_K], tile[T_B_N], y, o2,

@@ -12,7 +12,7 @@ from numba import njit, prange
 
 from teir_plan.executor.elements import relu_value
 from teir_plan.executor.entries import call_chunk
-from teir_plan.executor.walker import _chunk, _iterations
+from teir_plan.executor.walker import loop_iterations, thread_chunk
 from teir_plan.teir.parallel_k import PartialLayout
 
 # Each worker's block starts on its own cache line: blocks that shared a line would
@@ -41,9 +41,9 @@ def run_partials(fn, x0, x1, parts, pitch, loops, npar, tile, consts, nchunks): 
     """Worker ``c`` zeroes its block ``parts[c * pitch:]`` and runs its contiguous share
     of the first ``npar`` loop rows (collapsed) into it, through the chunk runner at
     ``fn`` (walker.chunk_address), whose tile table addresses the block from offset 0."""
-    total = _iterations(loops, npar)
+    total = loop_iterations(loops, npar)
     for c in prange(nchunks):
-        start, stop = _chunk(c, total, nchunks)
+        start, stop = thread_chunk(c, total, nchunks)
         mine = parts[c * pitch:(c + 1) * pitch]
         mine[:] = 0
         if start < stop:

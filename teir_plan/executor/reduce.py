@@ -49,526 +49,40 @@ from numba import njit, prange, types
 from numba.extending import get_cython_function_address, intrinsic
 
 from teir_plan.blaslib import numpy_openblas
-from teir_plan.executor.blas import call_gemv
+from teir_plan.executor.blas_control import blas_threads
 from teir_plan.executor.checks import as_type, flat_view
-from teir_plan.executor.intrinsics import prefetch_element
+from teir_plan.executor.reduce_rows import (
+    gemv_rows,
+    plain_into,
+    plain_segment,
+    plain_units,
+    rows_unit,
+    store_block,
+    weighted_into,
+    weighted_segment,
+    weighted_units,
+)
+from teir_plan.executor.reduce_runs import SUM_MATH, span_sum, table_offset, whole_runs
 from teir_plan.executor.threads import (
-    blas_threads,
     get_num_threads,
     parallel_threads,
     parallel_usable,
 )
-from teir_plan.isa import LINE_BYTES
 from teir_plan.tiles import (
     CHUNKS_PER_THREAD,
     DIRECT_MAX_ROWS,
-    DOT_FOUR_MIN_BYTES,
     FLAT_MAX_NB,
     FLAT_MIN_WINDOWS,
     FLAT_WINDOW,
     KIND_INNER,
     KIND_ROWS,
-    PREFETCH_MAX_ROW_BYTES,
-    PREFETCH_MIN_ROW_BYTES,
     ROW_BLOCK_BYTES,
     ROW_GROUP,
-    ROWS_PREFETCH_BYTES,
     SPLIT_OUTPUTS,
     SPLIT_SUMMED,
     output_chunks,
     uses_gemv,
 )
-
-RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
-GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
-
-# Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
-# fused; no other fast-math assumption (NaN and infinity propagate as in numpy).
-_SUM_MATH = {"reassoc", "contract"}
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-def]
-    """sum_{p < n} x[o + p*s] (times w[ow + p*sw] when ``weighted``); unit strides are
-    sliced from 0 so that LLVM loads whole vectors."""
-    acc = zero
-    if s == 1 and not weighted:
-        a = x[o:o + n]
-        for p in range(n):
-            acc += a[p]
-    elif s == 1 and sw == 1:
-        a = x[o:o + n]
-        b = w[ow:ow + n]
-        for p in range(n):
-            acc += a[p] * b[p]
-    elif weighted:
-        for p in range(n):
-            acc += x[o + p * s] * w[ow + p * sw]
-    else:
-        for p in range(n):
-            acc += x[o + p * s]
-    return acc
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _place(table, col, i, idx):  # type: ignore[no-untyped-def]
-    """Set the odometer ``idx`` over ``table``'s rows to flat position ``i`` (last row
-    fastest); return the offset sum(idx * table[:, col])."""
-    off = 0
-    for a in range(table.shape[0] - 1, -1, -1):
-        n = table[a, 0]
-        q = i // n
-        idx[a] = i - q * n
-        off += idx[a] * table[a, col]
-        i = q
-    return off
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _whole_run(x, xb, w, wb, n, sx, sw, weighted, zero):  # type: ignore[no-untyped-def]
-    """One run of n elements summed, RUN_BLOCK at a time."""
-    total = zero
-    q = 0
-    while q < n:
-        qe = min(n, q + RUN_BLOCK)
-        total += _run_sum(x, xb + q * sx, sx, qe - q, w, wb + q * sw, sw, weighted, zero)
-        q = qe
-    return total
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _four_block(x, p, sx, m, w, wq, weighted, zero):  # type: ignore[no-untyped-def]
-    """The sums of m elements of four runs from x[p], x[p + sx], ... (times w[wq:])."""
-    r0 = x[p:p + m]
-    r1 = x[p + sx:p + sx + m]
-    r2 = x[p + 2 * sx:p + 2 * sx + m]
-    r3 = x[p + 3 * sx:p + 3 * sx + m]
-    b0 = zero
-    b1 = zero
-    b2 = zero
-    b3 = zero
-    if weighted:
-        v = w[wq:wq + m]
-        for e in range(m):
-            b0 += r0[e] * v[e]
-            b1 += r1[e] * v[e]
-            b2 += r2[e] * v[e]
-            b3 += r3[e] * v[e]
-    else:
-        for e in range(m):
-            b0 += r0[e]
-            b1 += r1[e]
-            b2 += r2[e]
-            b3 += r3[e]
-    return b0, b1, b2, b3
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _short_sums(x, xb, sx, cnt, n, dst, db, sd, zero):  # type: ignore[no-untyped-def]
-    """dst[db + t*sd] = sum(x[xb + t*sx : + n]) for t < cnt, unit-stride runs of at most
-    RUN_BLOCK: one output at a time, each run one loop (LLVM's vectorized reduction and
-    its vector epilogue), in a function of its own (docs/decisions.md)."""
-    for t in range(cnt):
-        p = xb + t * sx
-        a = x[p:p + n]
-        acc = zero
-        for e in range(n):
-            acc += a[e]
-        dst[db + t * sd] = acc
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _short_dots(x, xb, sx, cnt, n, w, wb, dst, db, sd, zero):  # type: ignore[no-untyped-def]
-    """:func:`_short_sums` weighted by w[wb : + n] (at most RUN_BLOCK: in L1)."""
-    v = w[wb:wb + n]
-    for t in range(cnt):
-        p = xb + t * sx
-        a = x[p:p + n]
-        acc = zero
-        for e in range(n):
-            acc += a[e] * v[e]
-        dst[db + t * sd] = acc
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
-    """dst[db + t*sd] = the sum of elements q0 <= q < q1 of the run from x[xb + t*sx],
-    for t < cnt.  A function of its own: inside reduce_chunk's loop LLVM left the sums
-    4-6x slower."""
-    # Unit strides: four outputs per pass, their sums independent chains (one output's
-    # horizontal sum waits on its last loads: docs/decisions.md).  Weighted, the block
-    # of weights is the outer loop and every four runs read it from L1: a weight vector
-    # longer than the caches is then read from memory once a call, not once per four
-    # outputs.  Unit-stride runs of at most RUN_BLOCK are summed one output at a time
-    # instead (_short_sums: LLVM vectorizes four sums only from longer runs), but for
-    # weighted runs of at least DOT_FOUR_MIN_BYTES (tiles.dot_four_min_bytes).
-    n = q1 - q0
-    t = 0
-    four_dots = weighted and cnt >= 4 and n * x.itemsize >= DOT_FOUR_MIN_BYTES
-    if run_sx == 1 and (run_sw == 1 or not weighted) and n <= RUN_BLOCK and not four_dots:
-        if weighted:
-            _short_dots(x, xb + q0, sx, cnt, n, w, wb + q0, dst, db, sd, zero)
-        else:
-            _short_sums(x, xb + q0, sx, cnt, n, dst, db, sd, zero)
-        return
-    if run_sx == 1 and (run_sw == 1 or not weighted):  # (runs longer than RUN_BLOCK)
-        four = cnt - cnt % 4
-        if weighted:
-            for u in range(four):
-                dst[db + u * sd] = zero
-            q = q0
-            while q < q1:
-                m = min(q1 - q, RUN_BLOCK)
-                t = 0
-                while t < four:
-                    b0, b1, b2, b3 = _four_block(x, xb + t * sx + q, sx, m, w, wb + q,
-                                                 weighted, zero)
-                    dst[db + t * sd] += b0
-                    dst[db + (t + 1) * sd] += b1
-                    dst[db + (t + 2) * sd] += b2
-                    dst[db + (t + 3) * sd] += b3
-                    t += 4
-                q += m
-        else:
-            while t < four:
-                a0 = zero
-                a1 = zero
-                a2 = zero
-                a3 = zero
-                q = q0
-                while q < q1:
-                    m = min(q1 - q, RUN_BLOCK)
-                    b0, b1, b2, b3 = _four_block(x, xb + t * sx + q, sx, m, w, wb + q,
-                                                 weighted, zero)
-                    a0 += b0
-                    a1 += b1
-                    a2 += b2
-                    a3 += b3
-                    q += m
-                dst[db + t * sd] = a0
-                dst[db + (t + 1) * sd] = a1
-                dst[db + (t + 2) * sd] = a2
-                dst[db + (t + 3) * sd] = a3
-                t += 4
-        t = four
-    for u in range(t, cnt):
-        dst[db + u * sd] = _whole_run(x, xb + u * sx + q0 * run_sx, w, wb + q0 * run_sw, n,
-                                      run_sx, run_sw, weighted, zero)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _seek_run(summed, idx, r, xo, wo):  # type: ignore[no-untyped-def]
-    """The odometer over ``summed``'s rows but the last (the runs), set to run ``r``:
-    ``idx`` and the offsets xo, wo moved there."""
-    for a in range(summed.shape[0] - 2, -1, -1):
-        n = summed[a, 0]
-        q = r // n
-        idx[a] = r - q * n
-        xo += idx[a] * summed[a, 1]
-        wo += idx[a] * summed[a, 2]
-        r = q
-    return xo, wo
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _next_run(summed, idx, xo, wo):  # type: ignore[no-untyped-def]
-    """The odometer's step to the next run, innermost row fastest: the new xo, wo."""
-    for a in range(summed.shape[0] - 2, -1, -1):
-        idx[a] += 1
-        xo += summed[a, 1]
-        wo += summed[a, 2]
-        if idx[a] < summed[a, 0]:
-            break
-        idx[a] = 0
-        xo -= summed[a, 0] * summed[a, 1]
-        wo -= summed[a, 0] * summed[a, 2]
-    return xo, wo
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignore[no-untyped-def]
-    """KIND_INNER: the sum of summed elements e0 <= e < e1 (flat over ``summed``, its
-    last row the run) of one output, whose first element is x[xb]."""
-    ns = summed.shape[0]
-    run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
-    xo = xb
-    wo = wb
-    p = 0
-    if e0 == 0:  # (no divisions: this runs once per output)
-        for a in range(ns - 1):
-            idx[a] = 0
-    else:
-        r = e0 // run_n
-        p = e0 - r * run_n
-        xo, wo = _seek_run(summed, idx, r, xo, wo)
-    total = zero
-    e = e0
-    while e < e1:
-        stop = min(run_n, p + (e1 - e))
-        q = p
-        while q < stop:
-            qe = min(stop, q + RUN_BLOCK)
-            total += _run_sum(x, xo + q * run_sx, run_sx, qe - q, w, wo + q * run_sw,
-                              run_sw, weighted, zero)
-            q = qe
-        e += stop - p
-        p = 0
-        xo, wo = _next_run(summed, idx, xo, wo)
-    return total
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ignore[no-untyped-def]
-    """blk[:nb] = sum_{r < cnt} x[a + r*st + t*vs] (times w[wa + r*wst]), four rows per
-    pass over blk (one load and store of blk per four rows read)."""
-    b = blk[:nb]
-    for t in range(nb):
-        b[t] = 0
-    r = 0
-    if vs == 1:
-        lim = x.size - 1
-        ahead = ROWS_PREFETCH_BYTES // x.itemsize  # (elements)
-        fetch = (weighted and st == nb
-                 and PREFETCH_MIN_ROW_BYTES <= nb * x.itemsize <= PREFETCH_MAX_ROW_BYTES)
-        while r + 4 <= cnt:
-            p = a + r * st
-            if fetch:  # the four rows' lines ROWS_PREFETCH_BYTES on
-                for k in range(0, 4 * nb, LINE_BYTES // x.itemsize):
-                    prefetch_element(x, min(p + ahead + k, lim))
-            r0 = x[p:p + nb]
-            r1 = x[p + st:p + st + nb]
-            r2 = x[p + 2 * st:p + 2 * st + nb]
-            r3 = x[p + 3 * st:p + 3 * st + nb]
-            if weighted:
-                q = wa + r * wst
-                c0, c1, c2, c3 = w[q], w[q + wst], w[q + 2 * wst], w[q + 3 * wst]
-                for t in range(nb):
-                    b[t] += (c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t])
-            else:
-                for t in range(nb):
-                    b[t] += (r0[t] + r1[t]) + (r2[t] + r3[t])
-            r += 4
-        while r < cnt:
-            p = a + r * st
-            r0 = x[p:p + nb]
-            if weighted:
-                c0 = w[wa + r * wst]
-                for t in range(nb):
-                    b[t] += c0 * r0[t]
-            else:
-                for t in range(nb):
-                    b[t] += r0[t]
-            r += 1
-    else:
-        for r in range(cnt):
-            p = a + r * st
-            if weighted:
-                c0 = w[wa + r * wst]
-                for t in range(nb):
-                    b[t] += c0 * x[p + t * vs]
-            else:
-                for t in range(nb):
-                    b[t] += x[p + t * vs]
-
-
-# _rows_segment compiled once per value of ``weighted``, each a function of its own: a
-# runtime ``weighted``, or both forms inlined in one caller, left LLVM's code for rows of
-# 24 float32 2.6-5.5x slower (docs/decisions.md: narrow rows).
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _weighted_segment(x, a, st, cnt, vs, nb, w, wa, wst, blk):  # type: ignore[no-untyped-def]
-    _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, True, blk)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _plain_segment(x, a, st, cnt, vs, nb, w, wa, wst, blk):  # type: ignore[no-untyped-def]
-    _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, False, blk)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _store_block(acc, nb, dst, db, dvec):  # type: ignore[no-untyped-def]
-    """dst[db + t*dvec] = acc[t] for t < nb."""
-    if dvec == 1:
-        d = dst[db:db + nb]
-        for t in range(nb):
-            d[t] = acc[t]
-    else:
-        for t in range(nb):
-            dst[db + t * dvec] = acc[t]
-
-
-# Units of one segment each along the last kept axis, in one compiled loop per value of
-# ``weighted`` (as the segments above): ``bkd->bd`` on 1e6 x 4 x 24 float32 spent some
-# 15 ns a unit in reduce_chunk's per-unit placing and calls (docs/decisions.md).
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _weighted_units(x, xb, sx, cnt, st, c, vs, nb, w, wa, wst, acc, dst, db, sd, dvec):  # type: ignore[no-untyped-def]
-    for t in range(cnt):
-        _rows_segment(x, xb + t * sx, st, c, vs, nb, w, wa, wst, True, acc)
-        _store_block(acc, nb, dst, db + t * sd, dvec)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _plain_units(x, xb, sx, cnt, st, c, vs, nb, w, wa, wst, acc, dst, db, sd, dvec):  # type: ignore[no-untyped-def]
-    for t in range(cnt):
-        _rows_segment(x, xb + t * sx, st, c, vs, nb, w, wa, wst, False, acc)
-        _store_block(acc, nb, dst, db + t * sd, dvec)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  # type: ignore[no-untyped-def]
-    """dst[db + u*sd + t] = the sum of the first g (1 to 4) rows of unit u (times their
-    weights), for u < cnt and t < nb: stored, so that out needs no zeroing pass."""
-    c0 = w[wa] if weighted else x[xb]  # (unweighted: unused, read where x has one)
-    c1 = w[wa + wst] if weighted and g > 1 else c0
-    c2 = w[wa + 2 * wst] if weighted and g > 2 else c0
-    if g == 1:
-        for u in range(cnt):
-            p = xb + u * sx
-            q = db + u * sd
-            r0 = x[p:p + nb]
-            d = dst[q:q + nb]
-            for t in range(nb):
-                d[t] = c0 * r0[t] if weighted else r0[t]
-    elif g == 2:
-        for u in range(cnt):
-            p = xb + u * sx
-            q = db + u * sd
-            r0 = x[p:p + nb]
-            r1 = x[p + st:p + st + nb]
-            d = dst[q:q + nb]
-            for t in range(nb):
-                d[t] = c0 * r0[t] + c1 * r1[t] if weighted else r0[t] + r1[t]
-    elif g == 3:
-        for u in range(cnt):
-            p = xb + u * sx
-            q = db + u * sd
-            r0 = x[p:p + nb]
-            r1 = x[p + st:p + st + nb]
-            r2 = x[p + 2 * st:p + 2 * st + nb]
-            d = dst[q:q + nb]
-            for t in range(nb):
-                d[t] = ((c0 * r0[t] + c1 * r1[t]) + c2 * r2[t] if weighted
-                        else (r0[t] + r1[t]) + r2[t])
-    else:
-        _four_rows(x, xb, sx, cnt, st, 0, nb, w, wa, wst, weighted, False, dst, db, sd)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _four_rows(x, xb, sx, cnt, st, r, nb, w, wa, wst, weighted, add, dst, db, sd):  # type: ignore[no-untyped-def]
-    """dst[db + u*sd + t] (+)= the sum of rows r to r + 3 of unit u (times their
-    weights): added when ``add``, else stored (a constant at each call)."""
-    k = wa + r * wst
-    c0 = w[k] if weighted else x[xb]  # (unweighted: unused, read where x has one)
-    c1 = w[k + wst] if weighted else c0
-    c2 = w[k + 2 * wst] if weighted else c0
-    c3 = w[k + 3 * wst] if weighted else c0
-    for u in range(cnt):
-        p = xb + u * sx + r * st
-        q = db + u * sd
-        r0 = x[p:p + nb]
-        r1 = x[p + st:p + st + nb]
-        r2 = x[p + 2 * st:p + 2 * st + nb]
-        r3 = x[p + 3 * st:p + 3 * st + nb]
-        d = dst[q:q + nb]
-        for t in range(nb):
-            v = ((c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t]) if weighted
-                 else (r0[t] + r1[t]) + (r2[t] + r3[t]))
-            d[t] = d[t] + v if add else v
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH, inline="always")
-def _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, weighted, dst, db, sd):  # type: ignore[no-untyped-def]
-    """Units of c rows of nb unit-stride elements each, summed straight into their
-    unit-stride output rows: the first 1-4 rows stored, then four rows a pass added, over
-    blocks of units whose outputs stay in L1 (ROW_BLOCK_BYTES)."""
-    g = c - 4 * ((c - 1) // 4)
-    per = cnt if c <= 4 else max(1, ROW_BLOCK_BYTES // (x.itemsize * nb))
-    u = 0
-    while u < cnt:
-        m = min(per, cnt - u)
-        _first_rows(x, xb + u * sx, sx, m, st, g, nb, w, wa, wst, weighted, dst,
-                    db + u * sd, sd)
-        r = g
-        while r < c:
-            _four_rows(x, xb + u * sx, sx, m, st, r, nb, w, wa, wst, weighted, True, dst,
-                       db + u * sd, sd)
-            r += 4
-        u += m
-
-
-# ... and straight into unit-stride outputs, a pass over a run of units per group of
-# rows: no accumulator to zero and copy, and no per-unit call.  bkd->bd with rows of
-# 24 float32 in L2, one core: 2.0-2.5x the units above with four rows, 3-4x with two or
-# three; weighted 1.0-1.5x with 5 to 64 rows, unweighted 0.9-1.1x with 16 to 64
-# (tiles.DIRECT_MAX_ROWS; docs/decisions.md: units straight into out).
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _weighted_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, dst, db, sd):  # type: ignore[no-untyped-def]
-    _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, True, dst, db, sd)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _plain_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, dst, db, sd):  # type: ignore[no-untyped-def]
-    _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, False, dst, db, sd)
-
-
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
-def _rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  # type: ignore[no-untyped-def]
-    """KIND_ROWS: acc[:nb] = the sum of summed rows s0 <= s < s1 (flat over ``summed``)
-    of nb elements along the vector axis, the first at x[xb]."""
-    ns = summed.shape[0]
-    n_in, st, wst = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
-    for t in range(nb):
-        acc[t] = 0
-    outer = s0 // n_in
-    r = s0 - outer * n_in
-    xo = xb
-    wo = wb
-    xo, wo = _seek_run(summed, idx, outer, xo, wo)
-    s = s0
-    while s < s1:
-        left = min(n_in - r, s1 - s)
-        while left > 0:
-            c = min(ROW_GROUP, left)
-            if weighted:
-                _weighted_segment(x, xo + r * st, st, c, vs, nb, w, wo + r * wst, wst, blk)
-            else:
-                _plain_segment(x, xo + r * st, st, c, vs, nb, w, wo + r * wst, wst, blk)
-            for t in range(nb):
-                acc[t] += blk[t]
-            r += c
-            s += c
-            left -= c
-        r = 0
-        xo, wo = _next_run(summed, idx, xo, wo)
-
-
-@njit(cache=True, nogil=True)
-def _gemv_rows(x, xb, st, nb, vs, w, wb, wst, s0, s1, acc, gemv, iparams, consts):  # type: ignore[no-untyped-def]
-    """acc[:nb] = sum_{s0 <= r < s1} w[wb + r*wst] x[xb + r*st + t*vs] (t < nb) by BLAS
-    ?gemv: with vs = 1 the rows are the columns of an nb x (s1 - s0) column-major matrix
-    (rows too short for LLVM's vectorized loop: OpenBLAS' kernel keeps the sums in
-    registers); else (st = 1, the summed runs no longer than vs) the runs are the
-    columns of an (s1 - s0) x nb one, transposed (tiles.uses_gemv)."""
-    for t in range(nb):
-        acc[t] = 0
-    width = gemv[1]
-    ip32 = iparams.view(np.int32)
-    isz = np.int64(x.itemsize)
-    ip = np.int64(iparams.ctypes.data)
-    cp = np.int64(consts.ctypes.data)
-    r = s0
-    while r < s1:
-        cnt = min(s1 - r, GEMV_MAX_ROWS)
-        shape = (nb, cnt, st, wst, 1, ord("N")) if vs == 1 else (cnt, nb, vs, wst, 1, ord("T"))
-        for i, v in enumerate(shape):
-            if width == 8:
-                iparams[i] = v
-            else:
-                ip32[i] = v
-        call_gemv(gemv[0], ip + 5 * width, ip, ip + width, cp,
-                   np.int64(x.ctypes.data) + (xb + r * st) * isz, ip + 2 * width,
-                   np.int64(w.ctypes.data) + (wb + r * wst) * isz, ip + 3 * width, cp,
-                   np.int64(acc.ctypes.data), ip + 4 * width)
-        r += cnt
 
 
 @njit(cache=True, nogil=True)
@@ -584,7 +98,7 @@ def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
     return total
 
 
-@njit(cache=True, nogil=True, fastmath=_SUM_MATH)
+@njit(cache=True, nogil=True, fastmath=SUM_MATH)
 def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
                  dst, do, dcol, dvec, zero, gemv):
     """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
@@ -604,15 +118,15 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
         sd_last = kept[nk - 1, dcol] if nk else 0
         u = u0
         while u < u1:
-            db = do + _place(kept, dcol, u, kidx)
-            xb = xo + _place(kept, 1, u, kidx)
+            db = do + table_offset(kept, dcol, u, kidx)
+            xb = xo + table_offset(kept, 1, u, kidx)
             cnt = min(n_last - (kidx[nk - 1] if nk else 0), u1 - u)
             if whole:
-                _whole_runs(x, xb, sx_last, cnt, w, wo, s0, s1, run_sx, run_sw, weighted,
+                whole_runs(x, xb, sx_last, cnt, w, wo, s0, s1, run_sx, run_sw, weighted,
                             dst, db, sd_last, zero)
             else:
                 for t in range(cnt):
-                    dst[db + t * sd_last] = _span_sum(x, xb + t * sx_last, w, wo, summed,
+                    dst[db + t * sd_last] = span_sum(x, xb + t * sx_last, w, wo, summed,
                                                       weighted, s0, s1, sidx, zero)
             u += cnt
         return
@@ -638,21 +152,21 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
         n_last, sx_last, sd_last = kept[nk - 1, 0], kept[nk - 1, 1], kept[nk - 1, dcol]
         u = u0
         while u < u1:
-            db = do + _place(kept, dcol, u, kidx)
-            xb = xo + _place(kept, 1, u, kidx) + s0 * st
+            db = do + table_offset(kept, dcol, u, kidx)
+            xb = xo + table_offset(kept, 1, u, kidx) + s0 * st
             cnt = min(n_last - kidx[nk - 1], u1 - u)
             direct = vs == 1 and dvec == 1 and s1 > s0  # (tiles.sums_into_out)
             if direct and weighted:
-                _weighted_into(x, xb, sx_last, cnt, st, s1 - s0, vn, w, wo + s0 * wst, wst,
+                weighted_into(x, xb, sx_last, cnt, st, s1 - s0, vn, w, wo + s0 * wst, wst,
                                dst, db, sd_last)
             elif direct and s1 - s0 <= DIRECT_MAX_ROWS:
-                _plain_into(x, xb, sx_last, cnt, st, s1 - s0, vn, w, wo + s0 * wst, wst,
+                plain_into(x, xb, sx_last, cnt, st, s1 - s0, vn, w, wo + s0 * wst, wst,
                             dst, db, sd_last)
             elif weighted:
-                _weighted_units(x, xb, sx_last, cnt, st, s1 - s0, vs, vn, w, wo + s0 * wst,
+                weighted_units(x, xb, sx_last, cnt, st, s1 - s0, vs, vn, w, wo + s0 * wst,
                                 wst, acc, dst, db, sd_last, dvec)
             else:
-                _plain_units(x, xb, sx_last, cnt, st, s1 - s0, vs, vn, w, wo + s0 * wst, wst,
+                plain_units(x, xb, sx_last, cnt, st, s1 - s0, vs, vn, w, wo + s0 * wst, wst,
                              acc, dst, db, sd_last, dvec)
             u += cnt
         return
@@ -663,7 +177,7 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
         b = u - o * nblocks
         start = b * rb
         nb = min(rb, vn - start)
-        xb = xo + _place(kept, 1, o, kidx) + start * vs
+        xb = xo + table_offset(kept, 1, o, kidx) + start * vs
         if flat:
             # Windows of g whole rows as rows of the rows kernel, then folded.
             g = max(1, FLAT_WINDOW // nb)
@@ -674,7 +188,7 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             if windows[0, 0] > 0:
                 # (int64 and bool values, not literals: the call below, with variables,
                 # then shares their compile; see run_parallel)
-                _rows_unit(x, xb + s0 * nb, np.int64(1), g * nb, w, wo, windows,
+                rows_unit(x, xb + s0 * nb, np.int64(1), g * nb, w, wo, windows,
                            np.bool_(False), np.int64(0), windows[0, 0], sidx, wide, blk)
                 for j in range(g):
                     for t in range(nb):
@@ -682,24 +196,24 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             r = s0 + windows[0, 0] * g  # the rows short of a window, ROW_GROUP a pass
             while r < s1:
                 c = min(ROW_GROUP, s1 - r)
-                _plain_segment(x, xb + r * nb, nb, c, np.int64(1), nb, w, np.int64(0),
+                plain_segment(x, xb + r * nb, nb, c, np.int64(1), nb, w, np.int64(0),
                                np.int64(0), blk)
                 for t in range(nb):
                     acc[t] += blk[t]
                 r += c
         elif gemv[0] != 0:
-            _gemv_rows(x, xb, summed[0, 1], nb, vs, w, wo, summed[0, 2], s0, s1, acc, gemv,
+            gemv_rows(x, xb, summed[0, 1], nb, vs, w, wo, summed[0, 2], s0, s1, acc, gemv,
                        iparams, consts)
-        elif one_segment:  # (not through _rows_unit: its call costs some 75 ns a unit)
+        elif one_segment:  # (not through rows_unit: its call costs some 75 ns a unit)
             sa = xb + s0 * summed[0, 1]
             wa = wo + s0 * summed[0, 2]
             if weighted:
-                _weighted_segment(x, sa, summed[0, 1], s1 - s0, vs, nb, w, wa, summed[0, 2], acc)
+                weighted_segment(x, sa, summed[0, 1], s1 - s0, vs, nb, w, wa, summed[0, 2], acc)
             else:
-                _plain_segment(x, sa, summed[0, 1], s1 - s0, vs, nb, w, wa, summed[0, 2], acc)
+                plain_segment(x, sa, summed[0, 1], s1 - s0, vs, nb, w, wa, summed[0, 2], acc)
         else:
-            _rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
-        _store_block(acc, nb, dst, do + _place(kept, dcol, o, kidx) + start * dvec, dvec)
+            rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
+        store_block(acc, nb, dst, do + table_offset(kept, dcol, o, kidx) + start * dvec, dvec)
 
 
 @njit(cache=True, nogil=True)
@@ -792,7 +306,7 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
         return
     kidx = np.zeros(max(nk, 1), np.int64)
     for o in range(nout // vn):
-        yb = yo + _place(tab, 2, o, kidx)
+        yb = yo + table_offset(tab, 2, o, kidx)
         for t in range(vn):
             acc = partial[0, o * vn + t]
             for c in range(1, nchunks):

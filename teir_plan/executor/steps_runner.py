@@ -22,9 +22,9 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from teir_plan.executor.blas_control import blas_threads
 from teir_plan.executor.entries import call_codegen
 from teir_plan.executor.lower import Lowered
-from teir_plan.executor.threads import blas_threads
 from teir_plan.executor.walker import blas_chunk_address, chunk_address
 from teir_plan.tilekinds import table as K
 

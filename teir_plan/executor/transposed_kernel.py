@@ -48,7 +48,8 @@ from teir_plan.executor.intrinsics import (
     transpose_lines,
     vector_ops,
 )
-from teir_plan.executor.microkernel import LINE_BYTES, VECTOR_BYTES, reg_vector
+from teir_plan.executor.micro_ir import VECTOR_BYTES, reg_vector
+from teir_plan.isa import LINE_BYTES
 
 # The largest micro-tile's rows: the tile rules' constant, so that the cost model prices
 # the tiles this kernel runs without importing it.

@@ -34,10 +34,10 @@ from numba import carray, njit, prange
 from teir_plan.executor.blas import call_gemm
 from teir_plan.executor.complex_tiles import copy_elements_entry
 from teir_plan.executor.copy_kernels import (
-    _copy_tile,
-    _relu,
-    _relu_tile,
+    copy_tile,
+    relu_tile,
 )
+from teir_plan.executor.elements import relu_value
 from teir_plan.executor.entries import (
     call_chunk,
     call_entry,
@@ -45,13 +45,13 @@ from teir_plan.executor.entries import (
     compiled_address,
 )
 from teir_plan.executor.gemm_tiles import (
-    _dot,
-    _dot_tile,
-    _gemm_blas,
-    _gemm_loops,
-    _gemm_vec_packed,
-    _row_tile,
-    _set_int,
+    dot_strided,
+    dot_tile_kernel,
+    gemm_blas,
+    gemm_loops,
+    gemm_vec_packed,
+    row_tile_kernel,
+    set_int,
 )
 from teir_plan.executor.intrinsics import store_fence
 from teir_plan.tilekinds.blas import MODE as MODE_BLAS
@@ -97,7 +97,7 @@ from teir_plan.tilekinds.table import (
 from teir_plan.tilekinds.vec import MODE as MODE_VEC
 
 
-# _run_tile and _walk_seq are inlined into the runners that call them: numba compiles
+# _run_tile and walk_seq are inlined into the runners that call them: numba compiles
 # each function apart and then optimizes it again with all of its callees linked in, so
 # every layer of calls costs its whole subtree once more on a cold cache; inlined, a
 # first call compiles faster and runs as fast (docs/decisions.md).
@@ -107,7 +107,7 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
     """Run one tile at offsets o0, o1, o2; ``n0``, ``n1``: the in0 and in1 offsets of
     the tile that runs next on this worker (-1: none), for the vector kernel's prefetch;
     for a Copy tile, its in0 and out offsets, and ``p2`` the out offset of the tile that
-    ran before it (see _copy_transposed)."""
+    ran before it (see copy_transposed)."""
     kind = tile[T_KIND]
     if kind in (KIND_COPY, KIND_RELU):
         call_tile(tile[T_TILE_FN], x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams,
@@ -121,7 +121,7 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
         # The kernel applies the ReLU as it stores the last visit's sums.
         relu = last and tile[T_LAST_RELU] != 0
         stream = tile[T_STREAM] != 0
-        if tile[T_VEC_P]:  # _gemm_vec_packed, through _packed_entry: ``last`` is relu
+        if tile[T_VEC_P]:  # gemm_vec_packed, through _packed_entry: ``last`` is relu
             call_tile(tile[T_TILE_FN], x0, o0, x1, o1, y, o2, tile, zero_first, relu, scratch,
                       iparams, consts, n0, n1, p2)
             return
@@ -147,23 +147,23 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
                        nxs)
         return
     elif tile[T_MODE] == MODE_ROW:
-        _row_tile(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,
+        row_tile_kernel(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,
                   last and tile[T_LAST_RELU] != 0, consts[1])
         return
     elif tile[T_MODE] == MODE_DOT:
-        _dot_tile(x0, o0, x1, o1, y, o2, tile, zero_first, consts[1])
+        dot_tile_kernel(x0, o0, x1, o1, y, o2, tile, zero_first, consts[1])
     elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
         # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
         v = x0[o0] * x1[o1]
         y[o2] = v if zero_first else y[o2] + v
     else:
-        _gemm_loops(x0, o0, x1, o1, y, o2, tile, zero_first)
+        gemm_loops(x0, o0, x1, o1, y, o2, tile, zero_first)
     if last and tile[T_LAST_RELU] != 0:
-        _relu_tile(y, o2, tile[T_M], tile[T_N], tile[T_C_M], tile[T_C_N])
+        relu_tile(y, o2, tile[T_M], tile[T_N], tile[T_C_M], tile[T_C_N])
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _walk_seq(  # type: ignore[no-untyped-def]
+def walk_seq(  # type: ignore[no-untyped-def]
     x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1, idx,
 ):
     """Run the sequential loops (rows npar.. of ``loops``) from base offsets o0, o1, o2.
@@ -230,7 +230,7 @@ def _walk_seq(  # type: ignore[no-untyped-def]
             nx0, nx1 = none, none
         if copy:
             # A Copy tile is told where the next tile of this walk reads and writes, and
-            # where the one before it wrote (its rows may continue; see _copy_transposed).
+            # where the one before it wrote (its rows may continue; see copy_transposed).
             nx0, nx1 = (o0, o2) if q >= 0 else (none, none)
         _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts, nx0, nx1,
                   prev2)
@@ -240,7 +240,7 @@ def _walk_seq(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
+def collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
     """The three tensors' offsets at iteration ``it`` of the first ``nrows`` rows of
     ``rows`` (size, stride in0, in1, out, ...) collapsed into one range, last row
     fastest, from the tile's origins."""
@@ -258,17 +258,17 @@ def _collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _next_offsets(rows, nrows, tile, it, stop):  # type: ignore[no-untyped-def]
-    """The offsets of iteration ``it + 1`` (see _collapsed_offsets), or -1 for each when
+def next_offsets(rows, nrows, tile, it, stop):  # type: ignore[no-untyped-def]
+    """The offsets of iteration ``it + 1`` (see collapsed_offsets), or -1 for each when
     ``it`` is the last of the worker's iterations (``stop``)."""
     if it + 1 < stop:
-        return _collapsed_offsets(rows, nrows, tile, it + 1)
+        return collapsed_offsets(rows, nrows, tile, it + 1)
     none = np.int64(-1)
     return none, none, none
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _iterations(rows, nrows):  # type: ignore[no-untyped-def]
+def loop_iterations(rows, nrows):  # type: ignore[no-untyped-def]
     """The iterations of the first ``nrows`` loop rows collapsed into one range."""
     total = 1
     for r in range(nrows):
@@ -277,7 +277,7 @@ def _iterations(rows, nrows):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
+def thread_chunk(c, total, nchunks):  # type: ignore[no-untyped-def]
     """Worker ``c``'s contiguous share [start, stop) of ``total`` iterations."""
     return c * total // nchunks, (c + 1) * total // nchunks
 
@@ -292,9 +292,9 @@ def _par_rows(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
     relu = tile[T_LAST_RELU] != 0
     it = start
     while it < stop:
-        o0, o1, o2 = _collapsed_offsets(loops, npar, tile, it)
+        o0, o1, o2 = collapsed_offsets(loops, npar, tile, it)
         run = min(n_last - it % n_last, stop - it)
-        _row_tile(x0, o0, x1, o1, y, o2, tile, run, zero_first, relu, consts[1])
+        row_tile_kernel(x0, o0, x1, o1, y, o2, tile, run, zero_first, relu, consts[1])
         it += run
 
 
@@ -314,14 +314,14 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
     w = tile[T_BLAS_INT]
     iparams = np.zeros(8, np.int64)
     ip32 = iparams.view(np.int32)
-    _set_int(iparams, ip32, w, 0, mm)
-    _set_int(iparams, ip32, w, 1, nn)
-    _set_int(iparams, ip32, w, 2, tile[T_K])
-    _set_int(iparams, ip32, w, 3, tile[T_LDA])
-    _set_int(iparams, ip32, w, 4, tile[T_LDB])
-    _set_int(iparams, ip32, w, 5, tile[T_LDC])
-    _set_int(iparams, ip32, w, 6, tile[T_TRANSA])
-    _set_int(iparams, ip32, w, 7, tile[T_TRANSB])
+    set_int(iparams, ip32, w, 0, mm)
+    set_int(iparams, ip32, w, 1, nn)
+    set_int(iparams, ip32, w, 2, tile[T_K])
+    set_int(iparams, ip32, w, 3, tile[T_LDA])
+    set_int(iparams, ip32, w, 4, tile[T_LDB])
+    set_int(iparams, ip32, w, 5, tile[T_LDC])
+    set_int(iparams, ip32, w, 6, tile[T_TRANSA])
+    set_int(iparams, ip32, w, 7, tile[T_TRANSB])
     ip = np.int64(iparams.ctypes.data)
     cp = np.int64(consts.ctypes.data)
     isz = np.int64(consts.itemsize)
@@ -332,7 +332,7 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
     fn = tile[T_GEMM_FN]
     idx = np.zeros(max(nseq, 1), np.int64)
     for it in range(start, stop):
-        o0, o1, o2 = _collapsed_offsets(loops, npar, tile, it)
+        o0, o1, o2 = collapsed_offsets(loops, npar, tile, it)
         for q in range(nseq):
             idx[q] = 0
         while True:
@@ -341,7 +341,7 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
                 a_ptr, b_ptr = b_ptr, a_ptr
             call_gemm(fn, ip + 6 * w, ip + 7 * w, ip, ip + w, ip + 2 * w, cp, a_ptr,
                       ip + 3 * w, b_ptr, ip + 4 * w, beta, c_base + o2 * isz, ip + 5 * w)
-            # The odometer over the sequential loops, innermost fastest: _walk_seq's step,
+            # The odometer over the sequential loops, innermost fastest: walk_seq's step,
             # written out again on purpose (one inlined helper for both made 4096 batched
             # 16^3 products 10% slower on one thread: 595-671 us against 532-580).
             q = nseq - 1
@@ -374,10 +374,10 @@ def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
     scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
     iparams = np.zeros(8, np.int64)
     idx = np.zeros(max(loops.shape[0], 1), np.int64)
-    o0, o1, o2 = _collapsed_offsets(loops, npar, tile, start)
+    o0, o1, o2 = collapsed_offsets(loops, npar, tile, start)
     for it in range(start, stop):
-        n0, n1, n2 = _next_offsets(loops, npar, tile, it, stop)
-        _walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1,
+        n0, n1, n2 = next_offsets(loops, npar, tile, it, stop)
+        walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1,
                   idx)
         o0, o1, o2 = n0, n1, n2
     if tile[T_VEC_T] != 0 and tile[T_STREAM] != 0:
@@ -403,9 +403,9 @@ def run_parallel(fn, x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ig
     schedule order.  Linked in, run_chunk would be optimized again inside the parallel
     region on a cold first call (about a third of that call's compile time).
     """
-    total = _iterations(loops, npar)
+    total = loop_iterations(loops, npar)
     for c in prange(nchunks):
-        start, stop = _chunk(c, total, nchunks)
+        start, stop = thread_chunk(c, total, nchunks)
         if start < stop:
             call_chunk(fn, x0, x1, y, loops, npar, tile, consts, start, stop)
 
@@ -413,9 +413,9 @@ def run_parallel(fn, x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ig
 @njit(cache=True, nogil=True, parallel=True)
 def run_blas_tiles(x0, x1, y, loops, npar, tile, consts, nchunks):  # type: ignore[no-untyped-def]
     """run_parallel for a program of plain BLAS tiles (lower.plain_blas)."""
-    total = _iterations(loops, npar)
+    total = loop_iterations(loops, npar)
     for c in prange(nchunks):
-        start, stop = _chunk(c, total, nchunks)
+        start, stop = thread_chunk(c, total, nchunks)
         if start < stop:
             blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop)
 
@@ -434,7 +434,7 @@ def run_split(fn, x0, x1, y, loops, tile, consts, nchunks):  # type: ignore[no-u
     along_n = tile[T_N] >= tile[T_M]
     total = tile[T_N] if along_n else tile[T_M]
     for c in prange(nchunks):
-        start, stop = _chunk(c, total, nchunks)
+        start, stop = thread_chunk(c, total, nchunks)
         if start < stop:
             part = tile.copy()
             if along_n:
@@ -459,15 +459,15 @@ def run_dot_split(x0, x1, y, tile, consts, nchunks):  # type: ignore[no-untyped-
     ao, bo = tile[T_ORIGIN0], tile[T_ORIGIN1]
     partial = np.zeros(nchunks, y.dtype)
     for c in prange(nchunks):
-        start, stop = _chunk(c, k, nchunks)
-        partial[c] = _dot(x0, ao + start * sa, sa, x1, bo + start * sb, sb, stop - start,
+        start, stop = thread_chunk(c, k, nchunks)
+        partial[c] = dot_strided(x0, ao + start * sa, sa, x1, bo + start * sb, sb, stop - start,
                           consts[1])
     acc = consts[1]
     for c in range(nchunks):
         acc += partial[c]
     o2 = tile[T_ORIGIN2]
     v = acc if tile[T_FIRST_ZERO] != 0 else y[o2] + acc
-    y[o2] = _relu(v) if tile[T_LAST_RELU] != 0 else v
+    y[o2] = relu_value(v) if tile[T_LAST_RELU] != 0 else v
 
 
 # --- Tile kinds compiled on demand (executor/entries.py) -----------------------------
@@ -480,7 +480,7 @@ def _copy_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, sp,
                 ip, i_n, cp, cn, n0, n1, p2):
     """A Copy or ReLU tile (see _run_tile's arguments)."""
     tile = carray(tp, (tn,))
-    _copy_tile(carray(x0p, (x0n,)), o0, carray(yp, (yn,)), o2, tile[T_M], tile[T_N],
+    copy_tile(carray(x0p, (x0n,)), o0, carray(yp, (yn,)), o2, tile[T_M], tile[T_N],
                tile[T_A_M], tile[T_A_K], tile[T_C_M], tile[T_C_N], tile[T_KIND] == KIND_RELU,
                tile[T_STREAM] != 0, carray(sp, (sn,)), p2, n0, n1)
 
@@ -488,17 +488,17 @@ def _copy_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, sp,
 def _blas_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, sp, sn,  # type: ignore[no-untyped-def]
                 ip, i_n, cp, cn, n0, n1, p2):
     """A BLAS tile; ``first``: written over rather than added to."""
-    _gemm_blas(carray(x0p, (x0n,)), o0, carray(x1p, (x1n,)), o1, carray(yp, (yn,)), o2,
+    gemm_blas(carray(x0p, (x0n,)), o0, carray(x1p, (x1n,)), o1, carray(yp, (yn,)), o2,
                carray(tp, (tn,)), first != 0, carray(sp, (sn,)), carray(ip, (i_n,)),
                carray(cp, (cn,)))
 
 
 def _packed_entry(x0p, x0n, o0, x1p, x1n, o1, yp, yn, o2, tp, tn, first, last, sp, sn,  # type: ignore[no-untyped-def]
                   ip, i_n, cp, cn, n0, n1, p2):
-    """A packed vector-kernel tile (_gemm_vec_packed); ``first``: written over rather
+    """A packed vector-kernel tile (gemm_vec_packed); ``first``: written over rather
     than added to; ``last``: ReLU applied."""
     tile = carray(tp, (tn,))
-    _gemm_vec_packed(carray(x0p, (x0n,)), o0, carray(x1p, (x1n,)), o1, carray(yp, (yn,)),
+    gemm_vec_packed(carray(x0p, (x0n,)), o0, carray(x1p, (x1n,)), o1, carray(yp, (yn,)),
                      o2, tile, first != 0, tile[T_STREAM] != 0, last != 0, carray(sp, (sn,)),
                      carray(ip, (i_n,)))
 

@@ -129,10 +129,12 @@ class Contraction:
 
     def tensor_elements(self, j: int) -> int:
         """Number of distinct elements tensor j spans over the contraction."""
-        return self._elements[j]
+        return self.elements[j]
 
     @cached_property
-    def _elements(self) -> tuple[int, ...]:
+    def elements(self) -> tuple[int, ...]:
+        """Distinct elements of in0, in1 and out over the contraction (stride-0 axes
+        counted once)."""
         return tuple(
             math.prod(ax.extent for ax in self.axes if ax.strides[j] != 0) for j in range(3)
         )

@@ -109,12 +109,12 @@ def plan_copy(
 ) -> tuple[CopyPlan, ...]:
     """Ranked Copy (or ReLU) schedules moving ``axes`` (name, extent, stride in in0,
     stride in out) from in0's strides to out's."""
-    return _ranked_copies(tuple(tuple(a) for a in axes), str(np.dtype(dtype)), params,  # type: ignore[misc]
+    return ranked_copies(tuple(tuple(a) for a in axes), str(np.dtype(dtype)), params,  # type: ignore[misc]
                       threads, relu)
 
 
 @lru_cache(maxsize=1024)
-def _ranked_copies(
+def ranked_copies(
     axes: tuple[tuple[str, int, int, int], ...],
     dtype: str,
     params: MachineParams,

@@ -45,7 +45,7 @@ ROW_UNIT_SECONDS = 4e-9
 # for 4,000 units of 4 rows, 30-34 us for 2,000 of 8 and 1,000 of 16, AMD EPYC Zen 5).
 DIRECT_ROW_SECONDS = 0.5e-9
 # A unit of more rows, or of more than one summed axis, goes through the rows kernel's
-# general loop (executor/reduce.py: _rows_unit) one unit at a time, some 90 ns a unit
+# general loop (executor/reduce_rows.py: rows_unit) one unit at a time, some 90 ns a unit
 # (``akj,k->aj`` with k = 4 through it: 10 against 1.6 ms on one core, 1e5 units).
 ROW_LOOP_SECONDS = 90e-9
 # A strided vector axis (rows whose elements lie apart) is read one element at a time,
@@ -248,7 +248,7 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         splits = [R.SPLIT_OUTPUTS]
         # One weight vector for a few long runs: split by outputs, each chunk reads all
         # of it; split along it, each chunk reads its share once (executor/reduce.py:
-        # _whole_runs).
+        # whole_runs).
         if kind == R.KIND_INNER and weighted and len(summed) == 1 and nsum >= 2 * threads:
             splits.append(R.SPLIT_SUMMED)
     elif nsum >= 2 * threads:

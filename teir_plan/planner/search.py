@@ -43,7 +43,7 @@ from teir_plan.planner.candidates import (
     tile_blas,
     to_teir,
 )
-from teir_plan.planner.copy import _ranked_copies
+from teir_plan.planner.copy import ranked_copies
 from teir_plan.planner.cost import (
     Cost,
     TileCost,
@@ -339,7 +339,7 @@ def forget_memos() -> None:
     and fastest rates of tile shapes), so that the next plan is made as for a problem
     never seen; used to time planning.  The memos are keyed by the machine parameters,
     so they never need clearing for correctness."""
-    _ranked_copies.cache_clear()
+    ranked_copies.cache_clear()
     forget_tile_rates()
     fastest_rate.cache_clear()
     blas_plan.cache_clear()

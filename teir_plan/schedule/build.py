@@ -29,13 +29,13 @@ from teir_plan.schedule.contract import (
     EXPAND_MARGIN,
     FLOAT_TYPES,
     TOP_CANDIDATES,
+    ProgramBuilder,
     Proof,
-    _Builder,
-    _contract,
-    _contract_parts,
-    _outer_first,
     c_strides,
     cast_seconds,
+    contract_parts,
+    contract_step,
+    outer_first,
     strides_in_order,
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
@@ -208,7 +208,7 @@ def build_plan(
     # For the explain report: each layout considered (schedule/alternatives.py).
     best.options["order"] = order
     best.options["result_layouts"] = tuple(
-        LayoutOption("".join(expr.output[a] for a in _outer_first(spec.strides)),
+        LayoutOption("".join(expr.output[a] for a in outer_first(spec.strides)),
                      p.predicted_seconds if p is not None else ceiling, p is best, p is None)
         for p, (spec, _, _), ceiling in zip(plans, options, ceilings))
     return best
@@ -231,7 +231,7 @@ def _free_layout(expr: Expression, subscripts: str, specs: Sequence[OperandSpec]
         for (spec, stage, blocked), p in zip(options, plans):
             if p is not None and not blocked and (stage or spec.strides) == strides:
                 seconds = sum(step_seconds(st) for st in (p.steps[:-1] if stage else p.steps))
-        costs.append(("".join(expr.output[a] for a in _outer_first(strides)), seconds))
+        costs.append(("".join(expr.output[a] for a in outer_first(strides)), seconds))
     return free_layout(costs, LAYOUT_MARGIN)
 
 
@@ -355,7 +355,7 @@ def _build(
     extents = expr.extent_map
     result = _result_dtype(specs, dtype, casting, out_spec)
     shape = tuple(extents[ch] for ch in expr.output)
-    b = _Builder(len(specs), pending, top, expansions, ceiling)
+    b = ProgramBuilder(len(specs), pending, top, expansions, ceiling)
     out_id = len(specs)
     for i, s in enumerate(specs):
         b.specs[i] = s
@@ -380,9 +380,9 @@ def _build(
     staged_order = None  # memory order of the staging buffer, when there is one
     block_order = None  # memory order of a blocked contraction's stage
     if stage is not None and blocked:
-        block_order = "".join(expr.output[a] for a in _outer_first(stage))
+        block_order = "".join(expr.output[a] for a in outer_first(stage))
     elif stage is not None and computed and target == out_id:
-        staged_order = "".join(expr.output[a] for a in _outer_first(stage))
+        staged_order = "".join(expr.output[a] for a in outer_first(stage))
         target = b.temp(f"result staged in order {staged_order}", shape, result, strides=stage)
 
     if epilogue is not None and result not in FLOAT_TYPES:
@@ -400,7 +400,7 @@ def _build(
         pass  # an empty result: nothing to compute
     elif any(n == 0 for n in extents.values()):
         b.steps.append(FillStep(target, 0.0, "a summed index has extent 0"))
-    elif not _contract_parts(b, expr, target, result, opt, threads, params):
+    elif not contract_parts(b, expr, target, result, opt, threads, params):
         ids = []
         for i, s in enumerate(specs):
             if s.dtype != result:
@@ -418,8 +418,8 @@ def _build(
             return None
     if staged_order is not None:
         # The staged result, permuted into out's layout by a Copy program.
-        out_order = "".join(expr.output[a] for a in _outer_first(final_spec.strides))
-        _contract(b, [expr.output], [target], expr.output, out_id, result, True, False,
+        out_order = "".join(expr.output[a] for a in outer_first(final_spec.strides))
+        contract_step(b, [expr.output], [target], expr.output, out_id, result, True, False,
                   threads, params, label=f"{staged_order}->{out_order}")
     elif target != out_id:
         b.steps.append(CopyStep(target, out_id, f"out has dtype {final_spec.dtype}"))

@@ -4,7 +4,7 @@ buffers.
 
 :mod:`teir_plan.schedule.build` decides which steps a plan needs (casts, fills, the result's
 layout) and :mod:`teir_plan.schedule.tree_plan` which pairwise steps a tree of three or
-more operands takes; both add each step through :func:`_contract` on a :class:`_Builder`,
+more operands takes; both add each step through :func:`contract_step` on a :class:`ProgramBuilder`,
 the table of buffers and steps being made.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from teir_plan.errors import PlanError
-from teir_plan.executor.checks import _check_reach
+from teir_plan.executor.checks import check_reach
 from teir_plan.frontend.contraction import Contraction, Layout, describe, layout_in, with_dtype
 from teir_plan.frontend.convention import Optimize, numpy_subscripts
 from teir_plan.frontend.expression import Expression
@@ -93,7 +93,7 @@ class _ArraySpec:
 Proof = Callable[[], None]  # proves a candidate's reach; raises if it leaves a buffer
 
 
-class _Builder:
+class ProgramBuilder:
     def __init__(self, num_operands: int,
                  pending: list[Proof] | None = None,
                  top: int = TOP_CANDIDATES,
@@ -117,19 +117,19 @@ class _Builder:
     def temp(self, name: str, shape: tuple[int, ...], dtype: np.dtype, kind: str = "temp",
              fill: float = 0.0, strides: tuple[int, ...] | None = None) -> int:
         """A new buffer: C order, or the contiguous layout of element ``strides``."""
-        order = None if strides is None else _outer_first(strides)
+        order = None if strides is None else outer_first(strides)
         self.buffers.append(BufferSpec(name, shape, dtype, kind, fill, order))
         idx = self.n + len(self.buffers)
         self.specs[idx] = OperandSpec(shape, strides or c_strides(shape), dtype)
         return idx
 
 
-def _outer_first(strides: Sequence[int]) -> tuple[int, ...]:
+def outer_first(strides: Sequence[int]) -> tuple[int, ...]:
     """The axes of a contiguous layout, outermost (largest stride) first."""
     return tuple(sorted(range(len(strides)), key=lambda a: -strides[a]))
 
 
-def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst: int,
+def contract_step(b: ProgramBuilder, terms: list[str], ids: list[int], out_term: str, dst: int,
               dtype: np.dtype, optimize: bool, relu: bool, threads: int,
               params: MachineParams, label: str | None = None,
               block_order: str | None = None) -> None:
@@ -164,7 +164,7 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
                 size = dict(zip(terms[j], b.specs[ids[j]].shape))
                 tmp = b.temp(f"operand {terms[j]} summed over {''.join(own)}",
                              tuple(size[c] for c in kept), dtype)
-                _contract(b, [terms[j]], [ids[j]], kept, tmp, dtype, optimize, False,
+                contract_step(b, [terms[j]], [ids[j]], kept, tmp, dtype, optimize, False,
                           threads, params)
                 terms[j], ids[j] = kept, tmp
         # An index the other operand only broadcasts is gone with the pre-reduction.
@@ -234,7 +234,7 @@ def _contract(b: _Builder, terms: list[str], ids: list[int], out_term: str, dst:
     _add_teir_step(b, sub, (ids[0], ids[1]), dst, cands, role, views)
 
 
-def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contraction,
+def _contract_blocked(b: ProgramBuilder, sub: str, ids: list[int], dst: int, c: Contraction,
                       block_order: str, relu: bool, threads: int,
                       params: MachineParams) -> bool:
     """Add ``c`` as a :class:`BlockedStep`, if it has a blocking; its candidates are the
@@ -246,7 +246,7 @@ def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contra
                   expansions=b.expansions)
     cands = [Candidate(r.teir, r.names,
                        blocked_cost(c, blocking, r.cost, params, threads,
-                                    read_factors(r.contraction, r.choice)),
+                                    read_factors(r.contraction, r.choice, params)),
                        r.contraction, r.choice)
              for r in ranked]
     cands.sort(key=lambda cand: cand.cost.seconds)
@@ -261,13 +261,13 @@ def _contract_blocked(b: _Builder, sub: str, ids: list[int], dst: int, c: Contra
             # the block program together; out over the outer loops and the block copy.
             teir.validate()
             s = teir.schedule
-            _check_reach("the stage", 2, stage, s.dim_sizes, s.strides[2])  # type: ignore[arg-type]
+            check_reach("the stage", 2, stage, s.dim_sizes, s.strides[2])  # type: ignore[arg-type]
             sizes = [r.extent for r in outer]
             for j, op_strides in ((0, [r.in0_stride for r in outer]),
                                   (1, [r.in1_stride for r in outer])):
-                _check_reach(f"tensor {j}", j, specs[j], [*sizes, *s.dim_sizes],  # type: ignore[arg-type]
+                check_reach(f"tensor {j}", j, specs[j], [*sizes, *s.dim_sizes],  # type: ignore[arg-type]
                              [*op_strides, *s.strides[j]])
-            _check_reach("tensor 2", 2, specs[2],  # type: ignore[arg-type]
+            check_reach("tensor 2", 2, specs[2],  # type: ignore[arg-type]
                          [*sizes, *(r.extent for r in blocking.block)],
                          [*(r.out_stride for r in outer),
                           *(r.out_stride for r in blocking.block)])
@@ -301,7 +301,7 @@ def _reduction_for(lays: list[Layout], out: Layout, dtype: np.dtype, params: Mac
     return None
 
 
-def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
+def _add_reduce_step(b: ProgramBuilder, sub: str, inputs: tuple[int, ...], dst: int,
                      red: Reduction, lays: list[Layout], out: Layout,
                      teir_seconds: float | None,
                      views: list[OperandSpec] | None = None) -> None:
@@ -316,7 +316,7 @@ def _add_reduce_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
 
     def run() -> None:
         for j, (spec, lay) in zip(tensors, arrays):
-            _check_reach(f"tensor {j}", j, spec, lay.extents, lay.strides)  # type: ignore[arg-type]
+            check_reach(f"tensor {j}", j, spec, lay.extents, lay.strides)  # type: ignore[arg-type]
             want = _offset_range(lay.extents, lay.strides)
             if red.reach(j) != want:
                 raise PlanError(f"reduction {sub}: tensor {j}'s tables reach offsets "
@@ -343,7 +343,7 @@ def cast_seconds(spec: OperandSpec, dtype: np.dtype, params: MachineParams) -> f
     return n * (spec.dtype.itemsize + np.dtype(dtype).itemsize) / params.dram_bytes_per_second
 
 
-def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype,
+def contract_parts(b: ProgramBuilder, expr: Expression, target: int, result: np.dtype,
                     opt: Optimize, threads: int, params: MachineParams) -> bool:
     """Add a real operand times a complex one as a real contraction over the complex
     tensors' parts (:mod:`teir_plan.schedule.parts`), when that is predicted cheaper than
@@ -353,7 +353,7 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
     z = complex_operand(specs, result)
     terms, out_term = list(expr.inputs), expr.output
     q = parts_letter(terms, out_term)
-    if q is None or any(  # (an index summed in one operand: see _contract)
+    if q is None or any(  # (an index summed in one operand: see contract_step)
             c not in out_term and sum(c in t for t in terms) == 1 for t in terms for c in t):
         return False
     if z is None:
@@ -399,7 +399,7 @@ def _contract_parts(b: _Builder, expr: Expression, target: int, result: np.dtype
     return True
 
 
-def _contract_expanded(b: _Builder, expr: Expression, target: int, result: np.dtype,
+def _contract_expanded(b: ProgramBuilder, expr: Expression, target: int, result: np.dtype,
                        opt: Optimize, threads: int, params: MachineParams) -> bool:
     """Add a product of two complex operands as a real contraction, when predicted cheaper
     than the complex one: one operand expanded into its elements' real 2 x 2 matrices
@@ -473,7 +473,7 @@ def expand_seconds(spec: OperandSpec, params: MachineParams) -> float:
     return 3 * 3 * math.prod(spec.shape) * spec.dtype.itemsize / params.dram_bytes_per_second
 
 
-def _add_teir_step(b: _Builder, sub: str, inputs: tuple[int, ...], dst: int,
+def _add_teir_step(b: ProgramBuilder, sub: str, inputs: tuple[int, ...], dst: int,
                    cands: list[Candidate], role: str,
                    views: list[OperandSpec] | None = None) -> None:
     """``views``: the layouts the programs address the buffers as, when not the buffers'
@@ -501,7 +501,7 @@ def _prove(teir: TEIR, specs: list[_ArraySpec]) -> None:
     teir.validate()
     s = teir.schedule
     for j, spec in enumerate(specs):
-        _check_reach(f"tensor {j}", j, spec, s.dim_sizes, s.strides[j])  # type: ignore[arg-type]
+        check_reach(f"tensor {j}", j, spec, s.dim_sizes, s.strides[j])  # type: ignore[arg-type]
 
 
 def strides_in_order(shape: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:

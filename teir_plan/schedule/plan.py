@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from teir_plan.errors import DTypeError, OperandTypeError, PlanError
-from teir_plan.executor.checks import _overlap
+from teir_plan.executor.checks import arrays_overlap
 from teir_plan.executor.execute import run_lowered
 from teir_plan.executor.threads import call_threads, free_cores, idle_seconds, mark_busy
 from teir_plan.frontend.expression import Expression
@@ -253,7 +253,7 @@ class Plan:
         if not out.flags.writeable:
             raise PlanError("out: array is read-only")
         for i, arr in enumerate((x, y)):
-            if _overlap(out, arr):
+            if arrays_overlap(out, arr):
                 raise PlanError(f"out: overlaps operand {i} in memory")
         if route is not None:
             route[1](x, y, out)
@@ -525,7 +525,7 @@ class Plan:
             if not out.flags.writeable:
                 raise PlanError("out: array is read-only")
             for i, arr in enumerate(arrays):
-                if _overlap(out, arr):
+                if arrays_overlap(out, arr):
                     raise PlanError(f"out: overlaps operand {i} in memory")
             return True
         if not isinstance(out, np.ndarray):
@@ -546,7 +546,7 @@ class Plan:
                 f"or plan with out= (or order='C') to write this layout"
             )
         for i, arr in enumerate(arrays):
-            if _overlap(out, arr):
+            if arrays_overlap(out, arr):
                 raise PlanError(f"out: overlaps operand {i} in memory")
         if direct and type(out) is np.ndarray and len(self._seen_out) < _SEEN_LIMIT:
             self._seen_out.add((out.shape, out.strides, out.dtype))

@@ -2,7 +2,7 @@
 
 The operands are contracted two at a time along a :class:`~teir_plan.planner.tree.
 ContractionTree`; each step is a TEIR contraction (or a reduction) planned by
-:func:`teir_plan.schedule.contract._contract`.  What this module decides is each
+:func:`teir_plan.schedule.contract.contract_step`.  What this module decides is each
 intermediate's **memory order**: a step's cost depends on the layouts of the buffers it
 reads and the layout it writes (a GEMM tile reads its operands in place only when their
 unit strides fall where the tile needs them; otherwise the step packs, that is
@@ -39,7 +39,7 @@ from teir_plan.planner import tree as tree_search
 from teir_plan.planner.handoff import handoff_seconds
 from teir_plan.planner.tree import ContractionTree, smallest_tree, tree_for
 from teir_plan.progress import announce, seconds_text
-from teir_plan.schedule.contract import _Builder, _contract, strides_in_order
+from teir_plan.schedule.contract import ProgramBuilder, contract_step, strides_in_order
 from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.steps import TEIRStep, step_seconds
 from teir_plan.teir.records import TEIR
@@ -160,15 +160,15 @@ STEP_PLANNING_SECONDS = 0.04
 _announced: set[str] = set()  # expressions whose planning was announced in this process
 
 
-def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
+def plan_tree(b: ProgramBuilder, expr: Expression, ids: list[int], target: int, dtype: np.dtype,
               opt: Optimize, relu: bool, threads: int, params: MachineParams,
               block_order: str | None = None) -> TreeLayouts | None:
     """Add the steps computing ``target`` from the operands' buffers ``ids`` to ``b``:
-    one step for one or two operands (``block_order``: see ``_contract``), else a tree's
+    one step for one or two operands (``block_order``: see ``contract_step``), else a tree's
     pairwise steps with the intermediates' layouts chosen by the cost model (returned;
     None for one step)."""
     if len(ids) <= 2:
-        _contract(b, list(expr.inputs), ids, expr.output, target, dtype, opt.search, relu,
+        contract_step(b, list(expr.inputs), ids, expr.output, target, dtype, opt.search, relu,
                   threads, params, block_order=block_order)
         return None
     tree = tree_of(expr, opt)
@@ -194,7 +194,7 @@ def plan_tree(b: _Builder, expr: Expression, ids: list[int], target: int, dtype:
                 "" if order == node.term else f" in order {order}"), shape, dtype,
                 strides=_strides(node.term, order, shape))
         last = node.node == tree.root
-        _contract(b, [tree.nodes[c].term for c in node.children],
+        contract_step(b, [tree.nodes[c].term for c in node.children],
                   [buf[c] for c in node.children], node.term, dst, dtype, opt.search,
                   relu and last, step_threads(tree, node.node, dtype, threads), params)
         if b.outpriced:
@@ -274,7 +274,7 @@ def _leaf_order(term: str, strides: Sequence[int]) -> str:
     return "".join(sorted(seen, key=lambda c: -seen[c]))
 
 
-def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: int,
+def choose_layouts(tree: ContractionTree, b: ProgramBuilder, ids: list[int], target: int,
                    dtype: np.dtype, threads: int, params: MachineParams) -> TreeLayouts:
     """Each intermediate's memory order, by dynamic programming over ``tree`` (see the
     module's docstring); every step is costed by the planner's own search, keeping its
@@ -308,7 +308,7 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
         if known is not None and (known[0] < math.inf or known[1] >= ceiling):
             return known[0]
         n = tree.nodes[node]
-        scratch = _Builder(b.n, [], 1, b.expansions, ceiling)
+        scratch = ProgramBuilder(b.n, [], 1, b.expansions, ceiling)
         scratch.tree = True
         scratch.specs = dict(b.specs)
         scratch.buffers = list(b.buffers)  # (new buffers' ids follow b's)
@@ -322,7 +322,7 @@ def choose_layouts(tree: ContractionTree, b: _Builder, ids: list[int], target: i
                     tree.nodes[c].term, order, shape)))
         dst = target if own is None else scratch.temp(
             "out", n.shape, dtype, strides=_strides(n.term, own, n.shape))
-        _contract(scratch, [tree.nodes[c].term for c in n.children], srcs, n.term, dst,
+        contract_step(scratch, [tree.nodes[c].term for c in n.children], srcs, n.term, dst,
                   dtype, True, False, step_threads(tree, node, dtype, threads), params)
         seconds = math.inf if scratch.outpriced else sum(step_seconds(s) for s in scratch.steps)
         packs = sum(len(s.chosen.packs) for s in scratch.steps if isinstance(s, TEIRStep))

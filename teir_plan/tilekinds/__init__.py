@@ -13,6 +13,8 @@ kind is adding a module here, its entry point in the executor, and its place in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from teir_plan.tilekinds import blas, copy, dot, loops, row, vec, vec_p, vec_t
@@ -42,9 +44,12 @@ def lowered_kind(table: np.ndarray) -> TileKind:
     return next(k for k in KINDS if k.owns(table))
 
 
-def choose(tile: GemmTile, vector_kernel: bool = True) -> tuple[TileKind, int]:
+def choose(tile: GemmTile, vector_kernel: bool = True,
+           known: Mapping[TileKind, bool] | None = None) -> tuple[TileKind, int]:
     """The kind that runs a GEMM tile, and its axis (see TileKind.takes): the first of
     GEMM_KINDS whose rule takes it; ``vector_kernel`` False skips the vector kernels.
+    ``known``: kinds whose answer the caller has already (the cost model maps each prim
+    choice's BLAS call once, candidates.blas_call: the BLAS kind's own rule), on axis 1.
 
     >>> kind, axis = choose(GemmTile(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4))
     >>> kind.name in ("vec", "blas")  # "vec" on a vector target
@@ -53,10 +58,25 @@ def choose(tile: GemmTile, vector_kernel: bool = True) -> tuple[TileKind, int]:
     for kind in GEMM_KINDS:
         if kind.vector and not vector_kernel:
             continue
+        if known is not None and kind in known:
+            if known[kind]:
+                return kind, 1
+            continue
+        # A quick necessary condition first: the cost model asks this of every prim
+        # choice the search considers.
+        if not kind.may_take(tile):
+            continue
         axis = kind.takes(tile)
         if axis:
             return kind, axis
     raise AssertionError("the loops kind takes every tile")  # pragma: no cover
 
 
-__all__ = ["BY_NAME", "GEMM_KINDS", "KINDS", "GemmTile", "TileKind", "choose", "lowered_kind"]
+# The rate (flop/s) of the fastest folded scalar tile (TileKind.fold_rate), for bounds.
+FOLD_RATE = max(k.fold_rate for k in GEMM_KINDS)
+# The kind whose rule the cost model has mapped per prim choice (candidates.blas_call).
+MAPPED_PER_CHOICE = blas.KIND
+
+
+__all__ = ["BY_NAME", "FOLD_RATE", "GEMM_KINDS", "KINDS", "MAPPED_PER_CHOICE", "GemmTile",
+           "TileKind", "choose", "lowered_kind"]

@@ -1,4 +1,4 @@
-"""Copy and ReLU tiles (executor/copy_kernels._copy_tile): a unary program's tile, its
+"""Copy and ReLU tiles (executor/copy_kernels.copy_tile): a unary program's tile, its
 two axes as m and n, the input's strides in the a_m/a_k slots and out's in c_m/c_n;
 copied by jitted loops, transposed a 64-byte line at a time in registers where the
 input's unit stride is not out's, large outputs streamed."""

@@ -1,4 +1,4 @@
-"""Dot-product tiles (executor/gemm_tiles._dot_tile): a GEMM tile with one output row or
+"""Dot-product tiles (executor/gemm_tiles.dot_tile_kernel): a GEMM tile with one output row or
 column whose K axis has unit stride in both operands, as vectorized dot products rather
 than a BLAS call made for wide tiles."""
 
@@ -8,8 +8,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.teir.axes import extent_at
+from teir_plan.tilekinds.kind import (
+    GemmTile,
+    Lowering,
+    Price,
+    PriceArgs,
+    ScheduleArgs,
+    Split,
+    TileKind,
+)
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, set_fields
+from teir_plan.tiles import DOT_SPLIT_MIN_K
 
 if TYPE_CHECKING:
     from teir_plan.machine.params import MachineParams
@@ -67,5 +77,16 @@ def _describe(table: np.ndarray, dtype: np.dtype) -> str:
             f"operands, in a vectorized jitted loop (no BLAS call)")
 
 
+
+def _split(args: ScheduleArgs) -> Split | None:
+    """One long dot product and no loops: its K range is split over the threads
+    (run_dot_split)."""
+    c, ch = args.c, args.ch
+    if ch.loops or not (args.tile_flops == 2 * extent_at(c.extents, ch.k)
+                        >= 2 * DOT_SPLIT_MIN_K):
+        return None
+    return Split(args.threads, float(args.threads), args.params.parallel_seconds, 0.0)
+
 KIND = TileKind(name="dot", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
-                may_take=_may_take, encode=_encode, price=_price, floor_rate=_floor_rate)
+                may_take=_may_take, encode=_encode, price=_price, floor_rate=_floor_rate,
+                split=_split)

@@ -3,8 +3,11 @@
 A GEMM tile reaches the tile kinds as a :class:`GemmTile` (its extents and each
 operand's strides along its two axes, as the kernels see them); each kind answers
 whether it runs the tile (``takes``: along which axis), what a call costs (``price``),
-how it fills the tile table (``encode``), and how the explain report describes it
-(``describe``).  Nothing here imports numba or the executor.
+what its tiles cost a schedule beyond their calls (``split``, ``read_factor``,
+``out_traffic``, ``fold``, ``read_overlap_loss``: the cost model's terms that differ by
+kind, asked through one record, :class:`ScheduleArgs`), how it fills the tile table
+(``encode``), and how the explain report describes it (``describe``).  Nothing here
+imports numba or the executor.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import numpy as np
 from teir_plan.teir.axes import extent_at, stride_at
 
 if TYPE_CHECKING:
+    from teir_plan.frontend.contraction import Contraction
     from teir_plan.machine.params import MachineParams
+    from teir_plan.planner.candidates import Choice
     from teir_plan.tilekinds.blas import BlasPlan
+
 
 class GemmTile(NamedTuple):
     """One GEMM tile: C(m x n) += A(m x k) B(k x n), ``br`` times (a batch-reduce),
@@ -89,6 +95,59 @@ class Price(NamedTuple):
     streams: bool = False  # out's lines stored non-temporally
 
 
+class ScheduleArgs(NamedTuple):
+    """What a kind's schedule terms see (planner/cost.py's estimate): the contraction, the
+    candidate schedule whose tiles the kind runs, along which axis (``takes``), the
+    machine, the threads, and one call's flops (2 m n k br, real or complex)."""
+
+    c: Contraction
+    ch: Choice
+    axis: int
+    params: MachineParams
+    threads: int
+    tile_flops: int
+
+
+class Split(NamedTuple):
+    """A program without parallel loops whose tiles the kind shares over the threads."""
+
+    threads: int  # cores used
+    speedup: float  # the tile's compute time is divided by this
+    overhead: float  # seconds added (a parallel region's start)
+    rereads: float  # bytes the parts read again (each the operand the split does not cut)
+
+
+class OutTraffic(NamedTuple):
+    """How a kind's output tiles move beyond being read and written once a tile."""
+
+    resident_bytes: float  # an output tile at most this large stays in cache across loops
+    refill: float  # times an output tile larger than that moves per tile
+    slow: float  # times slower than streamed bytes its lines move
+
+
+class Fold(NamedTuple):
+    """A scalar tile whose innermost loop the executor folds into one call."""
+
+    calls_divisor: int  # the loop's iterations, now one call
+    per_call: float  # seconds of one folded call, bookkeeping included
+
+
+def no_split(args: ScheduleArgs) -> Split | None:
+    return None
+
+
+def no_read_factor(args: ScheduleArgs, operand: int) -> float:
+    return 1.0
+
+
+def out_in_l2(args: ScheduleArgs) -> OutTraffic:
+    return OutTraffic(args.params.l2_bytes, 1.0, 1.0)
+
+
+def no_fold(args: ScheduleArgs) -> Fold | None:
+    return None
+
+
 def no_floor(m: int, n: int, k: int, itemsize: int, params: MachineParams,
               dtype: np.dtype) -> float:
     return 0.0
@@ -128,3 +187,17 @@ class TileKind:
     # (0: none), for the search's floors (cost.floor_bounds).
     floor_rate: Callable[[int, int, int, int, MachineParams, np.dtype], float] = no_floor
     vector: bool = False  # a vector kernel: lower(vector_kernel=False) skips it
+    # The schedule's terms (see ScheduleArgs).  A program without parallel loops whose
+    # tiles this kind splits over the threads, or None.
+    split: Callable[[ScheduleArgs], Split | None] = no_split
+    # How much more than its bytes operand 0 or 1 moves from memory under this kind.
+    read_factor: Callable[[ScheduleArgs, int], float] = no_read_factor
+    # How the output tiles move (see OutTraffic).
+    out_traffic: Callable[[ScheduleArgs], OutTraffic] = out_in_l2
+    # The scalar tiles this kind runs with the innermost loop folded in, or None.
+    fold: Callable[[ScheduleArgs], Fold | None] = no_fold
+    # The rate (flop/s) of a folded scalar tile (0: this kind folds none), for bounds.
+    fold_rate: float = 0.0
+    # The part of the smaller of compute and the operands' read time that does not
+    # overlap the larger, beyond the model's OVERLAP_LOSS.
+    read_overlap_loss: float = 0.0

@@ -1,4 +1,4 @@
-"""Strided loops (executor/gemm_tiles._gemm_loops): the GEMM tiles no other kind takes,
+"""Strided loops (executor/gemm_tiles.gemm_loops): the GEMM tiles no other kind takes,
 too small for a BLAS call to pay off or beyond BLAS' 32-bit integers."""
 
 from __future__ import annotations
@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from teir_plan.tilekinds.blas import blas_plan
-from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
+from teir_plan.tilekinds.kind import (
+    Fold,
+    GemmTile,
+    Lowering,
+    Price,
+    PriceArgs,
+    ScheduleArgs,
+    TileKind,
+)
 from teir_plan.tilekinds.table import (
     T_A_K,
     T_A_M,
@@ -22,6 +30,7 @@ from teir_plan.tilekinds.table import (
     T_N,
     set_fields,
 )
+from teir_plan.tiles import flop_factor
 
 if TYPE_CHECKING:
     from teir_plan.machine.params import MachineParams
@@ -59,5 +68,27 @@ def _describe(table: np.ndarray, dtype: np.dtype) -> str:
     return f"each tile runs as jitted strided loops ({why})"
 
 
+
+# The rate (flop/s) of row tiles' vectorized loops in L1, a little below float64's.
+ROW_FLOPS = 8e9
+# Each operand strided along the row (neither unit stride nor broadcast) adds this many
+# times the row's time: its elements are gathered one by one (docs/decisions.md).
+ROW_GATHER_COST = 2.0
+
+
+def _fold(args: ScheduleArgs) -> Fold | None:
+    """A scalar tile (m = n = k = br = 1) under a loop: lowering folds the innermost loop
+    into it (a row tile, tilekinds/row.py), one call per row, whose loop vectorizes only
+    over operands of unit (or no) stride along it."""
+    c, loops = args.c, args.ch.loops
+    if args.tile_flops != 2 or not loops or c.axes[loops[-1]].extent <= 1:
+        return None
+    inner = c.axes[loops[-1]].extent
+    gathers = sum(1 for st in c.axes[loops[-1]].strides if st not in (0, 1))
+    per_call = (inner * 2 * flop_factor(c.dtype) / ROW_FLOPS * (1 + ROW_GATHER_COST * gathers)
+                + args.params.tile_seconds)
+    return Fold(inner, per_call)
+
 KIND = TileKind(name="loops", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
-                encode=_encode, price=_price, floor_rate=_floor_rate)
+                encode=_encode, price=_price, floor_rate=_floor_rate,
+                fold=_fold, fold_rate=ROW_FLOPS)

@@ -1,4 +1,4 @@
-"""Row tiles (executor/gemm_tiles._row_tile): a scalar product tile (m = n = k = br = 1:
+"""Row tiles (executor/gemm_tiles.row_tile_kernel): a scalar product tile (m = n = k = br = 1:
 elementwise products, dot products and the spec's scalar schedules) that takes the
 program's innermost loop into itself, a whole row per call in a vectorized loop, instead
 of one element per call of the loop walker (about 50 ns each: docs/decisions.md).
@@ -24,11 +24,7 @@ from teir_plan.tilekinds.table import (
 )
 
 MODE = 3
-# The rate (flop/s) of row tiles' vectorized loops in L1, a little below float64's.
-ROW_FLOPS = 8e9
-# Each operand strided along the row (neither unit stride nor broadcast) adds this many
-# times the row's time: its elements are gathered one by one (docs/decisions.md).
-ROW_GATHER_COST = 2.0
+# Priced with the loops kind, whose scalar tiles these are (loops.ROW_FLOPS).
 
 
 def fold(loops: np.ndarray, npar: int, tile: np.ndarray) -> np.ndarray:

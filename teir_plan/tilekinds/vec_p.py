@@ -1,4 +1,4 @@
-"""The packed vector tile (executor/gemm_tiles._gemm_vec_packed): the vector kernel on
+"""The packed vector tile (executor/gemm_tiles.gemm_vec_packed): the vector kernel on
 a tile whose vector operand has its unit stride along K rather than along the vector
 axis; each tile first transposes that operand's K x length block, in registers, into
 the worker's buffer."""
@@ -10,7 +10,7 @@ import numpy as np
 from teir_plan.isa import LINE_BYTES
 from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, T_VEC_P, set_fields
-from teir_plan.tilekinds.vec import MODE, along, streamed_note, vec_efficiency
+from teir_plan.tilekinds.vec import MODE, along, stream_factor, streamed_note, vec_efficiency
 from teir_plan.tiles import VEC_BYTES, VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_MIN_ROWS
 
 # The largest block (bytes) of the vector operand a tile transposes into the worker's
@@ -118,4 +118,5 @@ def _describe(table: np.ndarray, dtype: np.dtype) -> str:
 
 
 KIND = TileKind(name="vec_p", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
-                may_take=_may_take, encode=_encode, price=_price, vector=True)
+                may_take=_may_take, encode=_encode, price=_price, vector=True,
+                read_factor=stream_factor)

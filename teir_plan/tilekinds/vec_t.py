@@ -11,7 +11,7 @@ import numpy as np
 from teir_plan.isa import LINE_BYTES
 from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileKind
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, T_VEC_T, set_fields
-from teir_plan.tilekinds.vec import MODE, along, k_share, streamed_note
+from teir_plan.tilekinds.vec import MODE, along, k_share, stream_factor, streamed_note
 from teir_plan.tiles import (
     VEC_BYTES,
     VEC_K_STEPS,
@@ -193,4 +193,4 @@ def _describe(table: np.ndarray, dtype: np.dtype) -> str:
 
 KIND = TileKind(name="vec_t", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
                 may_take=_may_take, encode=_encode, price=_price, floor_rate=_floor_rate,
-                vector=True)
+                vector=True, read_factor=stream_factor)

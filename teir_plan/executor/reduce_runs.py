@@ -1,0 +1,247 @@
+"""The reductions' kernels along a summed unit stride (KIND_INNER, see reduce.py): runs
+summed in blocks of RUN_BLOCK elements, short runs one loop each, whole runs four a pass,
+and the index walk over the summed axes."""
+
+from __future__ import annotations
+
+from numba import njit
+
+from teir_plan.tiles import (
+    DOT_FOUR_MIN_BYTES,
+)
+
+RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
+
+# Reductions may be reassociated (vectorized, several partial sums) and a multiply-add
+# fused; no other fast-math assumption (NaN and infinity propagate as in numpy).
+SUM_MATH = {"reassoc", "contract"}
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
+def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-def]
+    """sum_{p < n} x[o + p*s] (times w[ow + p*sw] when ``weighted``); unit strides are
+    sliced from 0 so that LLVM loads whole vectors."""
+    acc = zero
+    if s == 1 and not weighted:
+        a = x[o:o + n]
+        for p in range(n):
+            acc += a[p]
+    elif s == 1 and sw == 1:
+        a = x[o:o + n]
+        b = w[ow:ow + n]
+        for p in range(n):
+            acc += a[p] * b[p]
+    elif weighted:
+        for p in range(n):
+            acc += x[o + p * s] * w[ow + p * sw]
+    else:
+        for p in range(n):
+            acc += x[o + p * s]
+    return acc
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
+def table_offset(table, col, i, idx):  # type: ignore[no-untyped-def]
+    """Set the odometer ``idx`` over ``table``'s rows to flat position ``i`` (last row
+    fastest); return the offset sum(idx * table[:, col])."""
+    off = 0
+    for a in range(table.shape[0] - 1, -1, -1):
+        n = table[a, 0]
+        q = i // n
+        idx[a] = i - q * n
+        off += idx[a] * table[a, col]
+        i = q
+    return off
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
+def _whole_run(x, xb, w, wb, n, sx, sw, weighted, zero):  # type: ignore[no-untyped-def]
+    """One run of n elements summed, RUN_BLOCK at a time."""
+    total = zero
+    q = 0
+    while q < n:
+        qe = min(n, q + RUN_BLOCK)
+        total += _run_sum(x, xb + q * sx, sx, qe - q, w, wb + q * sw, sw, weighted, zero)
+        q = qe
+    return total
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
+def _four_block(x, p, sx, m, w, wq, weighted, zero):  # type: ignore[no-untyped-def]
+    """The sums of m elements of four runs from x[p], x[p + sx], ... (times w[wq:])."""
+    r0 = x[p:p + m]
+    r1 = x[p + sx:p + sx + m]
+    r2 = x[p + 2 * sx:p + 2 * sx + m]
+    r3 = x[p + 3 * sx:p + 3 * sx + m]
+    b0 = zero
+    b1 = zero
+    b2 = zero
+    b3 = zero
+    if weighted:
+        v = w[wq:wq + m]
+        for e in range(m):
+            b0 += r0[e] * v[e]
+            b1 += r1[e] * v[e]
+            b2 += r2[e] * v[e]
+            b3 += r3[e] * v[e]
+    else:
+        for e in range(m):
+            b0 += r0[e]
+            b1 += r1[e]
+            b2 += r2[e]
+            b3 += r3[e]
+    return b0, b1, b2, b3
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH)
+def _short_sums(x, xb, sx, cnt, n, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """dst[db + t*sd] = sum(x[xb + t*sx : + n]) for t < cnt, unit-stride runs of at most
+    RUN_BLOCK: one output at a time, each run one loop (LLVM's vectorized reduction and
+    its vector epilogue), in a function of its own (docs/decisions.md)."""
+    for t in range(cnt):
+        p = xb + t * sx
+        a = x[p:p + n]
+        acc = zero
+        for e in range(n):
+            acc += a[e]
+        dst[db + t * sd] = acc
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH)
+def _short_dots(x, xb, sx, cnt, n, w, wb, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """:func:`_short_sums` weighted by w[wb : + n] (at most RUN_BLOCK: in L1)."""
+    v = w[wb:wb + n]
+    for t in range(cnt):
+        p = xb + t * sx
+        a = x[p:p + n]
+        acc = zero
+        for e in range(n):
+            acc += a[e] * v[e]
+        dst[db + t * sd] = acc
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH)
+def whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """dst[db + t*sd] = the sum of elements q0 <= q < q1 of the run from x[xb + t*sx],
+    for t < cnt.  A function of its own: inside reduce_chunk's loop LLVM left the sums
+    4-6x slower."""
+    # Unit strides: four outputs per pass, their sums independent chains (one output's
+    # horizontal sum waits on its last loads: docs/decisions.md).  Weighted, the block
+    # of weights is the outer loop and every four runs read it from L1: a weight vector
+    # longer than the caches is then read from memory once a call, not once per four
+    # outputs.  Unit-stride runs of at most RUN_BLOCK are summed one output at a time
+    # instead (_short_sums: LLVM vectorizes four sums only from longer runs), but for
+    # weighted runs of at least DOT_FOUR_MIN_BYTES (tiles.dot_four_min_bytes).
+    n = q1 - q0
+    t = 0
+    four_dots = weighted and cnt >= 4 and n * x.itemsize >= DOT_FOUR_MIN_BYTES
+    if run_sx == 1 and (run_sw == 1 or not weighted) and n <= RUN_BLOCK and not four_dots:
+        if weighted:
+            _short_dots(x, xb + q0, sx, cnt, n, w, wb + q0, dst, db, sd, zero)
+        else:
+            _short_sums(x, xb + q0, sx, cnt, n, dst, db, sd, zero)
+        return
+    if run_sx == 1 and (run_sw == 1 or not weighted):  # (runs longer than RUN_BLOCK)
+        four = cnt - cnt % 4
+        if weighted:
+            for u in range(four):
+                dst[db + u * sd] = zero
+            q = q0
+            while q < q1:
+                m = min(q1 - q, RUN_BLOCK)
+                t = 0
+                while t < four:
+                    b0, b1, b2, b3 = _four_block(x, xb + t * sx + q, sx, m, w, wb + q,
+                                                 weighted, zero)
+                    dst[db + t * sd] += b0
+                    dst[db + (t + 1) * sd] += b1
+                    dst[db + (t + 2) * sd] += b2
+                    dst[db + (t + 3) * sd] += b3
+                    t += 4
+                q += m
+        else:
+            while t < four:
+                a0 = zero
+                a1 = zero
+                a2 = zero
+                a3 = zero
+                q = q0
+                while q < q1:
+                    m = min(q1 - q, RUN_BLOCK)
+                    b0, b1, b2, b3 = _four_block(x, xb + t * sx + q, sx, m, w, wb + q,
+                                                 weighted, zero)
+                    a0 += b0
+                    a1 += b1
+                    a2 += b2
+                    a3 += b3
+                    q += m
+                dst[db + t * sd] = a0
+                dst[db + (t + 1) * sd] = a1
+                dst[db + (t + 2) * sd] = a2
+                dst[db + (t + 3) * sd] = a3
+                t += 4
+        t = four
+    for u in range(t, cnt):
+        dst[db + u * sd] = _whole_run(x, xb + u * sx + q0 * run_sx, w, wb + q0 * run_sw, n,
+                                      run_sx, run_sw, weighted, zero)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def seek_run(summed, idx, r, xo, wo):  # type: ignore[no-untyped-def]
+    """The odometer over ``summed``'s rows but the last (the runs), set to run ``r``:
+    ``idx`` and the offsets xo, wo moved there."""
+    for a in range(summed.shape[0] - 2, -1, -1):
+        n = summed[a, 0]
+        q = r // n
+        idx[a] = r - q * n
+        xo += idx[a] * summed[a, 1]
+        wo += idx[a] * summed[a, 2]
+        r = q
+    return xo, wo
+
+
+@njit(cache=True, nogil=True, inline="always")
+def next_run(summed, idx, xo, wo):  # type: ignore[no-untyped-def]
+    """The odometer's step to the next run, innermost row fastest: the new xo, wo."""
+    for a in range(summed.shape[0] - 2, -1, -1):
+        idx[a] += 1
+        xo += summed[a, 1]
+        wo += summed[a, 2]
+        if idx[a] < summed[a, 0]:
+            break
+        idx[a] = 0
+        xo -= summed[a, 0] * summed[a, 1]
+        wo -= summed[a, 0] * summed[a, 2]
+    return xo, wo
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
+def span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignore[no-untyped-def]
+    """KIND_INNER: the sum of summed elements e0 <= e < e1 (flat over ``summed``, its
+    last row the run) of one output, whose first element is x[xb]."""
+    ns = summed.shape[0]
+    run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+    xo = xb
+    wo = wb
+    p = 0
+    if e0 == 0:  # (no divisions: this runs once per output)
+        for a in range(ns - 1):
+            idx[a] = 0
+    else:
+        r = e0 // run_n
+        p = e0 - r * run_n
+        xo, wo = seek_run(summed, idx, r, xo, wo)
+    total = zero
+    e = e0
+    while e < e1:
+        stop = min(run_n, p + (e1 - e))
+        q = p
+        while q < stop:
+            qe = min(stop, q + RUN_BLOCK)
+            total += _run_sum(x, xo + q * run_sx, run_sx, qe - q, w, wo + q * run_sw,
+                              run_sw, weighted, zero)
+            q = qe
+        e += stop - p
+        p = 0
+        xo, wo = next_run(summed, idx, xo, wo)
+    return total
