@@ -23,9 +23,9 @@ from teir_plan.planner.candidates import (
     split_inner,
 )
 from teir_plan.planner.cost import estimate, floor_bounds
-from teir_plan.tilekinds.blas import out_round_trips, set_aliased
 from teir_plan.planner.search import prim_floors, prim_options, rank, variants
 from teir_plan.teir.axes import NO_AXIS
+from teir_plan.tilekinds.blas import out_round_trips, set_aliased
 
 CASES = [
     line.split()
