@@ -24,6 +24,8 @@ import os
 import platform
 from dataclasses import dataclass
 
+import numpy as np
+
 from teir_plan.errors import PlanError
 
 LINE_BYTES = 64  # a cache line on every CPU teir_plan targets (x86-64, ARMv8)
@@ -36,6 +38,29 @@ _AVX512_CPUS = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "ic
 _AVX2_CPUS = ("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake",
               "arrowlake", "lunarlake", "gracemont", "znver1", "znver2", "znver3",
               "x86-64-v3", "bdver4")
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The vector kernels' micro-tile shapes one register file holds: the accumulators,
+    the vectors loaded per K step and one broadcast must all fit, or the K loop spills
+    on every step (BLIS' rule)."""
+
+    rows: int  # output rows of the main micro-tile
+    vectors: int  # vector registers along the vector axis of the main micro-tile
+    # Rows of the (vectors + 1)-register micro-tile: as many accumulators as the main
+    # one has, in an even number of rows.
+    wide_rows: int
+    # Rows of the transposed kernel's largest micro-tile (one vector wide): its
+    # accumulators, the vector of V and a broadcast.
+    transposed_rows: int
+
+
+# By vector registers.  32: 8 x 3 = 24 accumulators + 3 loaded lines + 1 broadcast
+# (measured the fastest of 6x4, 8x3, 12x2 and 24x1 on AVX-512's skinny TCCG tiles), 6 x 4
+# wide, a transposed tile of 24 rows (26 registers).  16: BLIS' Haswell shape, 6 x 2 =
+# 12 + 2 + 1, 4 x 3 wide, 12 transposed rows (14 registers).
+_SHAPES = {32: Shapes(8, 3, 6, 24), 16: Shapes(6, 2, 4, 12)}
 
 
 @dataclass(frozen=True)
@@ -59,20 +84,15 @@ class VectorTarget:
 
     @property
     def rows(self) -> int:
-        # 32 registers: 8 x 3 = 24 accumulators + 3 loaded lines + 1 broadcast (measured
-        # the fastest of 6x4, 8x3, 12x2 and 24x1 on AVX-512's skinny TCCG tiles); 16
-        # registers: BLIS' Haswell shape, 6 x 2 = 12 + 2 + 1.
-        return 8 if self.registers >= 32 else 6
+        return _SHAPES[self.registers].rows
 
     @property
     def vectors(self) -> int:
-        return 3 if self.registers >= 32 else 2
+        return _SHAPES[self.registers].vectors
 
     @property
     def wide_rows(self) -> int:
-        """Rows of the (vectors + 1)-register micro-tile: as many accumulators as the
-        main one has, in an even number of rows (6 x 4 with 32 registers, 4 x 3 with 16)."""
-        return (self.rows * self.vectors // (self.vectors + 1)) // 2 * 2
+        return _SHAPES[self.registers].wide_rows
 
     def lanes(self, itemsize: int) -> int:
         """Elements of ``itemsize`` bytes in one vector register."""
@@ -179,3 +199,86 @@ def target() -> VectorTarget:
         raise PlanError(f"TEIR_PLAN_VECTOR_BYTES must be 64, 32, 16 or 0, got {env!r}"
                         ) from None
     return _narrowed(widest, width)
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Everything the vector kernels and their tile rules know of one vector target and
+    dtype, in one record (BLIS' context): the micro-tile shapes, the load and aliasing
+    policy, and the cache blocking limits of a tile.  The kernels compile these in as
+    constants and the planner's rules read the same record (:func:`blocking`); a new ISA
+    is a register file in ``_SHAPES`` and a target in :func:`compile_target`'s table.
+    The defaults are the measured values of docs/decisions.md, the same on every target
+    measured so far."""
+
+    isa: str  # VectorTarget.name
+    dtype: str  # numpy's name of the element type
+    vector_bytes: int  # bytes of one vector register (0: no vector kernel)
+    itemsize: int
+    shapes: Shapes
+    # A masked load of a whole vector costs where the mask takes a vector register (AVX2,
+    # NEON, SSE: no mask registers): at AVX2 width a 64-wide Gram tile in L2 ran at 91
+    # GFLOP/s with its strips' last lines masked, 111 loaded whole.  With AVX-512's mask
+    # registers the two ran alike, and one loop body fewer compiles faster.
+    full_line_loads: bool
+    # A tile's rows (across the vector axis) times K at most this; beyond, BLAS' packed
+    # kernels win.
+    max_rows_times_k: int = 9216
+    # The bytes the broadcast operand's block of a tile may span: it is read again for
+    # every micro-tile along the vector axis, so it must stay in L1.
+    max_span_bytes: int = 64 * 1024
+    # With fewer rows each K step loads nearly as many lines as it multiplies.
+    min_rows: int = 4
+    # A vector operand of more K rows than this, far apart, is more streams at once than
+    # the hardware prefetchers follow.
+    stream_k: int = 128
+    # The next tile is prefetched when its vector operand spans at most this many bytes
+    # of lines (K x lines); more evicts what the tile itself reads.
+    next_tile_prefetch_bytes: int = 144 * 1024
+    # Cache lines of the next tile one micro-tile call prefetches at most.
+    next_tile_lines: int = 3
+    # Loads whose address matches an in-flight store's in its low 12 bits wait for that
+    # store ("4K aliasing"): the kernel alternates two strips when V's and C's rows fall
+    # on the same offsets within a page.
+    page_bytes: int = 4096
+
+    @property
+    def lanes(self) -> int:
+        """Elements in one vector register."""
+        return self.vector_bytes // self.itemsize
+
+    @property
+    def row_steps(self) -> tuple[int, ...]:
+        """The rows of the main micro-tiles a strip takes, largest first (the kernel's
+        ladder: the main rows, then 4, 2 and 1)."""
+        return tuple(sorted({self.shapes.rows, 4, 2, 1}, reverse=True))
+
+    def registers_used(self) -> tuple[int, int, int]:
+        """Vector registers the main, the wide and the transposed micro-tiles hold at
+        once: accumulators, loaded vectors and one broadcast (two for the transposed
+        tile's V vector and broadcast)."""
+        sh = self.shapes
+        return (sh.rows * sh.vectors + sh.vectors + 1,
+                sh.wide_rows * (sh.vectors + 1) + sh.vectors + 2,
+                sh.transposed_rows + 2)
+
+
+# The element types the vector kernels take: their lanes are float lanes.
+BLOCKING_DTYPES = ("float32", "float64")
+
+
+@functools.lru_cache(maxsize=16)
+def blocking(dtype: str = "float32", tgt: VectorTarget | None = None) -> Blocking:
+    """The blocking record of ``dtype`` on ``tgt`` (the kernels' target by default).
+
+    >>> b = blocking("float32", VectorTarget("avx2", 32, 16, "znver3"))
+    >>> (b.shapes.rows, b.shapes.vectors, b.lanes, b.full_line_loads)
+    (6, 2, 8, True)
+    """
+    if dtype not in BLOCKING_DTYPES:
+        raise PlanError(f"no vector kernel takes {dtype} elements (they take "
+                        f"{', '.join(BLOCKING_DTYPES)})")
+    t = target() if tgt is None else tgt
+    return Blocking(isa=t.name, dtype=dtype, vector_bytes=t.vector_bytes,
+                    itemsize=np.dtype(dtype).itemsize, shapes=_SHAPES[t.registers],
+                    full_line_loads=t.name != "avx512")

@@ -15,38 +15,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from teir_plan.isa import target
+from teir_plan.isa import blocking, target
 
 VEC_TARGET = target()
+# The vector kernels' shapes and limits (teir_plan.isa.Blocking).  float64's record has
+# the same shapes and limits as float32's: the kernels compile one set for both.
+BLOCKING = blocking("float32")
 
-# The vector kernels take a GEMM tile whose rows (the extent across the vector axis)
-# times K are at most this; beyond, BLAS' packed kernels win (docs/decisions.md).
-VEC_MAX_ROWS_TIMES_K = 9216
-# The bytes the broadcast operand's block of a tile may span: it is read again for every
-# micro-tile along the vector axis, so it must stay in L1 (docs/decisions.md).
-VEC_MAX_SPAN = 64 * 1024
+VEC_MAX_ROWS_TIMES_K = BLOCKING.max_rows_times_k
+VEC_MAX_SPAN = BLOCKING.max_span_bytes
 # An output at least this large is not read again from cache: written once (no K loop
 # around the tiles), it is written with non-temporal stores.
 STREAM_MIN_BYTES = 32 * 1024 * 1024
-# The vector kernels' target (teir_plan.isa): the main micro-tile is VEC_LINES vector
-# registers of VEC_BYTES long and VEC_ROWS rows; without a vector ISA (VEC_BYTES 0) every
-# GEMM tile runs on BLAS or loops.
-VEC_BYTES = VEC_TARGET.vector_bytes
-VEC_LINES = VEC_TARGET.vectors
-VEC_ROWS = VEC_TARGET.rows
-# With fewer rows each K step loads nearly as many lines as it multiplies
-# (docs/decisions.md).
-VEC_MIN_ROWS = 4
+# The main micro-tile is VEC_LINES vector registers of VEC_BYTES long and VEC_ROWS rows;
+# without a vector ISA (VEC_BYTES 0) every GEMM tile runs on BLAS or loops.
+VEC_BYTES = BLOCKING.vector_bytes
+VEC_LINES = BLOCKING.shapes.vectors
+VEC_ROWS = BLOCKING.shapes.rows
+VEC_MIN_ROWS = BLOCKING.min_rows
 # A micro-tile's output loads and stores, in K steps (vec.k_share): the reference's
 # (MachineParams.vec_k_steps, which the calibrations measure), and below VEC_SHORT_K on
 # every machine (docs/decisions.md).
 VEC_K_STEPS = 8
 VEC_SHORT_K = 8
 VEC_LONG_K = 16  # from here on, the machine's K steps alone
-# A tile whose vector operand has more K rows than this, far apart (not one contiguous
-# run), reads more streams at once than the hardware prefetchers follow
-# (docs/decisions.md).
-VEC_STREAM_K = 128
+VEC_STREAM_K = BLOCKING.stream_k
 
 
 def gather_bytes(strides: tuple[int, int], itemsize: int) -> int:
@@ -103,15 +96,10 @@ def streams_out(out_bytes: int, k_loop: bool, zero_first: bool) -> bool:
 COPY_RUN_MIN_LINES = 3
 
 
-# The next tile is prefetched when its vector operand spans at most this many bytes
-# of lines (K x lines); more evicts what the tile itself reads (docs/decisions.md).
-NEXT_TILE_PREFETCH_BYTES = 144 * 1024
+NEXT_TILE_PREFETCH_BYTES = BLOCKING.next_tile_prefetch_bytes
 
 
-# Loads whose address matches an in-flight store's in its low 12 bits wait for that
-# store ("4K aliasing"): the vector kernel alternates two strips when V's and C's rows
-# fall on the same offsets within a page (docs/decisions.md).
-PAGE_BYTES = 4096
+PAGE_BYTES = BLOCKING.page_bytes
 
 
 # A program without parallel loops whose BLAS tile has at least this many flops runs the

@@ -23,27 +23,25 @@ from teir_plan.executor.intrinsics import (
     store_nontemporal,
     vector_ops,
 )
-from teir_plan.isa import LINE_BYTES, target
+from teir_plan.isa import LINE_BYTES
+from teir_plan.tiles import BLOCKING
 
-# The vector registers the kernels are generated for (teir_plan.isa): their width and
-# the micro-tile shapes the register file holds.  Read once, at import: numba freezes
-# them into the compiled code, and executor/cache.py keys the disk cache on them.
-_TARGET = target()
+# The blocking record the kernels are generated for (teir_plan.isa.Blocking): the
+# vectors' width, the micro-tile shapes the register file holds, the load policy.  Read
+# once, at import: numba freezes them into the compiled code, and executor/cache.py keys
+# the disk cache on the target they come from.
 # Without a vector ISA the vector kernels never run (lower.py gives their tiles to BLAS),
 # but they are still compiled into the walker: 16-byte vectors are valid everywhere.
-VECTOR_BYTES = _TARGET.vector_bytes or 16
-ROWS = _TARGET.rows  # output rows of the main micro-tile
-LINES = _TARGET.vectors  # vector registers along the vector axis of the main micro-tile
+VECTOR_BYTES = BLOCKING.vector_bytes or 16
+ROWS = BLOCKING.shapes.rows  # output rows of the main micro-tile
+LINES = BLOCKING.shapes.vectors  # vector registers along the vector axis of the main one
 # A vector axis exactly LINES + 1 vectors long (64 float32 on AVX-512: attention's head
 # dimension) runs as one strip of that many vectors in fewer rows (as many accumulators),
 # not as a LINES strip and a 1-vector one whose K steps wait on their loads.
 QUAD_LINES = LINES + 1
-QUAD_ROWS = _TARGET.wide_rows
-# A masked load of a whole vector costs where the mask takes a vector register (AVX2,
-# NEON, SSE: no mask registers): at AVX2 width a 64-wide Gram tile in L2 ran at 91
-# GFLOP/s with its strips' last lines masked, 111 loaded whole.  With AVX-512's mask
-# registers the two ran alike, and one loop body fewer compiles faster.
-FULL_LINE_LOADS = _TARGET.name != "avx512"
+QUAD_ROWS = BLOCKING.shapes.wide_rows
+FULL_LINE_LOADS = BLOCKING.full_line_loads
+NEXT_TILE_LINES = BLOCKING.next_tile_lines
 
 
 def reg_vector(context, dtype) -> LineVector:  # type: ignore[no-untyped-def]
@@ -309,4 +307,3 @@ def micro_tile_ir(  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
-NEXT_TILE_LINES = 3  # cache lines of the next tile a micro-tile call prefetches at most

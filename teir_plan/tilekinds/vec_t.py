@@ -13,20 +13,19 @@ from teir_plan.tilekinds.kind import GemmTile, Lowering, Price, PriceArgs, TileK
 from teir_plan.tilekinds.table import T_K, T_M, T_MODE, T_N, T_SWAP, T_VEC_T, set_fields
 from teir_plan.tilekinds.vec import MODE, along, k_share, stream_factor, streamed_note
 from teir_plan.tiles import (
+    BLOCKING,
     VEC_BYTES,
     VEC_K_STEPS,
     VEC_MAX_ROWS_TIMES_K,
     VEC_MAX_SPAN,
-    VEC_TARGET,
     gather_bytes,
 )
 
 if TYPE_CHECKING:
     from teir_plan.machine.params import MachineParams
 
-# Rows of the largest micro-tile: its accumulators, the vector of V and a broadcast take
-# 26 of 32 vector registers (AVX-512, NEON), 14 of 16 with 12 rows (AVX2).
-VEC_T_TILE_ROWS = 24 if VEC_TARGET.registers >= 32 else 12
+# Rows of the largest micro-tile (the blocking record's transposed shape).
+VEC_T_TILE_ROWS = BLOCKING.shapes.transposed_rows
 # The most rows it takes: beyond, the output's runs are long enough for other tiles.
 VEC_T_MAX_ROWS = 64
 # Its extra work per micro-tile, in K steps (the transposes of its sums and the masked
