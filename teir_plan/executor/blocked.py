@@ -32,6 +32,7 @@ from teir_plan.executor.walker import (
     thread_chunk,
     walk_seq,
 )
+from teir_plan.isa import LINE_BYTES
 from teir_plan.tilekinds.table import (
     T_SCRATCH,
 )
@@ -128,7 +129,7 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo):  # type: ignore[
     passes an array updates reference counts with locked instructions, and a locked
     instruction drains the write-combining buffers (a run per call measured 3-20x
     slower)."""
-    lanes = 64 // y.itemsize
+    lanes = LINE_BYTES // y.itemsize
     nrows = block.shape[0]
     q = block[ri, 0]
     x_q = block[ri, 1]
@@ -257,7 +258,7 @@ def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
             for r in range(nrows):
                 if r != ri and block[r, 1] == 1 and block[r, 0] > 1:
                     rp = r
-        lanes = 64 // y.itemsize
+        lanes = LINE_BYTES // y.itemsize
         if (block[ri, 1] == 1 or rp >= 0) and block[ri, 0] * lanes <= buf.shape[0]:
             _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo)
             return

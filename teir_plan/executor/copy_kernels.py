@@ -26,6 +26,7 @@ from teir_plan.executor.intrinsics import (
 )
 from teir_plan.executor.intrinsics import as_intp as _as_intp
 from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
+from teir_plan.isa import LINE_BYTES
 
 # A copy whose reads along the written axis are gathered (a transpose) runs in
 # blocks of this many written elements: the block's input lines (one per element)
@@ -102,7 +103,7 @@ def transpose_line_tile(typingctx, x, xo, x_ld, b, bo, b_ld, nt):  # type: ignor
             for c, row in enumerate(rows):
                 ptr = _row_pointer(context, builder, args, tys, c)
                 if nontemporal:
-                    store_nontemporal(builder, row, ptr, 64)
+                    store_nontemporal(builder, row, ptr, LINE_BYTES)
                 else:
                     builder.store(row, ptr, align=size)
 
@@ -135,7 +136,8 @@ def _transpose_line_tile_joined(typingctx, x, xo, x_ld, b, bo, b_ld, xo2, t):  #
             nxt = builder.add(xo2_, builder.mul(xld, builder.sub(rc, t_)))
             offsets.append(builder.select(builder.icmp_signed("<", rc, t_), own, nxt))
         for c, row in enumerate(_lines_transposed(context, builder, args, tys, offsets)):
-            store_nontemporal(builder, row, _row_pointer(context, builder, args, tys, c), 64)
+            store_nontemporal(builder, row, _row_pointer(context, builder, args, tys, c),
+                              LINE_BYTES)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -175,7 +177,7 @@ def _transpose_line_tile_part(typingctx, x, xo, x_ld, b, bo, b_ld, lo, hi):  # t
 def _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False):  # type: ignore[no-untyped-def]
     """y[yo + i*y_m + j*y_n] = f(x[xo + i*x_m + j*x_n]), i innermost.  ``stream``: y's
     whole lines along a unit-stride i are written with non-temporal stores."""
-    lanes = 64 // y.itemsize
+    lanes = LINE_BYTES // y.itemsize
     if stream and y_m == 1 and x_m == 1 and not relu and m >= 2 * lanes:
         for j in range(n):
             xb = xo + j * x_n
@@ -232,10 +234,10 @@ def _copy_transposed_run(x, xo, y, yo, m, n, x_m, buf, h):  # type: ignore[no-un
     be partial lines written element by element and read for ownership (a permute into
     numpy.empty's out, 16 bytes into a line, rows of 48 float32: 1.3-1.4x the time of a
     line-aligned out)."""
-    lanes = 64 // y.itemsize
+    lanes = LINE_BYTES // y.itemsize
     isz = y.itemsize
     total = m * n
-    b0 = ((lanes - h) * isz - element_address(buf, 0) % 64) // isz % lanes
+    b0 = ((lanes - h) * isz - element_address(buf, 0) % LINE_BYTES) // isz % lanes
     for jt in range((n + lanes - 1) // lanes):
         j0 = min(jt * lanes, n - lanes)
         for it in range((m + lanes - 1) // lanes):
@@ -279,10 +281,10 @@ def copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream=False, buf=None, prev=-
     such line would be read for ownership, once by each tile (bdca->abcd into
     numpy.empty's out, rows of 96 float32 4 KiB apart: 8.5 ms, against 3.9-4.4 joined
     and 3.9-5.1 into a line-aligned out)."""
-    lanes = 64 // y.itemsize
+    lanes = LINE_BYTES // y.itemsize
     nj = (n + lanes - 1) // lanes
     addr = element_address(y, yo)
-    if (stream and m >= 3 * lanes and (y_n * y.itemsize) % 64 == 0
+    if (stream and m >= 3 * lanes and (y_n * y.itemsize) % LINE_BYTES == 0
             and addr % y.itemsize == 0):
         h = to_next_line(addr, y.itemsize)
         if buf is not None and h > 0 and y_n == m and buf.size >= m * n + lanes:
@@ -371,13 +373,13 @@ def copy_tile(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream=False, buf=No
         m, n = n, m
         x_m, x_n = x_n, x_m
         y_m, y_n = y_n, y_m
-    lanes = 64 // y.itemsize
+    lanes = LINE_BYTES // y.itemsize
     if not relu and y_m == 1 and x_n == 1 and m >= lanes and n >= lanes:
         copy_transposed(x, xo, y, yo, m, n, x_m, y_n, stream, buf, prev, nxt_x, nxt_y)
         if stream:
             store_fence()
         return
-    if abs(x_m) * y.itemsize < 64 or m <= _GATHER_BLOCK:
+    if abs(x_m) * y.itemsize < LINE_BYTES or m <= _GATHER_BLOCK:
         _copy_plain(x, xo, y, yo, m, n, x_m, x_n, y_m, y_n, relu, stream)
         if stream:
             store_fence()

@@ -34,6 +34,7 @@ from teir_plan.executor.walker import (
     run_parallel,
     run_split,
 )
+from teir_plan.isa import LINE_BYTES
 from teir_plan.schedule.workspace import workspace
 from teir_plan.teir.records import TEIR
 from teir_plan.teir.validate import check_iterations
@@ -172,10 +173,10 @@ def _run_partials(p: Partials, arrays: tuple[np.ndarray, ...] | list[np.ndarray]
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, 0
     pitch = block_pitch(p.layout.elements, dtype.itemsize)
     # The blocks start on a cache line (each worker's own lines; see partials._LINE).
-    lanes = 64 // dtype.itemsize
+    lanes = LINE_BYTES // dtype.itemsize
     raw = workspace.borrow((workers * pitch + lanes,), dtype)
     try:
-        skip = (-raw.ctypes.data % 64) // dtype.itemsize
+        skip = (-raw.ctypes.data % LINE_BYTES) // dtype.itemsize
         parts = raw[skip:skip + workers * pitch]
         with _blas_limit(low), parallel_threads(threads):
             _runner(run_partials)(chunk_address(dtype), x0, x1, parts, pitch, low.loops,

@@ -18,6 +18,7 @@ import numpy as np
 from teir_plan.executor.checks import prove_partials
 from teir_plan.executor.complex_tiles import copy_alias
 from teir_plan.executor.kind_entries import Entries
+from teir_plan.isa import LINE_BYTES
 from teir_plan.teir.axes import extent_at, prim_axes_by_role, stride_at
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.parallel_k import PartialLayout
@@ -242,7 +243,7 @@ def copy_runs(teir: TEIR, axes: list[int]) -> np.ndarray | None:
     [[20, 1, 20], [20, 400, 1]]
     """
     s = teir.schedule
-    lanes = 64 // teir.primitives.data_type.numpy.itemsize
+    lanes = LINE_BYTES // teir.primitives.data_type.numpy.itemsize
     rows = [(s.dim_sizes[i], s.strides[0][i], s.strides[1][i]) for i in axes
             if s.dim_sizes[i] > 1]
     unit = [r for r in rows if r[2] == 1]

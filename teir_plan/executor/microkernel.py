@@ -158,16 +158,16 @@ def _rows_alias(V, vo, vk, K, C, co, cn, n):  # type: ignore[no-untyped-def]
     """Whether some K row of V (from V[vo], ``vk`` apart) starts at the same offset
     within a page as some row of C (from C[co], ``cn`` apart), to the cache line."""
     isz = C.itemsize
-    lines = PAGE_BYTES // 64
+    lines = PAGE_BYTES // LINE_BYTES
     d = element_address(V, vo) - element_address(C, co)
-    if d % 64 != 0:
+    if d % LINE_BYTES != 0:
         return False  # the rows' lines straddle each other's: no exact match
     seen = 0  # bit i: a row of V starts in line i of a page (64 lines a page)
     for p in range(min(K, lines)):
-        seen |= 1 << (((d + p * vk * isz) % PAGE_BYTES) // 64)
+        seen |= 1 << (((d + p * vk * isz) % PAGE_BYTES) // LINE_BYTES)
     hit = 0
     for r in range(min(n, lines)):
-        hit |= 1 << (((r * cn * isz) % PAGE_BYTES) // 64)
+        hit |= 1 << (((r * cn * isz) % PAGE_BYTES) // LINE_BYTES)
     return (seen & hit) != 0
 
 

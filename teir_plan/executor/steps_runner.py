@@ -26,10 +26,11 @@ from teir_plan.executor.blas_control import blas_threads
 from teir_plan.executor.entries import call_codegen
 from teir_plan.executor.lower import Lowered
 from teir_plan.executor.walker import blas_chunk_address, chunk_address
+from teir_plan.isa import LINE_BYTES
 from teir_plan.tilekinds import table as K
 
 GATHER = 8  # arrays per gather call (a fixed arity: one compiled version per dtype)
-LINE = 64  # a temporary's offset in its slot: the slot's first cache line (memory._ALIGN)
+LINE = LINE_BYTES  # a temporary's offset in its slot: the slot's first cache line (memory._ALIGN)
 
 # A step's row: its runner's address, its three buffers (in1 = in0 for a unary program),
 # where its loop rows start in the shared loop table and how many, its parallel rows

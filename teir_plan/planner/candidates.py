@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from teir_plan.divisors import divisors_between, largest_divisor
 from teir_plan.frontend.contraction import Axis, Contraction
+from teir_plan.isa import LINE_BYTES
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
@@ -269,7 +270,7 @@ def _packed_splits(c: Contraction, vi: int, op: int) -> list[Contraction]:
     ax = c.axes
     v = ax[vi]
     isz = c.dtype.itemsize
-    lanes = 64 // isz
+    lanes = LINE_BYTES // isz  # elements of a line
     k = next(a for a in ax if a.role is DimType.K and a.strides[op] == 1)
     most = VEC_P_MAX_BYTES // (k.extent * isz)
     lengths = [d for d in divisors_between(v.extent, VEC_P_MIN_LINES * lanes, most)

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from teir_plan.frontend.contraction import Contraction
+from teir_plan.isa import LINE_BYTES
 from teir_plan.machine.params import MachineParams
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.parallel_k import partial_sums_seconds
@@ -354,7 +355,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
 
 # Bytes a tile row costs beyond its own: the partly used cache line at its end and the
 # start of another stream (prefetch, TLB) for every row of a tile.
-ROW_OVERHEAD_BYTES = 64
+ROW_OVERHEAD_BYTES = LINE_BYTES
 
 
 Runs = tuple[int, int, int]  # each tensor's contiguous run in a tile (0: no short rows)

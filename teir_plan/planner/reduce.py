@@ -18,6 +18,7 @@ import numpy as np
 
 from teir_plan import tiles as R
 from teir_plan.frontend.contraction import Layout
+from teir_plan.isa import LINE_BYTES
 from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import Cost, memory_seconds
 
@@ -181,7 +182,7 @@ def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
     run = summed[-1]
     kept_step = min((a[2] for a in kept if a[2] != 0), default=None)
     inner_run = not kept or (run[2] != 0 and (kept_step is None or run[2] < kept_step)
-                             and run[1] * isz >= 64)
+                             and run[1] * isz >= LINE_BYTES)
     vec = None
     if inner_run or not kept:
         kind = R.KIND_INNER
