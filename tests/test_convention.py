@@ -258,5 +258,5 @@ def test_optimize_false_contracts_left_to_right_as_numpy():
     assert path == ["einsum_path", (0, 1), (0, 2), (0, 1)]
     np.testing.assert_allclose(tp.einsum(expr, *ops, optimize=False),
                                np.einsum(expr, *ops, optimize=False), rtol=1e-10)
-    assert tp.plan(expr, *ops, optimize=False).options["optimize"].search
-    assert not tp.plan(expr, *ops, optimize="plain").options["optimize"].search
+    assert tp.plan(expr, *ops, optimize=False).info.optimize.search
+    assert not tp.plan(expr, *ops, optimize="plain").info.optimize.search

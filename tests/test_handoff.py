@@ -137,7 +137,7 @@ def test_the_tree_planner_prices_what_its_steps_hand_over(latency):
         tp.plan_cache.clear()
         expr, ops = _tucker()
         plan = tp.plan(expr, *ops)
-        layouts = plan.options["tree_layouts"]
+        layouts = plan.info.tree_layouts
         waits = sum(s.handoff for s in layouts.steps)
         default_waits = sum(s.default_handoff for s in layouts.steps)
         if latency == 0:

@@ -90,7 +90,7 @@ def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
     # Used for planning at once, and by the next process from the cache, without
     # measuring or warning again.
     a = np.ones((64, 64), np.float32)
-    assert tp.plan("ij,jk->ik", a, a).options["machine_params"].startswith(
+    assert tp.plan("ij,jk->ik", a, a).info.machine_params.startswith(
         "first-use estimate")
     monkeypatch.setattr(measure, "measure_quick", _no_measuring)
     set_machine_params(None)

@@ -120,7 +120,7 @@ def test_explain_marks_a_layout_whose_search_stopped_at_the_best_so_far() -> Non
     ext = {"a": 96, "b": 84, "c": 24, "d": 96, "e": 96}
     shapes = [tuple(ext[ch] for ch in t) for t in ("dbea", "ec")]
     plan = tp.plan("dbea,ec->abcd", *shapes, dtype=np.float32)
-    layouts = plan.options["result_layouts"]
+    layouts = plan.info.result_layouts
     stopped = [lay for lay in layouts if lay[3]]
     chosen = next(lay for lay in layouts if lay[2])
     # Each stopped layout's ceiling is what it had to beat: at least the winner's cost.

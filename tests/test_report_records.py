@@ -16,12 +16,12 @@ def test_the_report_of_a_fixed_layout_plans_nothing(monkeypatch: pytest.MonkeyPa
     shapes = [tuple(ext[c] for c in "efbad"), tuple(ext[c] for c in "cf")]
     free = tp.plan("efbad,cf->abcde", *shapes, dtype=np.float32)
     fixed = tp.plan("efbad,cf->abcde", *shapes, dtype=np.float32, order="C")
-    record = fixed.options["free_layout"]
+    record = fixed.info.free_layout
     assert isinstance(record, FreeLayout)
     # The record is what planning order='K' finds, without planning it again.
     assert record.seconds == pytest.approx(free.predicted_seconds, rel=1e-12)
     assert record.memory_order == next(lay.memory_order
-                                       for lay in free.options["result_layouts"] if lay.chosen)
+                                       for lay in free.info.result_layouts if lay.chosen)
 
     def no_planning(*args: object, **kwargs: object) -> None:
         raise AssertionError("the report planned")
@@ -34,7 +34,7 @@ def test_the_report_of_a_fixed_layout_plans_nothing(monkeypatch: pytest.MonkeyPa
 
 def test_a_free_layout_plan_records_none() -> None:
     p = tp.plan("ij,jk->ik", (64, 48), (48, 32), dtype=np.float32)
-    assert "free_layout" not in p.options
+    assert p.info.free_layout is None
     # A view under order='K' (a pure permutation): nothing to compare with.
     q = tp.plan("ij->ji", (64, 48), dtype=np.float32, order="C")
-    assert q.options.get("free_layout") is None
+    assert q.info.free_layout is None

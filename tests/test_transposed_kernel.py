@@ -194,7 +194,7 @@ def test_order_k_keeps_the_layout_the_vector_kernel_serves(expr: str) -> None:
         # f (20) is shorter than the vector kernel's micro-tile on this target (AVX-512's
         # 48 float32): C order would need the transposed kernel.  With narrower vectors
         # the vector kernel takes f itself, and C order may be the layout it serves.
-        chosen = next(lay for lay in plan.options["result_layouts"] if lay[2])
+        chosen = next(lay for lay in plan.info.result_layouts if lay[2])
         assert chosen[0] != "abcdef"
         c_order = tp.plan(expr, *shapes, dtype=np.float32, order="C")
         assert lower(c_order.teir).tile[K.T_VEC_T] != 0

@@ -124,7 +124,7 @@ def test_syn_tree_writes_intermediates_in_the_orders_their_consumers_read():
     ops = [rng.standard_normal([ext[c] for c in t]) for t in expr.split("->")[0].split(",")]
     path = [(1, 2), (2, 3), (0, 1), (0, 1)]
     plan = tp.plan(expr, *ops, optimize=path)
-    layouts = plan.options["tree_layouts"]
+    layouts = plan.info.tree_layouts
     assert layouts.predicted < layouts.predicted_default
     assert any(b.axis_order not in (None, tuple(range(len(b.shape)))) for b in plan.buffers)
     np.testing.assert_allclose(plan(*ops), np.einsum(expr, *ops, optimize=["einsum_path",
@@ -184,7 +184,7 @@ def test_cotengra_tree_as_the_path():
     tree = ctg.ContractionTree.from_path(inputs, tuple("ae"), size,
                                          path=[(2, 3), (0, 1), (0, 1)])
     plan = tp.plan(expr, *ops, optimize=tree)
-    assert plan.options["optimize"].path == ((2, 3), (0, 1), (0, 1))
+    assert plan.info.optimize.path == ((2, 3), (0, 1), (0, 1))
     np.testing.assert_allclose(plan(*ops), np.linalg.multi_dot(ops), rtol=1e-10)
 
 
@@ -213,7 +213,7 @@ def test_a_path_optimizer_object_is_asked_for_the_path():
     rec = _RecordingOptimizer([(2, 3), (0, 1), (0, 1)])
     plan = tp.plan(expr, *ops, optimize=rec.optimizer)
     assert rec.calls and rec.calls[0][1] == dict(zip("abcde", (6, 7, 8, 9, 5)))
-    assert plan.options["optimize"].path is rec.optimizer
+    assert plan.info.optimize.path is rec.optimizer
     np.testing.assert_allclose(plan(*ops), np.linalg.multi_dot(ops), rtol=1e-10)
     # The same object on the same shapes: the cached plan, no second search.
     calls = len(rec.calls)
@@ -247,7 +247,7 @@ def test_explain_shows_the_layouts_the_savings_and_the_peak_memory(tmp_path):
     plan = tp.plan(expr, *shapes, optimize=[(1, 2), (2, 3), (0, 1), (0, 1)])
     rows = layout_rows(plan)
     assert rows[0][2] == "writes (memory order)" and len(rows) == 5
-    layouts = plan.options["tree_layouts"]
+    layouts = plan.info.tree_layouts
     assert [r[1] for r in rows[1:]] == [s.subscripts for s in layouts.steps]
     assert any(r[2] != r[3] for r in rows[1:-1])  # an intermediate written permuted
     text = str(plan.explain())
@@ -276,7 +276,7 @@ def test_tree_result_layouts_under_order_k(order):
     np.testing.assert_allclose(got, np.einsum(expr, *ops, optimize=["einsum_path", *path]),
                                rtol=1e-10, atol=1e-9)
     if order == "K":
-        considered = plan.options["result_layouts"]
+        considered = plan.info.result_layouts
         assert len(considered) > 1 and considered[0][0] == "ijklm"
     else:
         assert got.flags.c_contiguous

@@ -10,6 +10,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -102,4 +103,5 @@ def autotune(plan: Plan, arrays: Sequence[np.ndarray], top: int = AUTOTUNE_CANDI
     best = min(alts, key=lambda p: p.measured_seconds or float("inf"))
     best.tuning = [(a.main_step.chosen if a.main_step else None, a.measured_seconds)  # type: ignore[attr-defined]
                    for a in alts]
+    best.info = replace(best.info, autotuned=True)
     return best

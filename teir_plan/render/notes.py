@@ -203,7 +203,7 @@ def frontend_notes(plan: Plan) -> list[str]:
     if ones:
         notes.append(f"index {_join(ones)} of extent 1 dropped from the TEIR programs "
                      f"(it selects one element everywhere)")
-    layouts = plan.options.get("result_layouts", ())
+    layouts = plan.info.result_layouts
     if len(layouts) > 1:
         chosen = next(lay for lay in layouts if lay.chosen)
         # A layout whose search found nothing under the best so far carries that
@@ -214,7 +214,7 @@ def frontend_notes(plan: Plan) -> list[str]:
             for lay in layouts if not lay.chosen)
         view = ("row-major" if chosen.memory_order == expr.output else
                 f"a permuted view of a buffer in {chosen.memory_order} order")
-        notes.append(f"result layout (order={plan.options.get('order')!r}): {view}, "
+        notes.append(f"result layout (order={plan.info.order!r}): {view}, "
                      f"predicted {chosen.seconds * 1e6:.1f} us; also costed: {others}")
     staged = any(b.axis_order is not None for b in plan.buffers)
     for k, st in enumerate(plan.steps):
@@ -270,9 +270,9 @@ def _free_layout_note(plan: Plan) -> str | None:
     the layout the planner would choose itself, as recorded while planning
     (schedule.alternatives.FreeLayout), when it is predicted faster by more than the
     planner's own layout margin, and how to get it.  None otherwise."""
-    free = plan.options.get("free_layout")
-    if (free is None or plan.options.get("result_layouts") or plan.view is not None
-            or plan.main_step is None or not plan.options.get("optimize")):
+    free = plan.info.free_layout
+    if (free is None or plan.info.result_layouts or plan.view is not None
+            or plan.main_step is None or not plan.info.optimize):
         return None
     fixed, own = plan.predicted_seconds, free.seconds
     if own <= 0 or fixed <= own * free.margin:

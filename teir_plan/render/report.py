@@ -518,7 +518,7 @@ def build_report(plan: Plan, measure: bool = False, top: int = 5) -> Report:
         predicted_seconds=plan.predicted_seconds, total_flops=total_flops,
         alternatives=tuple(alts), tree=with_layouts(step_tree(plan), plan),
         measured_seconds=measured,
-        machine_params=str(plan.options.get("machine_params", "")),
+        machine_params=plan.info.machine_params,
         idle=plan.idle.describe() if plan.idle is not None else "", choice=choice_note(plan),
         _plan=plan,
     )

@@ -2,7 +2,7 @@
 and the tree drawn.
 
 A plan of three or more operands records how its intermediates' layouts were chosen
-(``plan.options["tree_layouts"]``, see :mod:`teir_plan.schedule.tree_plan`).
+(``plan.info.tree_layouts``, see :mod:`teir_plan.schedule.tree_plan`).
 :func:`tree_lines` turns that into the lines the explain report prints under the
 contraction tree: per step, the memory order it writes, opt_einsum's order, its predicted
 time (and of it, the wait for lines of its inputs other cores wrote) and the operands its
@@ -27,7 +27,7 @@ def _mib(n: int) -> str:
 
 def layout_rows(plan: Plan) -> list[list[str]]:
     """The per-step table (a header row first); empty for a plan that is not a tree."""
-    layouts = plan.options.get("tree_layouts")
+    layouts = plan.info.tree_layouts
     if layouts is None or not layouts.steps:
         return []
     rows = [["step", "contracts", "writes (memory order)", "opt_einsum's order",
@@ -50,7 +50,8 @@ def tree_lines(plan: Plan) -> tuple[str, ...]:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines.append("")
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        layouts = plan.options["tree_layouts"]
+        layouts = plan.info.tree_layouts
+        assert layouts is not None  # the rows are its steps
         lines.append(f"layouts chosen across the tree: predicted "
                      f"{layouts.predicted * 1e6:.1f} us, against "
                      f"{layouts.predicted_default * 1e6:.1f} us in opt_einsum's orders")
@@ -78,7 +79,7 @@ def draw_tree(plan: Plan, ax: Any = None) -> Any:
     import matplotlib.pyplot as plt
     import networkx as nx
 
-    layouts = plan.options.get("tree_layouts")
+    layouts = plan.info.tree_layouts
     if layouts is None or layouts.tree is None:
         raise PlanError("draw_tree: the plan is not a tree of three or more operands")
     tree = layouts.tree

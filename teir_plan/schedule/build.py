@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from teir_plan.schedule.contract import (
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
 from teir_plan.schedule.idle import serial_when_idle
+from teir_plan.schedule.info import PlanInfo
 from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.plan import Plan
 from teir_plan.schedule.steps import (
@@ -202,15 +204,14 @@ def build_plan(
     if out_spec is not None or order != "K":
         # For the explain report: the layout order='K' would choose, from the
         # contractions just planned into each of its layouts.
-        best.options["free_layout"] = _free_layout(expr, subscripts, specs, result, opt,
-                                                   casting, threads, epilogue, options, plans)
+        best.info = replace(best.info, free_layout=_free_layout(
+            expr, subscripts, specs, result, opt, casting, threads, epilogue, options, plans))
         return best  # the layout was fixed: staging, if chosen, is a step of its own
     # For the explain report: each layout considered (schedule/alternatives.py).
-    best.options["order"] = order
-    best.options["result_layouts"] = tuple(
+    best.info = replace(best.info, order=order, result_layouts=tuple(
         LayoutOption("".join(expr.output[a] for a in outer_first(spec.strides)),
                      p.predicted_seconds if p is not None else ceiling, p is best, p is None)
-        for p, (spec, _, _), ceiling in zip(plans, options, ceilings))
+        for p, (spec, _, _), ceiling in zip(plans, options, ceilings)))
     return best
 
 
@@ -253,13 +254,12 @@ def _view_plan(expr: Expression, subscripts: str, specs: Sequence[OperandSpec],
     # layout in the view's memory order, the one empty_out() makes (a diagonal's own
     # strides are no array's a caller could allocate).
     perm = sorted(range(len(strides)), key=lambda a: -abs(strides[a]))
-    options = {"dtype": result, "optimize": opt, "casting": casting, "epilogue": None,
-               "threads": threads}
+    info = PlanInfo(result, opt, casting, None, threads)
     return Plan(expression=expr, subscripts=subscripts, operands=specs,
                 out_spec=OperandSpec(view.shape, c_strides(view.shape) if 0 in view.shape
                                      else strides_in_order(view.shape, perm),
                                      specs[0].dtype),
-                steps=(ViewStep(0, len(specs), view),), buffers=(), options=options,
+                steps=(ViewStep(0, len(specs), view),), buffers=(), info=info,
                 main=None, view=view)
 
 
@@ -370,8 +370,8 @@ def _build(
     final_spec = b.specs[out_id]
     # Which machine parameters ranked the candidates (reference, ISA-derived, first-use
     # or calibrated): the explain report shows what planning used, without planning again.
-    options = {"dtype": result, "optimize": opt, "casting": casting, "epilogue": epilogue,
-               "threads": threads, "machine_params": params.describe_source()}
+    info = PlanInfo(result, opt, casting, epilogue, threads,
+                    machine_params=params.describe_source())
 
     target = out_id
     if final_spec.dtype != result:
@@ -413,7 +413,7 @@ def _build(
         layouts = plan_tree(b, expr, ids, target, result, opt, epilogue == "relu",
                             threads, params, block_order if target == out_id else None)
         if layouts is not None:  # for the explain report
-            options["tree_layouts"] = layouts
+            info = replace(info, tree_layouts=layouts)
         if b.outpriced:
             return None
     if staged_order is not None:
@@ -431,7 +431,7 @@ def _build(
             best, main = st.chosen.cost.flops, i
     return Plan(
         expression=expr, subscripts=subscripts, operands=specs, out_spec=final_spec,
-        steps=b.steps, buffers=b.buffers, options=options, main=main,
+        steps=b.steps, buffers=b.buffers, info=info, main=main,
         idle=serial_when_idle(b.steps, params, threads),
     )
 

@@ -14,6 +14,7 @@ from teir_plan.executor.checks import arrays_overlap
 from teir_plan.executor.execute import run_lowered
 from teir_plan.executor.threads import call_threads, free_cores, idle_seconds, mark_busy
 from teir_plan.frontend.expression import Expression
+from teir_plan.schedule.info import PlanInfo
 from teir_plan.schedule.memory import MemoryPlan, memory_plan
 from teir_plan.schedule.one_call import OneCall, one_call_program, run_one_call
 from teir_plan.schedule.operands import OperandSpec, addressable, as_operand
@@ -68,7 +69,7 @@ class Plan:
         out_spec: OperandSpec,
         steps: Sequence[Step],
         buffers: Sequence[BufferSpec],
-        options: dict,
+        info: PlanInfo,
         main: int | None,
         view: View | None = None,
         dot: bool = True,
@@ -80,7 +81,7 @@ class Plan:
         self.out_spec = out_spec
         self.steps = tuple(steps)
         self.buffers = tuple(buffers)
-        self.options = dict(options)
+        self.info = info  # what planning recorded (schedule/info.py)
         self._main = main
         # The result as a view of an operand (a permutation, a diagonal), returned by a
         # call without out= instead of running the steps.
@@ -167,7 +168,7 @@ class Plan:
         call's numpy route): what autotune and explain(measure=True) time."""
         return Plan(
             expression=self.expression, subscripts=self.subscripts, operands=self.operands,
-            out_spec=self.out_spec, steps=steps, buffers=self.buffers, options=self.options,
+            out_spec=self.out_spec, steps=steps, buffers=self.buffers, info=self.info,
             main=self._main, dot=False,
         )
 

@@ -305,7 +305,7 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
     ``path``, the plan's own pairwise steps as numpy's path), for operands of the
     result's dtype with numpy's letters and no epilogue (numpy would compute anything
     else otherwise than the plan: casts, ReLU)."""
-    if (plan.options.get("epilogue")
+    if (plan.info.epilogue
             or any(s.dtype != plan.dtype for s in plan.operands)
             or not _numpy_subscripts(plan.subscripts)):
         return None
@@ -313,7 +313,7 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
         return None
     optimize: object = True if len(plan.operands) <= 2 else path
     subscripts = plan.subscripts
-    own_layout = plan.options.get("order", None) == "K"
+    own_layout = plan.info.order == "K"
 
     def execute(arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         if out is None and own_layout:  # order='K': numpy's own layout is a result too
@@ -329,7 +329,7 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
     from teir_plan.schedule.numpy_path import numpy_seconds
 
     predicted = numpy_seconds(plan.expression, plan.dtype, machine_params(),
-                              int(plan.options.get("threads") or 1))
+                              plan.info.threads or 1)
     return Contender("numpy.einsum", execute, run, predicted, "numpy.einsum")
 
 
@@ -352,7 +352,7 @@ def eligible(plan: Plan) -> bool:
     numpy route, not autotuned already."""
     return (plan.view is None and plan.numpy_call is None
             and plan.predicted_seconds >= MIN_PLAN_SECONDS
-            and not plan.options.get("autotuned"))
+            and not plan.info.autotuned)
 
 
 def attach(plan: Plan, problem: str) -> None:
