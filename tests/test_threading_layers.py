@@ -138,6 +138,7 @@ def _fork_while_locked() -> None:
 
     import teir_plan as tp
     from teir_plan import api
+    from teir_plan.executor import blas_control as blas
     from teir_plan.executor import threads as thr
     from teir_plan.machine import store as machine
     from teir_plan.schedule import workspace as ws
@@ -149,14 +150,15 @@ def _fork_while_locked() -> None:
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with (api.plan_cache._lock, ws.workspace._lock, machine._lock, thr._lock,
-              thr._region_lock):
+        with (api.plan_cache._lock, ws.workspace._lock, machine._lock, blas._lock,
+              thr._launch_lock, thr._region_lock):
             held.set()
             release.wait()
 
     holder = threading.Thread(target=hold)
     holder.start()
-    held.wait()
+    if not held.wait(60):  # the holder failed: say so rather than wait for ever
+        raise SystemExit("the holder thread did not take the library's locks")
     pid = os.fork()
     if pid == 0:
         code = 1
