@@ -98,7 +98,7 @@ def _blas_tiles(case: tuple[str, str]):  # type: ignore[no-untyped-def]
     base = MachineParams()
     for v, _ in variants(_contraction(case[0], case[1], 1), base, 1):
         for opt in prim_options(v, base, 1):
-            if not opt.tile.blas:
+            if opt.tile.kind != "blas":
                 continue  # not a BLAS tile
             assert opt.blas is not None
             yield v, opt, blas_form(opt.blas)
