@@ -54,6 +54,21 @@ def test_one_table_per_machine_class_newest_first(gen, tmp_path) -> None:
     assert "Cost-model parameters: calibrated" in section
 
 
+def test_generations_of_one_cpu_name_are_classes_of_their_own(gen, tmp_path) -> None:
+    r = tmp_path
+    _run(r / "prims-latest", "AMD EPYC", "2026-12-07 16:00", "ZEN4", isa="avx512",
+         **{"vector target": "znver4-avx512-64b-32r"})
+    _run(r / "archive/prims-2026-11-27-amd-epyc", "AMD EPYC", "2026-11-27 10:00", "ZEN5",
+         isa="avx512", **{"vector target": "znver5-avx512-64b-32r"})
+    _run(r / "archive/prims-2026-11-28-intel", "Intel Xeon", "2026-11-28 10:00", "SKX",
+         isa="avx512", **{"vector target": "skylake-avx512-avx512-64b-32r"})
+    section = gen.performance_page().split("## Primitives", 1)[1].split("\n## ", 1)[0]
+    assert "ZEN4" in section and "ZEN5" in section and "SKX" in section
+    assert "### AMD EPYC (znver4), avx512, 2 threads" in section
+    assert "### AMD EPYC (znver5), avx512, 2 threads" in section
+    assert "### Intel Xeon (skylake-avx512), avx512, 2 threads" in section
+
+
 def test_the_readme_summary_names_its_machine(gen) -> None:
     data = {"machine": {"cpu": "AMD EPYC", "isa": "avx2", "threads": 2,
                         "date": "2026-11-26 05:00", "params": "isa"},

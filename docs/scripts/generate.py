@@ -237,9 +237,14 @@ def performance_page() -> str:
 def machine_class(m: dict) -> tuple[str, str, str]:
     """What makes results comparable: the CPU, the vector ISA the kernels were generated
     for (recorded since the first-use calibration; older files do not say) and the
-    threads."""
-    return (str(m.get("cpu", "unknown CPU")), str(m.get("isa") or "ISA not recorded"),
-            str(m.get("threads")))
+    threads.  The CPU is told apart by the compile target's CPU name where the file
+    records the vector target (``znver4-avx512-64b-32r``): two generations of one model
+    name (an "AMD EPYC" Zen 4 and Zen 5) are two classes."""
+    cpu = str(m.get("cpu", "unknown CPU"))
+    target = m.get("vector target")
+    if target:
+        cpu = f"{cpu} ({str(target).rsplit('-', 3)[0]})"
+    return (cpu, str(m.get("isa") or "ISA not recorded"), str(m.get("threads")))
 
 
 def class_label(m: dict) -> str:
