@@ -202,23 +202,32 @@ def test_a_read_only_package_caches_in_the_users_folder(tmp_path: Path,
     assert cache._private_temp_root() is None
 
 
-def test_processes_starting_cold_compile_a_kernel_once(tmp_path: Path) -> None:
-    """Two processes that need the same kernel at the same time, with nothing cached: one
-    compiles it (its lock file held), the other waits and loads what it saved, instead
-    of both compiling it.  Both give numpy's result."""
+def _product_module(tmp_path: Path, typed: bool) -> Path:
+    """A folder holding ``kernel_mod.product``, a cached matrix product of many loop
+    nests: long enough to compile that a second process asks meanwhile.  ``typed``: its
+    result and factors of the operands' dtype (an int64 signature compiles too), else
+    float64."""
     folder = tmp_path / "executor"
     folder.mkdir()
-    # Many loop nests: long enough to compile that the second process asks meanwhile.
+    one, zero, dtype = ("1", "0", ", a.dtype") if typed else ("1.0", "0.0", "")
     body = "\n".join(
         f"    for i in range(a.shape[0]):\n"
         f"        for k in range(a.shape[1]):\n"
         f"            for j in range(b.shape[1]):\n"
-        f"                out[i, j] += a[i, k] * b[k, j] * {1.0 if n == 0 else 0.0}"
+        f"                out[i, j] += a[i, k] * b[k, j] * {one if n == 0 else zero}"
         for n in range(12))
     (folder / "kernel_mod.py").write_text(
         "import numpy as np\nfrom numba import njit\n\n\n@njit(cache=True)\n"
-        "def product(a, b):\n    out = np.zeros((a.shape[0], b.shape[1]))\n"
+        f"def product(a, b):\n    out = np.zeros((a.shape[0], b.shape[1]){dtype})\n"
         f"{body}\n    return out\n")
+    return folder
+
+
+def test_processes_starting_cold_compile_a_kernel_once(tmp_path: Path) -> None:
+    """Two processes that need the same kernel at the same time, with nothing cached: one
+    compiles it (its lock file held), the other waits and loads what it saved, instead
+    of both compiling it.  Both give numpy's result."""
+    folder = _product_module(tmp_path, typed=False)
     store = tmp_path / "numba-cache"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(store))
     procs = [subprocess.Popen([sys.executable, "-c", _RUN_PRODUCT, str(folder)], env=env,
@@ -239,18 +248,7 @@ def test_processes_compiling_two_signatures_at_once_keep_both(tmp_path: Path) ->
     under its own signature's lock) both save: a third process loads both from the
     index, each its own code (two saves at once extending the index could give both
     signatures one data file)."""
-    folder = tmp_path / "executor"
-    folder.mkdir()
-    body = "\n".join(
-        f"    for i in range(a.shape[0]):\n"
-        f"        for k in range(a.shape[1]):\n"
-        f"            for j in range(b.shape[1]):\n"
-        f"                out[i, j] += a[i, k] * b[k, j] * {1 if n == 0 else 0}"
-        for n in range(12))
-    (folder / "kernel_mod.py").write_text(
-        "import numpy as np\nfrom numba import njit\n\n\n@njit(cache=True)\n"
-        "def product(a, b):\n    out = np.zeros((a.shape[0], b.shape[1]), a.dtype)\n"
-        f"{body}\n    return out\n")
+    folder = _product_module(tmp_path, typed=True)
     store = tmp_path / "numba-cache"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(store))
     procs = [subprocess.Popen([sys.executable, "-c", _RUN_PRODUCT, str(folder), dt], env=env,

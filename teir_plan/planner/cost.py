@@ -41,7 +41,6 @@ from teir_plan.tilekinds import (
     BY_NAME,
     FOLD_RATE,
     GEMM_KINDS,
-    MAPPED_PER_CHOICE,
     GemmTile,
     TileKind,
     choose,
@@ -103,10 +102,9 @@ def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
     """The kind that runs this prim choice's tiles (the executor's lowering asks the
     same rules, :func:`teir_plan.tilekinds.choose`), its axis, and the tile.  ``blas``:
     the prim choice's BLAS call (candidates.blas_call: the rule of the kind the
-    candidates map per prim choice, mapped once)."""
+    candidates map per prim choice, tilekinds.MAPPED_PER_CHOICE, mapped once)."""
     tile = gemm_tile(c, m_ax, n_ax, k_ax, br_ax)
-    kind, axis = choose(tile, vector_kernel_dtype(c.dtype),
-                        {MAPPED_PER_CHOICE: blas is not None})
+    kind, axis = choose(tile, vector_kernel_dtype(c.dtype), mapped=blas is not None)
     return kind, axis, tile
 
 

@@ -13,8 +13,6 @@ kind is adding a module here, its entry point in the executor, and its place in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 
 from teir_plan.tilekinds import blas, copy, dot, loops, row, vec, vec_p, vec_t
@@ -45,11 +43,12 @@ def lowered_kind(table: np.ndarray) -> TileKind:
 
 
 def choose(tile: GemmTile, vector_kernel: bool = True,
-           known: Mapping[TileKind, bool] | None = None) -> tuple[TileKind, int]:
+           mapped: bool | None = None) -> tuple[TileKind, int]:
     """The kind that runs a GEMM tile, and its axis (see TileKind.takes): the first of
     GEMM_KINDS whose rule takes it; ``vector_kernel`` False skips the vector kernels.
-    ``known``: kinds whose answer the caller has already (the cost model maps each prim
-    choice's BLAS call once, candidates.blas_call: the BLAS kind's own rule), on axis 1.
+    ``mapped``: the answer of MAPPED_PER_CHOICE's rule when the caller has it already
+    (the cost model maps each prim choice's BLAS call once, candidates.blas_call), on
+    axis 1.
 
     >>> kind, axis = choose(GemmTile(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4))
     >>> kind.name in ("vec", "blas")  # "vec" on a vector target
@@ -58,8 +57,8 @@ def choose(tile: GemmTile, vector_kernel: bool = True,
     for kind in GEMM_KINDS:
         if kind.vector and not vector_kernel:
             continue
-        if known is not None and kind in known:
-            if known[kind]:
+        if mapped is not None and kind is MAPPED_PER_CHOICE:
+            if mapped:
                 return kind, 1
             continue
         # A quick necessary condition first: the cost model asks this of every prim

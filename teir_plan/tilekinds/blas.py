@@ -283,11 +283,11 @@ def panel_rereads(c: Contraction, ch: Choice, j: int, l2_bytes: int) -> int:
     return passes if panel > l2_bytes else 1
 
 
-def accumulating_calls(c: Contraction, ch: Choice) -> float:
+def accumulating_calls(c: Contraction, ch: Choice, trips: float) -> float:
     """How many passes of a BLAS tile's calls add into one output tile: each call's
-    blocks of K (:func:`out_round_trips` less the beta pass), in every iteration
-    of its K loops (stride 0 in out)."""
-    calls = out_round_trips(c, ch) - 1.0
+    blocks of K (``trips``, its :func:`out_round_trips`, less the beta pass), in every
+    iteration of its K loops (stride 0 in out)."""
+    calls = trips - 1.0
     for a in ch.loops:
         if c.axes[a].strides[2] == 0:
             calls *= c.axes[a].extent
@@ -361,7 +361,7 @@ def _out_traffic(args: ScheduleArgs) -> OutTraffic:
     576 KiB apart)."""
     c, ch, l2 = args.c, args.ch, args.params.l2_bytes
     trips = out_round_trips(c, ch)
-    if accumulating_calls(c, ch) > 1 and set_aliased(c, ch.prim_axes, 2, l2):
+    if accumulating_calls(c, ch, trips) > 1 and set_aliased(c, ch.prim_axes, 2, l2):
         return OutTraffic(0.0, trips, SET_ALIASED_FACTOR)
     return OutTraffic(float(l2), trips, 1.0)
 
