@@ -151,6 +151,80 @@ def test_a_contender_is_kept_only_if_every_run_beats_the_models_best() -> None:
     assert len(cs[0].times) >= trials.ROUNDS  # the model timed on the calls it ran
 
 
+def test_a_contender_is_built_when_first_picked_at_the_trials_cost() -> None:
+    # Building a runner-up (its plan, its lowered program) happens once, before its
+    # first run and outside its timing, and is charged to the trials' budget.
+    clock = FakeClock()
+    cs, _ = fake_contenders(clock, {"model": [1.0], "a": [1.0]},
+                            {"model": 1.0, "a": 1.0})
+    built: list[float] = []
+
+    def build() -> None:
+        clock.now += 0.25
+        built.append(clock.now)
+
+    cs[1].prepare = build
+    t = Trials(cs, clock=clock)
+    t.execute([], None)
+    t.execute([], None)  # the model's reference run
+    assert not built and t.spent == 0.0
+    for _ in range(200):
+        if cs[1].times:
+            break
+        t.execute([], None)
+    assert len(built) == 1 and cs[1].times == [1.0]  # its run timed without the build
+    assert t.spent == pytest.approx(0.25)  # the build charged, the equal run free
+    for _ in range(200):
+        t.execute([], None)
+    assert len(built) == 1
+
+
+def test_the_runners_up_are_made_plans_only_when_picked(self_correcting) -> None:  # type: ignore[no-untyped-def]
+    expr, sa, sb = CASE
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    plan = tp.plan(expr, a, b)
+    tp.einsum(expr, a, b)
+    tp.einsum(expr, a, b)  # adds the contenders, builds none of them
+    assert plan.trials is not None
+    runners = [c for c in plan.trials.contenders if "candidate" in c.name]
+    assert runners and all(c.prepare is not None for c in runners)
+    main = plan.main_step
+    assert main is not None
+    for c in runners:
+        cand = main.alternatives[int(c.name.rsplit(" ", 1)[1])]
+        assert c.predicted == pytest.approx(
+            plan.predicted_seconds - main.chosen.cost.seconds + cand.cost.seconds)
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_contenders_are_added_when_the_budget_covers_it(monkeypatch: pytest.MonkeyPatch,
+                                                        stored: bool) -> None:
+    # Adding the contenders costs 2 s here, a call 1 s: the budget (5 %) covers it after
+    # about 40 calls, not at the second; a choice stored by an earlier process is looked
+    # up at the second call all the same.
+    monkeypatch.setattr(trials, "expand_seconds", [2.0])
+    clock = FakeClock()
+    cs, _ = fake_contenders(clock, {"model": [1.0], "a": [1.0]}, {"model": 1.0, "a": 1.0})
+    added: list[int] = []
+
+    def expand(t: Trials) -> None:
+        clock.now += 2.0
+        added.append(t.calls)
+        t.contenders.append(cs[1])
+
+    t = Trials([cs[0]], expand=expand, clock=clock, has_stored=lambda: stored)
+    for _ in range(80):
+        t.execute([], None)
+        assert stored or t.spent <= trials.TRIAL_BUDGET * t._spendable() + 1e-12
+    if stored:
+        assert added == [2]
+    else:
+        assert len(added) == 1 and added[0] >= 40
+    assert trials.expand_seconds == [2.0]
+
+
 def test_a_first_run_far_over_its_estimate_is_a_warm_up() -> None:
     clock = FakeClock()
     cs, _ = fake_contenders(clock, {"model": [1.0], "a": [40.0, 0.7]},

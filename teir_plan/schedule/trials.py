@@ -9,7 +9,9 @@ numpy's tensordot would have been faster.  Timing settles it, as FFTW's MEASURE 
 and cuDNN's benchmark mode do; here the timing is done by the user's own calls, so a trial
 costs only the difference between the contender's time and the best one's:
 
-* the first call runs the model's choice (a plan called once is never slowed);
+* the first call runs the model's choice (a plan called once is never slowed); the
+  other contenders are added once the budget covers adding them (at the second call
+  when an earlier process stored a choice);
 * later calls run a contender instead while the trials' extra time so far, with the
   contender's estimated extra time, stays within ``TRIAL_BUDGET`` (5 %) of all the
   calls' time so far;
@@ -48,9 +50,12 @@ import numpy as np
 from teir_plan.errors import KernelNotCompiledError
 from teir_plan.executor.cache import warm_only
 from teir_plan.schedule import choices
+from teir_plan.schedule.in_force import machine_params
+from teir_plan.schedule.numpy_path import numpy_seconds, path_of
 
 if TYPE_CHECKING:
     from teir_plan.schedule.plan import Plan
+    from teir_plan.schedule.steps import Candidate
 
 TRIAL_BUDGET = 0.05
 # Two timed runs each, so that five contenders settle within the 20 calls a training
@@ -71,6 +76,11 @@ MIN_PLAN_SECONDS = 50e-6
 # times the model's best time (a first call that compiled for seconds does not buy
 # seconds of trials).
 WARMUP_RATIO = 3.0
+# What adding a plan's contenders cost the last time in this process (the runners-up's
+# records compared, numpy's estimate, the stored choices looked up; 0.5-1.2 ms on an AMD
+# EPYC Zen 4): a plan of 0.3 ms a call pays for it from its budget after about 70 calls,
+# not on its second.
+expand_seconds = [1e-3]
 
 Clock = Callable[[], float]
 
@@ -87,10 +97,14 @@ class Contender:
     def __init__(self, name: str, execute: Callable[[Sequence[np.ndarray], np.ndarray | None],
                                                     np.ndarray],
                  run: Callable[[Sequence[np.ndarray], np.ndarray], None],
-                 predicted: float | None, fingerprint: str | Callable[[], str]) -> None:
+                 predicted: float | None, fingerprint: str | Callable[[], str],
+                 prepare: Callable[[], None] | None = None) -> None:
         self.name = name
         self.execute = execute
         self.run = run
+        # Builds what the contender runs, before its first run and outside its timing
+        # (its cost is the trials' all the same): a contender never picked is never built.
+        self.prepare = prepare
         self.predicted = predicted
         self._fingerprint = fingerprint
         self.times: list[float] = []
@@ -141,9 +155,12 @@ class Trials:
     bookkeeping are under a lock; the runs are not)."""
 
     contenders: list[Contender]  # the model's choice first
-    # Adds the other contenders (and applies a choice stored by an earlier process) at
-    # the second call: a plan called once never builds them.
+    # Adds the other contenders (and applies a choice stored by an earlier process): at
+    # the second call when a choice is stored (``has_stored``), else once the budget
+    # covers what adding them costs (``expand_seconds``); a plan called once never
+    # builds them.
     expand: Callable[[Trials], None] | None = None
+    has_stored: Callable[[], bool] = lambda: False
     on_settled: Callable[[Trials], None] | None = None
     clock: Clock = time.perf_counter
     calls: int = 0
@@ -153,6 +170,7 @@ class Trials:
     winner: Contender | None = None
     outcome: Outcome | None = None
     in_flight: int = 0
+    expand_now: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- what a call runs -------------------------------------------------------
@@ -178,10 +196,17 @@ class Trials:
         if self.calls == 1 or self.in_flight:
             return model, False  # the first call (a warm-up), or overlapping calls
         if self.expand is not None:
+            if self.calls == 2 and self.has_stored():
+                self.expand_now = True
+            if not (self.expand_now or self.spent + expand_seconds[0]
+                    <= TRIAL_BUDGET * self._spendable()):
+                return model, True  # timed: the reference the trials will need
             expand, self.expand = self.expand, None
             t = self.clock()
             expand(self)
-            self.spent += self.clock() - t  # building the contenders is the trials' cost
+            took = self.clock() - t
+            self.spent += took  # building the contenders is the trials' cost
+            expand_seconds[0] = took
             if self.winner is not None:  # stored, or no other contender
                 return self.winner, False
         pending = [c for c in self.contenders if not c.dropped and len(c.times) < ROUNDS]
@@ -233,7 +258,8 @@ class Trials:
         if c is not model and best < float("inf") and c.best > (
                 DROP_RATIO if len(c.times) >= 2 else DROP_FIRST_RATIO) * best:
             c.dropped = True
-        if all(c.dropped or len(c.times) >= ROUNDS for c in self.contenders):
+        if self.expand is None and all(c.dropped or len(c.times) >= ROUNDS
+                                       for c in self.contenders):
             self._settle()
 
     def _settle(self) -> None:
@@ -262,6 +288,12 @@ class Trials:
         if winner is not None:
             return go(winner)
         model = self.contenders[0]
+        if c.prepare is not None:
+            t = self.clock()
+            c.prepare()
+            c.prepare = None
+            with self._lock:
+                self.spent += self.clock() - t
         t = self.clock()
         try:
             if c is model:
@@ -325,9 +357,6 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
     def run(arrays: Sequence[np.ndarray], out: np.ndarray) -> None:
         np.einsum(subscripts, *arrays, out=out, optimize=optimize)  # type: ignore[call-overload]
 
-    from teir_plan.schedule.in_force import machine_params
-    from teir_plan.schedule.numpy_path import numpy_seconds
-
     predicted = numpy_seconds(plan.expression, plan.dtype, machine_params(),
                               plan.info.threads or 1)
     return Contender("numpy.einsum", execute, run, predicted, "numpy.einsum")
@@ -338,13 +367,11 @@ def plan_fingerprint(plan: Plan) -> str:
     step = plan.main_step
     if step is None:
         return "steps"
-    cand = step.chosen
+    return candidate_fingerprint(step.chosen)
+
+
+def candidate_fingerprint(cand: Candidate) -> str:
     return repr((cand.teir.to_json(), tuple(p.describe() for p in cand.packs)))
-
-
-def plan_contender(plan: Plan, name: str, execute: Callable[..., np.ndarray],
-                   run: Callable[..., None]) -> Contender:
-    return Contender(name, execute, run, plan.predicted_seconds, plan_fingerprint(plan))
 
 
 def eligible(plan: Plan) -> bool:
@@ -373,16 +400,19 @@ def attach(plan: Plan, problem: str) -> None:
         choices.store(problem, trials.winner.fingerprint)
 
     def expand(trials: Trials) -> None:
-        from teir_plan.schedule.numpy_path import path_of
-
-        seen = {model.fingerprint}
-        for rank, alt in enumerate(plan.alternatives[1:1 + RUNNERS_UP], start=1):
-            fp = plan_fingerprint(alt)
-            if fp not in seen:
-                seen.add(fp)
-                trials.contenders.append(Contender(f"the model's candidate {rank}",
-                                                   alt.execute, alt.run,
-                                                   alt.predicted_seconds, fp))
+        # Only the runners-up are made plans, and they are told apart by their TEIR
+        # records' equality; the JSON fingerprints (about a millisecond each, most of
+        # this call's cost) are computed only when a stored choice is looked up or a
+        # winner stored.
+        step = plan.main_step
+        seen = [] if step is None else [_same_as(step.chosen)]
+        for rank, cand in enumerate(() if step is None
+                                    else step.alternatives[1:1 + RUNNERS_UP], start=1):
+            key = _same_as(cand)
+            if key in seen:
+                continue
+            seen.append(key)
+            trials.contenders.append(_candidate_contender(plan, rank, cand))
         baseline = numpy_contender(plan, path_of(plan) if len(plan.operands) > 2 else None)
         if baseline is not None:
             trials.contenders.append(baseline)
@@ -398,4 +428,29 @@ def attach(plan: Plan, problem: str) -> None:
                 keep(trials, trials.outcome)
                 return
 
-    plan.trials = Trials([model], expand=expand, on_settled=settled)
+    plan.trials = Trials([model], expand=expand, on_settled=settled,
+                         has_stored=lambda: choices.stored(problem) is not None)
+
+
+def _candidate_contender(plan: Plan, rank: int, cand: Candidate) -> Contender:
+    """The plan with its main step running ``cand``: made a plan of its own (and its
+    program lowered) only when the trials first pick it."""
+    made: list[Plan] = []
+    main = plan.main_step
+    assert main is not None
+
+    def prepare() -> None:
+        made.append(plan.with_candidate(cand))
+        cand.lowered  # noqa: B018  (lowered once, outside the contender's timing)
+
+    return Contender(f"the model's candidate {rank}",
+                     lambda arrays, out: made[0].execute(arrays, out),
+                     lambda arrays, out: made[0].run(arrays, out),
+                     plan.predicted_seconds - main.chosen.cost.seconds + cand.cost.seconds,
+                     lambda: candidate_fingerprint(cand), prepare)
+
+
+def _same_as(cand: Candidate) -> tuple[object, ...]:
+    """What tells two candidates of one step apart (as their fingerprints do)."""
+    return (cand.teir, tuple(cand.packs))
+
