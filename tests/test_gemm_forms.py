@@ -100,8 +100,8 @@ def _blas_tiles(case: tuple[str, str]):  # type: ignore[no-untyped-def]
         for opt in prim_options(v, base, 1):
             if opt.tile.kind != "blas":
                 continue  # not a BLAS tile
-            assert opt.blas is not None
-            yield v, opt, blas_form(opt.blas)
+            assert opt.call is not None
+            yield v, opt, blas_form(opt.call)
 
 
 @pytest.mark.parametrize("case", FORM_CASES, ids=[c[0] for c in FORM_CASES])
@@ -110,7 +110,7 @@ def test_blas_tiles_are_priced_in_their_form(case: tuple[str, str]) -> None:
     tiles = list(_blas_tiles(case))
     assert tiles, "no BLAS tile among the candidates"
     for v, opt, form in tiles:
-        args = (v, *opt.prim, opt.blas)
+        args = (v, *opt.prim, opt.call)
         cost = tile_seconds(*args, MachineParams()).seconds
         # Halving the form's rate costs a real tile at least a fifth more; a tiny one
         # (the packed-tile splits offer some) is mostly call and packing time.

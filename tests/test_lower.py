@@ -37,7 +37,7 @@ def test_lowering_runs_the_kind_the_cost_model_priced(case: tuple[str, str]) -> 
         for v, _ in variants(c, params, threads):
             for r in rank(v, params, threads, top=8):
                 ch = r.choice
-                kind, _, _ = cost.tile_kind(r.contraction, ch.m, ch.n, ch.k, ch.br, ch.blas)
+                kind, _, _ = cost.tile_kind(r.contraction, ch.m, ch.n, ch.k, ch.br, ch.call)
                 low = lower(r.teir)
                 # A scalar tile's innermost loop folds into a row tile after lowering
                 # (the cost model prices the fold in estimate).

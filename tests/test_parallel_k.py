@@ -374,7 +374,7 @@ def test_parallel_k_search_is_exact_and_bounded(case, threads):
     for v, packs in variants(c, params, threads):
         pack_seconds = sum(p.seconds for p in packs)
         for opt in prim_options(v, params, threads)[:4]:
-            for ch in k_parallel_choices(v, opt.prim, threads, opt.blas):
+            for ch in k_parallel_choices(v, opt.prim, threads, opt.call):
                 seen += 1
                 assert partial_sums_seconds(v, ch, params, threads) > 0
                 cost = estimate(v, ch, params, threads, opt.tile, pack_seconds=pack_seconds)

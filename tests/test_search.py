@@ -83,7 +83,7 @@ def test_every_schedule_costs_at_least_its_prim_choice_bound(case: list[str],
     for v, packs in variants(_contraction(case[0], case[1], 1), params, threads):
         pack_seconds = sum(p.seconds for p in packs)
         for opt in prim_options(v, params, threads):
-            for ch in choices_for(v, opt.prim, threads, opt.blas):
+            for ch in choices_for(v, opt.prim, threads, opt.call):
                 cost = estimate(v, ch, params, threads, opt.tile, pack_seconds=pack_seconds)
                 assert cost.seconds >= (opt.bound + pack_seconds) * (1 - 1e-12), (opt.prim, ch)
 
@@ -235,9 +235,9 @@ def test_blas_tiles_overlap_less_with_the_reads_they_pack() -> None:
     m, n, k = (names.index(x) for x in "ace")
     vec = next(ch for ch in choices_for(c, (m, n, k, -1), 2)
                if ch.loops == (names.index("b"), names.index("d")) and ch.npar == 1)
-    kind, axis, _ = cost.tile_kind(c, vec.m, vec.n, vec.k, vec.br, vec.blas)
+    kind, axis, _ = cost.tile_kind(c, vec.m, vec.n, vec.k, vec.br, vec.call)
     assert (kind.name, axis) == ("vec", 1)  # along M
-    assert not cost.tile_kind(c, blas.m, blas.n, blas.k, blas.br, blas.blas)[0].vector
+    assert not cost.tile_kind(c, blas.m, blas.n, blas.k, blas.br, blas.call)[0].vector
 
     def parts(ch: Choice) -> tuple[float, float]:
         e = estimate(c, ch, params, 2)

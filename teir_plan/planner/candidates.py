@@ -21,9 +21,13 @@ from teir_plan.isa import LINE_BYTES
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
-from teir_plan.tilekinds.blas import BlasPlan, blas_call
-from teir_plan.tilekinds.kind import GemmTile
-from teir_plan.tilekinds.vec_p import VEC_P_MAX_BYTES, VEC_P_MIN_LINES
+from teir_plan.tilekinds import (
+    PACKED_BLOCK_BYTES,
+    PACKED_MIN_LINES,
+    GemmTile,
+    LibraryCall,
+    library_call,
+)
 from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_ROWS, VEC_STREAM_K
 
 MAX_PRIM_CHOICES = 6
@@ -42,7 +46,7 @@ class Choice:
     n: int
     k: int
     br: int  # BRGEMM batch-reduce axis, NO_AXIS for GEMM
-    blas: BlasPlan | None  # None: the tile runs as jitted loops
+    call: LibraryCall | None  # the tile's library call (None: the kernels run it)
     # Derived, set once here: the search builds thousands of choices per plan, and a
     # cached_property's first access costs more than computing these.
     prim_axes: tuple[int, ...] = field(init=False, compare=False, repr=False)
@@ -230,7 +234,7 @@ def k_split_variants(c: Contraction) -> list[Contraction]:
 def packed_split_variants(c: Contraction) -> list[Contraction]:
     """Contractions split for the packed vector kernel (lower.vec_p_axis): where out has
     unit stride along an M or N axis whose operand has it along a K axis instead, that
-    axis is split so that the operand's K x length block fits VEC_P_MAX_BYTES, and the
+    axis is split so that the operand's K x length block fits PACKED_BLOCK_BYTES, and the
     other role's axes into row tiles (:func:`packed_rows_split`); a K longer than
     K_PACKED_TARGET is also offered in blocks of about that, accumulated in out.  A loop
     over the rows inside one over the blocks reuses each transposed block (the cost
@@ -264,7 +268,7 @@ K_PACKED_TARGET = 128
 
 def _packed_splits(c: Contraction, vi: int, op: int) -> list[Contraction]:
     """``c`` with axis ``vi`` (out's unit stride; unit stride along the innermost K in
-    operand ``op``) cut to blocks within VEC_P_MAX_BYTES, and each axis of the other
+    operand ``op``) cut to blocks within PACKED_BLOCK_BYTES, and each axis of the other
     role cut to row tiles within the kernel's rules (itself included when it needs no
     cut only if something was cut)."""
     ax = c.axes
@@ -272,8 +276,8 @@ def _packed_splits(c: Contraction, vi: int, op: int) -> list[Contraction]:
     isz = c.dtype.itemsize
     lanes = LINE_BYTES // isz  # elements of a line
     k = next(a for a in ax if a.role is DimType.K and a.strides[op] == 1)
-    most = VEC_P_MAX_BYTES // (k.extent * isz)
-    lengths = [d for d in divisors_between(v.extent, VEC_P_MIN_LINES * lanes, most)
+    most = PACKED_BLOCK_BYTES // (k.extent * isz)
+    lengths = [d for d in divisors_between(v.extent, PACKED_MIN_LINES * lanes, most)
                if d % lanes == 0]
     if not lengths:
         return []
@@ -321,11 +325,11 @@ def _divisor_near(n: int, target: int) -> int | None:
     return largest_divisor(n, target // 2, target)
 
 
-def tile_blas(c: Contraction, m: int, n: int, k: int) -> BlasPlan | None:
-    """The BLAS call of one GEMM tile over these prim axes (NO_AXIS where absent), if
-    BLAS can address it (tilekinds.blas.blas_call)."""
-    t = GemmTile.of_axes(c.extents, c.tensor_strides, m, n, k, NO_AXIS, c.dtype.itemsize)
-    return blas_call(t.m, t.n, t.k, t.a, t.b, t.c)
+def tile_call(c: Contraction, m: int, n: int, k: int) -> LibraryCall | None:
+    """The library call of one GEMM tile over these prim axes (NO_AXIS where absent),
+    if the mapped kind can make it (tilekinds.library_call)."""
+    return library_call(GemmTile.of_axes(c.extents, c.tensor_strides, m, n, k, NO_AXIS,
+                                         c.dtype.itemsize))
 
 
 def prim_choices(c: Contraction, allow_brgemm: bool = True) -> Iterator[tuple[int, int, int, int]]:
@@ -459,20 +463,19 @@ def parallel_sets(c: Contraction, order: Sequence[int], threads: int) -> list[tu
 
 
 def choices_for(c: Contraction, prim: tuple[int, int, int, int], threads: int,
-                blas: BlasPlan | None | bool = True) -> Iterator[Choice]:
+                call: LibraryCall | None | bool = True) -> Iterator[Choice]:
     """Every loop order and parallel set for one prim choice, parallel axes outermost
-    (the executor collapses them into one parallel range).  ``blas``: the prim axes'
-    :func:`tile_blas`, when the caller has it already."""
+    (the executor collapses them into one parallel range).  ``call``: the prim axes'
+    :func:`tile_call`, when the caller has it already."""
     m, n, k, br = prim
-    if blas is True:
-        blas = tile_blas(c, m, n, k)
-    assert blas is None or isinstance(blas, BlasPlan)
+    if isinstance(call, bool):
+        call = tile_call(c, m, n, k)
     taken = {a for a in prim if a != NO_AXIS}
     loops = [a for a in range(len(c.axes)) if a not in taken]
     for order in loop_orders(c, loops):
         for par in parallel_sets(c, order, threads):
             rest = tuple(a for a in order if a not in par)
-            yield Choice(tuple(par) + rest, len(par), m, n, k, br, blas)
+            yield Choice(tuple(par) + rest, len(par), m, n, k, br, call)
 
 
 def to_teir(c: Contraction, ch: Choice, zero_first: bool = True, relu_last: bool = False) -> TEIR:

@@ -42,10 +42,10 @@ from teir_plan.tilekinds import (
     FOLD_RATE,
     GEMM_KINDS,
     GemmTile,
+    LibraryCall,
     TileKind,
     choose,
 )
-from teir_plan.tilekinds.blas import BlasPlan
 from teir_plan.tilekinds.kind import PriceArgs, ScheduleArgs, no_floor
 from teir_plan.tiles import (
     flop_factor,
@@ -98,13 +98,13 @@ def gemm_tile(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int) -> Ge
 
 
 def tile_kind(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
-              blas: BlasPlan | None) -> tuple[TileKind, int, GemmTile]:
+              call: LibraryCall | None) -> tuple[TileKind, int, GemmTile]:
     """The kind that runs this prim choice's tiles (the executor's lowering asks the
-    same rules, :func:`teir_plan.tilekinds.choose`), its axis, and the tile.  ``blas``:
-    the prim choice's BLAS call (candidates.blas_call: the rule of the kind the
+    same rules, :func:`teir_plan.tilekinds.choose`), its axis, and the tile.  ``call``:
+    the prim choice's library call (candidates.tile_call: the rule of the kind the
     candidates map per prim choice, tilekinds.MAPPED_PER_CHOICE, mapped once)."""
     tile = gemm_tile(c, m_ax, n_ax, k_ax, br_ax)
-    kind, axis = choose(tile, vector_kernel_dtype(c.dtype), mapped=blas is not None)
+    kind, axis = choose(tile, vector_kernel_dtype(c.dtype), mapped=call is not None)
     return kind, axis, tile
 
 
@@ -133,16 +133,16 @@ class TileCost(NamedTuple):
 
 
 def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
-                 blas: BlasPlan | None, params: MachineParams) -> TileCost:
+                 call: LibraryCall | None, params: MachineParams) -> TileCost:
     """The cost of one primitive call on one core: its kind's price (each kind's module
     of teir_plan.tilekinds) plus the walker's bookkeeping per tile."""
-    kind, axis, tile = tile_kind(c, m_ax, n_ax, k_ax, br_ax, blas)
+    kind, axis, tile = tile_kind(c, m_ax, n_ax, k_ax, br_ax, call)
     flops = 2 * tile.m * tile.n * tile.k * tile.br
     streams = kind.vector and streamed(c, k_ax, br_ax)
     assert kind.price is not None
     # (the kinds' rates are in real flops: a complex multiply-add is flop_factor of them)
     price = kind.price(tile, axis, PriceArgs(params, c.dtype, flops * flop_factor(c.dtype),
-                                             streams, blas))
+                                             streams, call))
     return TileCost(price.seconds + params.tile_seconds, flops, price.packed_bytes, kind.name,
                     axis - 1 if kind.vector else -1, price.streams, price.repack_seconds)
 
@@ -189,7 +189,7 @@ def memory_seconds(dram: float, llc: float, params: MachineParams, cores: int) -
             + llc / (params.llc_bytes_per_second * scale))
 
 
-def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPlan | None,
+def compute_bound(c: Contraction, prim: tuple[int, int, int, int], call: LibraryCall | None,
                   params: MachineParams, threads: int, tile: TileCost | None = None
                   ) -> float:
     """A lower bound on :func:`estimate` for every schedule of these prim axes: their
@@ -197,7 +197,7 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], blas: BlasPla
     (the output twice, once when its stores stream) at the full bandwidth, no parallel
     region.  ``tile``: this prim choice's :func:`tile_seconds`, when the caller has it."""
     m, n, k, br = prim
-    tile = tile or tile_seconds(c, m, n, k, br, blas, params)
+    tile = tile or tile_seconds(c, m, n, k, br, call, params)
     # Tiles needed to cover every iteration (all extents' product, the flops / 2).
     calls = c.flops // tile.flops
     fold_rate = tile.tile_kind.fold_rate
@@ -275,7 +275,7 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     ``pack_seconds``: whole-operand packs run before it, added to its total)."""
     ax = c.axes
     factor = flop_factor(c.dtype)
-    tile = tile or tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.blas, params)
+    tile = tile or tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.call, params)
     per_call, tile_flops, packed = tile.seconds, tile.flops, tile.packed_bytes
     calls = 1
     for a in ch.loops:
@@ -403,7 +403,7 @@ def read_factors(c: Contraction, ch: Choice, params: MachineParams) -> tuple[flo
     """How much more than their bytes ``ch``'s tiles take to read each operand from
     memory (their kind's ``read_factor``), for costs that count the operands' traffic
     themselves (the blocked write-back's)."""
-    kind, axis, tile = tile_kind(c, ch.m, ch.n, ch.k, ch.br, ch.blas)
+    kind, axis, tile = tile_kind(c, ch.m, ch.n, ch.k, ch.br, ch.call)
     args = ScheduleArgs(c, ch, axis, params, 1,
                         2 * tile.m * tile.n * tile.k * tile.br)
     return kind.read_factor(args, 0), kind.read_factor(args, 1)

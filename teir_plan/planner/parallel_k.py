@@ -28,7 +28,7 @@ from teir_plan.planner.candidates import (
 )
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
-from teir_plan.tilekinds.blas import BlasPlan
+from teir_plan.tilekinds import LibraryCall
 from teir_plan.tiles import VEC_MAX_SPAN
 
 # Outputs up to this many bytes are short enough to be worth a K split: each worker's
@@ -120,7 +120,7 @@ def vec_k_block(c: Contraction, k: int) -> int | None:
 
 
 def k_parallel_choices(c: Contraction, prim: tuple[int, int, int, int], threads: int,
-                       blas: BlasPlan | None) -> Iterator[Choice]:
+                       call: LibraryCall | None) -> Iterator[Choice]:
     """The schedules of one prim choice with one K loop axis of at least ``threads``
     iterations as the parallel loop (outermost), for a short output; the search adds
     them to :func:`teir_plan.planner.candidates.choices_for`'s, which never make a K
@@ -135,7 +135,7 @@ def k_parallel_choices(c: Contraction, prim: tuple[int, int, int, int], threads:
         for a in order:
             if a in split:
                 rest = tuple(b for b in order if b != a)
-                yield Choice((a, *rest), 1, *prim, blas)
+                yield Choice((a, *rest), 1, *prim, call)
 
 
 def _outside(c: Contraction, a: int, inner: list[int]) -> bool:

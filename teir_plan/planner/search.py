@@ -40,7 +40,7 @@ from teir_plan.planner.candidates import (
     prim_tuple,
     split_inner,
     split_variants,
-    tile_blas,
+    tile_call,
     to_teir,
 )
 from teir_plan.planner.copy import ranked_copies
@@ -60,7 +60,7 @@ from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
 from teir_plan.teir.axes import NO_AXIS, extent_table
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
-from teir_plan.tilekinds.blas import BlasPlan, blas_plan
+from teir_plan.tilekinds import LibraryCall, forget_library_calls
 
 
 @dataclass(frozen=True)
@@ -116,16 +116,16 @@ class PrimOption(NamedTuple):
     bound: float
     prim: tuple[int, int, int, int]
     tile: TileCost
-    blas: BlasPlan | None
+    call: LibraryCall | None
 
 
 @lru_cache(maxsize=4096)
 def prim_option(v: Contraction, prim: tuple[int, int, int, int], params: MachineParams,
                 threads: int) -> PrimOption:
     """One prim choice of ``v``, costed."""
-    blas = tile_blas(v, *prim[:3])
-    t = tile_seconds(v, *prim, blas, params)
-    return PrimOption(compute_bound(v, prim, blas, params, threads, t), prim, t, blas)
+    call = tile_call(v, *prim[:3])
+    t = tile_seconds(v, *prim, call, params)
+    return PrimOption(compute_bound(v, prim, call, params, threads, t), prim, t, call)
 
 
 def prim_options(v: Contraction, params: MachineParams, threads: int) -> tuple[PrimOption, ...]:
@@ -326,8 +326,8 @@ def _expand(v: Contraction, opt: PrimOption, params: MachineParams, threads: int
     """Every schedule of one prim choice (loop orders, parallel sets), costed."""
     out = []
     runs = None
-    for ch in itertools.chain(choices_for(v, opt.prim, threads, opt.blas),
-                              k_parallel_choices(v, opt.prim, threads, opt.blas)):
+    for ch in itertools.chain(choices_for(v, opt.prim, threads, opt.call),
+                              k_parallel_choices(v, opt.prim, threads, opt.call)):
         if runs is None:
             runs = tile_runs(v, ch.prim_axes)
         out.append((ch, estimate(v, ch, params, threads, opt.tile, runs, pack_seconds)))
@@ -342,7 +342,7 @@ def forget_memos() -> None:
     ranked_copies.cache_clear()
     forget_tile_rates()
     fastest_rate.cache_clear()
-    blas_plan.cache_clear()
+    forget_library_calls()
     variants.cache_clear()
     prim_option.cache_clear()
     _floor_order.cache_clear()
@@ -357,6 +357,6 @@ def plain(c: Contraction, params: MachineParams, *, relu_last: bool = False) -> 
     k = next(iter(c.by_role(DimType.K)), NO_AXIS)
     prim = {a for a in (m, n, k) if a != NO_AXIS}
     loops = tuple(a for a in range(len(c.axes)) if a not in prim)
-    ch = Choice(loops, 0, m, n, k, NO_AXIS, tile_blas(c, m, n, k))
+    ch = Choice(loops, 0, m, n, k, NO_AXIS, tile_call(c, m, n, k))
     return Ranked(c, ch, estimate(c, ch, params, 1), to_teir(c, ch, relu_last=relu_last),
                   axis_names(c, ch))

@@ -47,7 +47,7 @@ def choose(tile: GemmTile, vector_kernel: bool = True,
     """The kind that runs a GEMM tile, and its axis (see TileKind.takes): the first of
     GEMM_KINDS whose rule takes it; ``vector_kernel`` False skips the vector kernels.
     ``mapped``: the answer of MAPPED_PER_CHOICE's rule when the caller has it already
-    (the cost model maps each prim choice's BLAS call once, candidates.blas_call), on
+    (the search maps each prim choice's library call once, :func:`library_call`), on
     axis 1.
 
     >>> kind, axis = choose(GemmTile(432, 24, 36, 1, (1, 62208), (1, 36), (1, 20736), 4))
@@ -73,9 +73,18 @@ def choose(tile: GemmTile, vector_kernel: bool = True,
 
 # The rate (flop/s) of the fastest folded scalar tile (TileKind.fold_rate), for bounds.
 FOLD_RATE = max(k.fold_rate for k in GEMM_KINDS)
-# The kind whose rule the cost model has mapped per prim choice (candidates.blas_call).
+# The kind whose rule the search maps once per prim choice: the library call its tile
+# makes (LibraryCall, by library_call), which the cost model and the kind's price read,
+# so that the planner names no kind.
 MAPPED_PER_CHOICE = blas.KIND
+LibraryCall = blas.BlasPlan
+library_call = blas.tile_call
+forget_library_calls = blas.blas_plan.cache_clear
+# The packed vector kernel's block limits, which the search's candidate splits meet.
+PACKED_BLOCK_BYTES = vec_p.VEC_P_MAX_BYTES
+PACKED_MIN_LINES = vec_p.VEC_P_MIN_LINES
 
 
-__all__ = ["BY_NAME", "FOLD_RATE", "GEMM_KINDS", "KINDS", "MAPPED_PER_CHOICE", "GemmTile",
-           "TileKind", "choose", "lowered_kind"]
+__all__ = ["BY_NAME", "FOLD_RATE", "GEMM_KINDS", "KINDS", "MAPPED_PER_CHOICE",
+           "PACKED_BLOCK_BYTES", "PACKED_MIN_LINES", "GemmTile", "LibraryCall", "TileKind",
+           "choose", "forget_library_calls", "library_call", "lowered_kind"]

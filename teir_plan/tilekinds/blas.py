@@ -146,6 +146,11 @@ def blas_call(m: int, n: int, k: int, a: tuple[int, int], b: tuple[int, int],
     return blas_plan(m, n, k, a, b, c)
 
 
+def tile_call(t: GemmTile) -> BlasPlan | None:
+    """The BLAS call ``t`` runs as (blas_call on the tile's extents and strides)."""
+    return blas_call(t.m, t.n, t.k, t.a, t.b, t.c)
+
+
 def blas_form(blas: BlasPlan) -> int:
     """The index in GEMM_FORMS of this call's (transA, transB); a packed operand is
     packed into the N form."""
@@ -169,7 +174,7 @@ def _encode(table: np.ndarray, t: GemmTile, axis: int, low: Lowering) -> None:
 
 
 def _price(t: GemmTile, axis: int, p: PriceArgs) -> Price:
-    blas = p.blas
+    blas = p.call
     assert blas is not None  # the cost model prices BLAS only with its call
     params, isz = p.params, t.itemsize
     m, n, k, br = t.m, t.n, t.k, t.br
@@ -259,7 +264,7 @@ def out_round_trips(c: Contraction, ch: Choice) -> float:
 def gemm3m_passes(c: Contraction, ch: Choice) -> int:
     """How often a BLAS tile's call packs each operand panel: GEMM3M_PASSES on ?gemm3m
     (blaslib.uses_gemm3m, the executor's rule), else once."""
-    if ch.blas is None or c.dtype.kind != "c":
+    if ch.call is None or c.dtype.kind != "c":
         return 1
     m, n, k = (extent_at(c.extents, a) for a in (ch.m, ch.n, ch.k))
     return GEMM3M_PASSES if uses_gemm3m(c.dtype, m, n, k) else 1

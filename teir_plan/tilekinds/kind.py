@@ -83,7 +83,7 @@ class PriceArgs(NamedTuple):
     dtype: np.dtype
     flops: int  # the tile's flops: 2 m n k br
     streamed: bool  # out streams to memory for this prim choice (cost.streamed)
-    blas: BlasPlan | None  # the prim choice's BLAS mapping (candidates.blas_call)
+    call: BlasPlan | None  # the prim choice's library call (tilekinds.library_call)
 
 
 class Price(NamedTuple):
