@@ -278,3 +278,15 @@ def test_no_library_module_is_longer_than_a_sitting() -> None:
     long = {str(p.relative_to(PACKAGE.parent)): n for p in sorted(PACKAGE.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) > MODULE_LINES_MOST}
     assert not long, f"modules over {MODULE_LINES_MOST} lines: {long}"
+
+
+def test_the_planner_reaches_the_tile_kinds_through_the_registry() -> None:
+    # A kind's module is the registry's business: the planner asks tilekinds' package
+    # (choose, library_call, the kinds' hooks), so a new kind is one module there.
+    graph = import_graph(lazy=True)
+    kinds = {m for m in graph if m.startswith("teir_plan.tilekinds.")
+             and m.rsplit(".", 1)[1] not in ("kind", "table")}
+    assert "teir_plan.tilekinds.blas" in kinds
+    reached = {(m, t) for m, targets in graph.items() if subpackage(m) == "planner"
+               for t in targets & kinds}
+    assert not reached, reached
