@@ -151,8 +151,9 @@ def test_lists_and_scalars_are_converted_as_numpy_does():
 # ---- dtypes ----------------------------------------------------------------------------
 
 
+# (float16 and bfloat16 are computed as float32 programs: tests/test_half.py)
 @pytest.mark.parametrize(
-    "dtype", ["bool", "int8", "int16", "int32", "int64", "uint8", "uint64", "float16"]
+    "dtype", ["bool", "int8", "int16", "int32", "int64", "uint8", "uint64"]
 )
 def test_dtypes_outside_teir_give_numpys_answer(dtype):
     rng = np.random.default_rng(0)

@@ -230,7 +230,7 @@ def _break(f: dict, rule: str, i: int) -> tuple[dict, str] | None:
                 return None
             types[i % d] = "q"
         else:
-            f[key] = "fast" if key == "prim_main" else "float16"
+            f[key] = "fast" if key == "prim_main" else "float8"
         return f, key
     if rule == "unary on non-c":
         if binary or d == 0:

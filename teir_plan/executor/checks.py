@@ -32,6 +32,13 @@ def check_arrays(teir: TEIR, arrays: Sequence[object]) -> None:
             f"execute: a {kind} program ({teir.primitives.prim_main}) takes "
             f"{len(names)} arrays {names}, got {len(arrays)}"
         )
+    if teir.primitives.data_type.is_half:
+        raise DTypeError(
+            f"data_type: the executor has no 16-bit kernels yet, so a "
+            f"{teir.primitives.data_type} program cannot run (run its schedule with "
+            f"data_type float32 on float32 arrays; tp.einsum takes float16 and bfloat16 "
+            f"arrays, converting them to float32 once per call)"
+        )
     want = teir.primitives.data_type.numpy
     for name, arr in zip(names, arrays):
         if not isinstance(arr, np.ndarray):

@@ -44,6 +44,7 @@ from opt_einsum import get_symbol
 from opt_einsum.paths import _PATH_OPTIONS
 
 from teir_plan.errors import DTypeError, EinsumError, OptionTypeError, PlanError
+from teir_plan.teir.enums import is_half
 
 Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 CASTINGS: tuple[Casting, ...] = ("no", "equiv", "safe", "same_kind", "unsafe")
@@ -256,7 +257,7 @@ def result_dtype(dtypes: Sequence[np.dtype], dtype: object, casting: Casting = "
             want = np.dtype(dtype)  # type: ignore[call-overload]
         except TypeError:
             raise DTypeError(f"dtype: {dtype!r} is not a numpy dtype") from None
-        if want.kind in "MmSUV":
+        if want.kind in "MmSUV" and not is_half(want):  # (ml_dtypes' bfloat16 is a "V")
             raise DTypeError(f"dtype: {want} is not numeric; einsum computes numbers")
     for i, d in enumerate(dtypes):
         if not np.can_cast(d, want, casting):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from teir_plan.frontend.contraction import describe, layout_in
+from teir_plan.schedule.half import RoundStep
 from teir_plan.schedule.steps import (
     BlockedStep,
     Candidate,
@@ -218,7 +219,9 @@ def frontend_notes(plan: Plan) -> list[str]:
                      f"predicted {chosen.seconds * 1e6:.1f} us; also costed: {others}")
     staged = any(b.axis_order is not None for b in plan.buffers)
     for k, st in enumerate(plan.steps):
-        if isinstance(st, CastStep):
+        if isinstance(st, RoundStep):
+            notes.append(f"step {k}: {st.describe()}, after the contraction")
+        elif isinstance(st, CastStep):
             notes.append(f"step {k}: {st.describe()} before the contraction")
         elif isinstance(st, (NumpyStep, CopyStep)):
             notes.append(f"step {k}: {st.describe()}")

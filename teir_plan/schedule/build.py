@@ -40,6 +40,7 @@ from teir_plan.schedule.contract import (
     strides_in_order,
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
+from teir_plan.schedule.half import accumulator, computation_dtype, round_result, widen_operand
 from teir_plan.schedule.idle import serial_when_idle
 from teir_plan.schedule.info import PlanInfo
 from teir_plan.schedule.operands import OperandSpec
@@ -56,6 +57,7 @@ from teir_plan.schedule.steps import (
 )
 from teir_plan.schedule.tree_plan import plan_tree, result_orders
 from teir_plan.schedule.view import view_for
+from teir_plan.teir.enums import is_half
 from teir_plan.tiles import vector_kernel_dtype
 
 # The result types TEIR programs compute (teir.enums.DataType); others go to numpy.
@@ -132,7 +134,9 @@ def build_plan(
         # Staging can also run one cache-sized block at a time (planner/block.py): the
         # result then goes through memory once, not three times.
         final = fixed[0]
-        if final.dtype == result:
+        # (A 16-bit result is rounded from a float32 accumulator in one pass into out's
+        # layout: no staging of its own.)
+        if final.dtype == result == computation_dtype(result):
             for _, strides in result_layouts(expr, specs, "K"):
                 if strides != final.strides:
                     options.append((final, strides, False))
@@ -373,10 +377,12 @@ def _build(
     info = PlanInfo(result, opt, casting, epilogue, threads,
                     machine_params=params.describe_source())
 
+    # The dtype the steps compute in: float32 for a 16-bit result (schedule/half.py).
+    compute = computation_dtype(result)
     target = out_id
     if final_spec.dtype != result:
         target = b.temp("result", shape, result)
-    computed = result in TEIR_TYPES and math.prod(shape) > 0 and all(extents.values())
+    computed = compute in TEIR_TYPES and math.prod(shape) > 0 and all(extents.values())
     staged_order = None  # memory order of the staging buffer, when there is one
     block_order = None  # memory order of a blocked contraction's stage
     if stage is not None and blocked:
@@ -385,12 +391,12 @@ def _build(
         staged_order = "".join(expr.output[a] for a in outer_first(stage))
         target = b.temp(f"result staged in order {staged_order}", shape, result, strides=stage)
 
-    if epilogue is not None and result not in FLOAT_TYPES:
+    if epilogue is not None and compute not in FLOAT_TYPES:
         raise DTypeError(
             f"epilogue: relu is supported for float32 and float64 results, not {result}"
             + (" (complex numbers have no order)" if result.kind == "c" else "")
         )
-    if result not in TEIR_TYPES:
+    if compute not in TEIR_TYPES:
         check_numpy_indices(expr.inputs, expr.output, extents, result)
         b.steps.append(
             NumpyStep(expr.subscripts, tuple(range(len(specs))), target,
@@ -400,22 +406,31 @@ def _build(
         pass  # an empty result: nothing to compute
     elif any(n == 0 for n in extents.values()):
         b.steps.append(FillStep(target, 0.0, "a summed index has extent 0"))
-    elif not contract_parts(b, expr, target, result, opt, threads, params):
+    elif not contract_parts(b, expr, target, compute, opt, threads, params):
         ids = []
         for i, s in enumerate(specs):
-            if s.dtype != result:
-                t = b.temp(f"operand {i} as {result}", s.shape, result)
-                b.steps.append(CastStep(i, t, f"operand {i} ({s.dtype})", result,
-                                        cast_seconds(s, result, params)))
-                ids.append(t)
-            else:
+            if s.dtype == compute:
                 ids.append(i)
-        layouts = plan_tree(b, expr, ids, target, result, opt, epilogue == "relu",
+            elif is_half(s.dtype):
+                ids.append(widen_operand(b, i, s, compute, params))
+            else:
+                t = b.temp(f"operand {i} as {compute}", s.shape, compute)
+                b.steps.append(CastStep(i, t, f"operand {i} ({s.dtype})", compute,
+                                        cast_seconds(s, compute, params)))
+                ids.append(t)
+        # A 16-bit result: the steps write a float32 accumulator, rounded once at the end.
+        rounded = target if compute != result else None
+        if rounded is not None:
+            target = accumulator(b, rounded)
+        layouts = plan_tree(b, expr, ids, target, compute, opt, epilogue == "relu",
                             threads, params, block_order if target == out_id else None)
         if layouts is not None:  # for the explain report
             info = replace(info, tree_layouts=layouts)
         if b.outpriced:
             return None
+        if rounded is not None:
+            round_result(b, target, rounded, params)
+            target = rounded
     if staged_order is not None:
         # The staged result, permuted into out's layout by a Copy program.
         out_order = "".join(expr.output[a] for a in outer_first(final_spec.strides))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from teir_plan.errors import OperandTypeError
+from teir_plan.teir.enums import is_half
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,14 @@ class OperandSpec:
 
     def random(self, rng: np.random.Generator) -> np.ndarray:
         """A new array of exactly this layout (:meth:`allocate`), uniform in [0, 1) for
-        floating dtypes (both parts for complex), zeros otherwise: operands to time a
-        plan on."""
+        floating dtypes (bfloat16 too; both parts for complex), zeros otherwise: operands
+        to time a plan on."""
         arr = self.allocate()
         if self.dtype.kind == "c":
             arr[...] = rng.random(self.shape) + 1j * rng.random(self.shape)
         else:
-            arr[...] = rng.random(self.shape) if self.dtype.kind == "f" else 0
+            floats = self.dtype.kind == "f" or is_half(self.dtype)  # (bfloat16 is a "V")
+            arr[...] = rng.random(self.shape) if floats else 0
         return arr
 
 
@@ -73,7 +75,7 @@ def as_operand(x: object, i: int) -> np.ndarray:
             arr = np.asarray(x)
         except (ValueError, TypeError) as exc:
             raise OperandTypeError(f"operand {i}: cannot convert to an array ({exc})") from None
-    if arr.dtype == object or arr.dtype.kind in "USVMm":
+    if arr.dtype == object or arr.dtype.kind in "USVMm" and not is_half(arr.dtype):
         raise OperandTypeError(
             f"operand {i}: dtype {arr.dtype} is not numeric; einsum needs numbers"
         )

@@ -13,6 +13,7 @@ True
 from __future__ import annotations
 
 import enum
+import sys
 
 import numpy as np
 
@@ -95,14 +96,27 @@ class DataType(_NamedEnum):
     # strides count elements, not their parts.
     COMPLEX64 = "complex64"
     COMPLEX128 = "complex128"
+    # 16-bit floats: IEEE half precision (numpy's float16) and bfloat16 (ml_dtypes'
+    # dtype, float32's exponent with 8 bits of significand).  Valid TEIR; the executor
+    # has no 16-bit kernels yet, so tp.einsum runs them as float32 programs
+    # (schedule/half.py) and tp.execute refuses them.
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
 
     @property
     def numpy(self) -> np.dtype:
+        if self is DataType.BFLOAT16:
+            return bfloat16()
         return np.dtype(self.value)
 
     @property
     def is_complex(self) -> bool:
         return self in (DataType.COMPLEX64, DataType.COMPLEX128)
+
+    @property
+    def is_half(self) -> bool:
+        """A 16-bit float type (float16, bfloat16)."""
+        return self in (DataType.BFLOAT16, DataType.FLOAT16)
 
     @classmethod
     def from_numpy(cls, dtype: np.dtype) -> DataType:
@@ -110,4 +124,28 @@ class DataType(_NamedEnum):
 
 
 DataType._aliases = {"F32": "FLOAT32", "F64": "FLOAT64",  # type: ignore[attr-defined]
-                     "C64": "COMPLEX64", "C128": "COMPLEX128"}
+                     "C64": "COMPLEX64", "C128": "COMPLEX128",
+                     "BF16": "BFLOAT16", "F16": "FLOAT16", "HALF": "FLOAT16"}
+
+
+def bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16, imported on first use: importing ml_dtypes registers its many
+    dtypes and casts with numpy, most of a second, which ``import teir_plan`` does not pay
+    (an array of bfloat16 exists only once its caller has imported ml_dtypes)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_half(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a 16-bit float: float16 (in either byte order) or ml_dtypes'
+    bfloat16.  Imports nothing: without ml_dtypes imported no dtype is bfloat16.
+
+    >>> import numpy as np
+    >>> is_half(np.dtype(np.float16)), is_half(np.dtype(">f2")), is_half(np.dtype(np.float32))
+    (True, True, False)
+    """
+    if dtype.kind == "f":
+        return dtype.itemsize == 2
+    ml = sys.modules.get("ml_dtypes")
+    return ml is not None and dtype.itemsize == 2 and dtype == ml.bfloat16

@@ -75,6 +75,12 @@ def to_etops_json(teir: TEIR, indent: int | None = 2) -> str:
             f"data_type: etops has no interleaved complex type, so a {p.data_type} program "
             f"cannot be exported to it (teir_plan's own JSON, to_json, keeps it)"
         )
+    if p.data_type.is_half:
+        raise TEIRError(
+            f"data_type: etops has no 16-bit float type, so a {p.data_type} program cannot "
+            f"be exported to it (teir_plan's own JSON, to_json, keeps it; the same "
+            f"schedule with data_type float32 exports)"
+        )
     data = {
         "data_type": str(p.data_type),
         "prim_first": str(p.prim_first),
