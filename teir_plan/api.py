@@ -21,7 +21,6 @@ from teir_plan.machine import store as _machine
 from teir_plan.planner.autotune import autotune, random_operands
 from teir_plan.schedule import trials
 from teir_plan.schedule.build import build_plan, c_strides
-from teir_plan.schedule.half import takes_trials
 from teir_plan.schedule.in_force import machine_params
 from teir_plan.schedule.operands import OperandSpec, addressable, as_operand
 from teir_plan.schedule.plan import Plan
@@ -198,8 +197,7 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
         if arrays is None:
             arrays = random_operands(specs)
         plan = autotune(plan, arrays)
-    elif key is not None and trials.enabled() and trials.eligible(plan) and takes_trials(
-            [s.dtype for s in (*plan.operands, plan.out_spec)]):
+    elif key is not None and trials.enabled() and trials.eligible(plan):
         # Calls time it against its runner-ups and numpy (schedule/trials.py).
         trials.attach(plan, repr(key))
     if key is not None:

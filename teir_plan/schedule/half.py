@@ -57,13 +57,6 @@ def computation_dtype(result: np.dtype) -> np.dtype:
     return ACCUMULATOR if is_half(result) else result
 
 
-def takes_trials(dtypes: list[np.dtype]) -> bool:
-    """Whether a plan over arrays of ``dtypes`` (operands and result) may take trials
-    against numpy.einsum (schedule/trials.py): not with a 16-bit one, for which numpy's
-    einsum has no bfloat16 loop and sums float16 in its own loops, not in float32."""
-    return not any(is_half(d) for d in dtypes)
-
-
 def convert_seconds(elements: int, half: np.dtype, other: np.dtype, direction: str,
                     params: MachineParams) -> float:
     """A conversion's predicted seconds: one pass of numpy's cast loop on one thread,

@@ -52,6 +52,7 @@ from teir_plan.executor.cache import warm_only
 from teir_plan.schedule import choices
 from teir_plan.schedule.in_force import machine_params
 from teir_plan.schedule.numpy_path import numpy_seconds, path_of
+from teir_plan.teir.enums import is_half
 
 if TYPE_CHECKING:
     from teir_plan.schedule.plan import Plan
@@ -336,8 +337,9 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
     """numpy.einsum on the plan's operands (``optimize=True`` for two, else along
     ``path``, the plan's own pairwise steps as numpy's path), for operands of the
     result's dtype with numpy's letters and no epilogue (numpy would compute anything
-    else otherwise than the plan: casts, ReLU)."""
-    if (plan.info.epilogue
+    else otherwise than the plan: casts, ReLU), and not 16-bit (numpy's einsum has no
+    bfloat16 loop, and sums float16 in float16, not in float32 as the plan does)."""
+    if (plan.info.epilogue or is_half(plan.dtype)
             or any(s.dtype != plan.dtype for s in plan.operands)
             or not _numpy_subscripts(plan.subscripts)):
         return None
