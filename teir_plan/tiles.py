@@ -132,6 +132,36 @@ SPLIT_SUMMED = 2  # ... of the summed axis, into private partial sums
 # on a machine shared with other processes, a static split waits for the slowest worker.
 CHUNKS_PER_THREAD = 4
 
+# The reductions' tables (int64; planner/reduce.py's Reduction.tables writes them, the
+# rules below and executor/reduce*.py read them): one row per axis, outer axes first,
+# every stride non-negative in x (the operand).  ``vec``, the kept axis along x's
+# smallest stride (KIND_ROWS; (1, 0, 0) otherwise), is one row of ``kept``'s fields.
+KEPT_FIELDS: tuple[str, ...] = (
+    "n",  # the axis' extent
+    "x",  # x's stride along it
+    "out",  # out's stride along it
+)
+# executor/reduce.py's run_parallel copies ``kept`` with a column more:
+SPLIT_KEPT_FIELDS: tuple[str, ...] = (
+    *KEPT_FIELDS,
+    "partial",  # a chunk's private partial result's stride (C order over kept, then vec)
+)
+SUMMED_FIELDS: tuple[str, ...] = (
+    "n",  # the axis' extent
+    "x",  # x's stride along it
+    "w",  # the weights' stride along it (0 unweighted); the innermost summed axis last
+)
+KEPT_LEN = len(KEPT_FIELDS)
+SPLIT_KEPT_LEN = len(SPLIT_KEPT_FIELDS)
+SUMMED_LEN = len(SUMMED_FIELDS)
+KEPT_N = SPLIT_KEPT_FIELDS.index("n")
+KEPT_X = SPLIT_KEPT_FIELDS.index("x")
+KEPT_OUT = SPLIT_KEPT_FIELDS.index("out")
+KEPT_PARTIAL = SPLIT_KEPT_FIELDS.index("partial")
+SUMMED_N = SUMMED_FIELDS.index("n")
+SUMMED_X = SUMMED_FIELDS.index("x")
+SUMMED_W = SUMMED_FIELDS.index("w")
+
 
 def output_chunks(units: int, threads: int) -> int:
     """Chunks of a SPLIT_OUTPUTS reduction over ``threads``: at least four units each
@@ -234,22 +264,25 @@ def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
     ``?gemv`` transposed: the rows kernel would read each line once per summed element,
     ``u,abefkmu->abefkm`` with u = 8 in 177k rows 480 us against sgemv's 198).
     The executor calls it transposed when the vector axis is strided."""
-    if not (kind == KIND_ROWS and weighted and summed.shape[0] == 1 and summed[0, 2] > 0):
+    if not (kind == KIND_ROWS and weighted and summed.shape[0] == 1
+            and summed[0, SUMMED_W] > 0):
         return False
-    if vec[1] == 1:
-        row_bytes = vec[0] * itemsize
-        if summed[0, 1] == vec[0]:  # back to back
+    vn, sn, sx = vec[KEPT_N], summed[0, SUMMED_N], summed[0, SUMMED_X]
+    if vec[KEPT_X] == 1:
+        row_bytes = vn * itemsize
+        if sx == vn:  # back to back
             short = row_bytes < GEMV_MAX_ROW_BYTES or (
                 cached and row_bytes <= GEMV_CACHED_MAX_ROW_BYTES)
         else:
-            short = vec[0] < GEMV_MAX_NB
-        return bool(short and summed[0, 1] >= vec[0] and summed[0, 0] > ROW_GROUP)
-    return bool(summed[0, 1] == 1 and vec[1] >= summed[0, 0])
+            short = vn < GEMV_MAX_NB
+        return bool(short and sx >= vn and sn > ROW_GROUP)
+    return bool(sx == 1 and vec[KEPT_X] >= sn)
 
 
 def uses_flat_rows(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool) -> bool:
     """Whether a reduction's rows are summed as flat windows (see FLAT_MAX_NB)."""
-    return bool(kind == KIND_ROWS and not weighted and vec[1] == 1 and vec[0] < FLAT_MAX_NB
-                and summed.shape[0] == 1 and summed[0, 1] == vec[0]
-                and summed[0, 0] > ROW_GROUP
-                and summed[0, 0] >= FLAT_MIN_WINDOWS * max(1, FLAT_WINDOW // vec[0]))
+    vn = vec[KEPT_N]
+    return bool(kind == KIND_ROWS and not weighted and vec[KEPT_X] == 1 and vn < FLAT_MAX_NB
+                and summed.shape[0] == 1 and summed[0, SUMMED_X] == vn
+                and summed[0, SUMMED_N] > ROW_GROUP
+                and summed[0, SUMMED_N] >= FLAT_MIN_WINDOWS * max(1, FLAT_WINDOW // vn))

@@ -395,7 +395,8 @@ def test_a_permutation_whose_tiles_continue_rows_into_any_out_offset(dtype: type
             low = lowering.lower(plan.teir)
             m = low.tile[K.T_M] if low.tile[K.T_C_M] == 1 else low.tile[K.T_N]
             assert low.tile[K.T_STREAM] == 1
-            assert any(r[3] == m for r in low.loops[low.npar:])  # an outer loop continues rows
+            # an outer loop continues rows
+            assert any(r[K.L_OUT] == m for r in low.loops[low.npar:])
             plan(x, out=out)
         np.testing.assert_array_equal(out, ref, err_msg=f"out at {off}")
         assert (raw[:off] == -7.0).all() and (raw[off + x.size:] == -7.0).all()

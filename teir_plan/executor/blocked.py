@@ -25,6 +25,7 @@ from teir_plan.executor.intrinsics import (
     to_next_line,
 )
 from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
+from teir_plan.executor.tables import CB_IN, CB_OUT, COMBO_LEN
 from teir_plan.executor.walker import (
     collapsed_offsets,
     loop_iterations,
@@ -34,6 +35,12 @@ from teir_plan.executor.walker import (
 )
 from teir_plan.isa import LINE_BYTES
 from teir_plan.tilekinds.table import (
+    B_IN,
+    B_OUT,
+    B_SIZE,
+    BLOCK_LEN,
+    LOOP_LEN,
+    OUTER_LEN,
     T_SCRATCH,
 )
 
@@ -55,10 +62,11 @@ _RUN_L1_BYTES = 32 * 1024
 # output is written once, by whole runs along its unit stride; no transposed operand
 # and no full-size staging buffer goes through memory.
 #
-# ``outer``: one row per loop around the blocks, ``(size, stride_in0, stride_in1,
-# stride_out)``; ``block``: one row per output axis of a block, ``(size, stride_stage,
-# stride_out)``.  ``inner`` and ``tile`` are the block program's tables (its output is
-# the stage, so their out strides are stage strides).
+# ``outer``: one row per loop around the blocks (tilekinds.table.OUTER_FIELDS, the loop
+# table's first columns); ``block``: one row per output axis of a block
+# (tilekinds.table.BLOCK_FIELDS: size, the stage's stride as ``in``, out's stride).
+# ``inner`` and ``tile`` are the block program's tables (its output is the stage, so
+# their out strides are stage strides).
 
 
 @intrinsic
@@ -83,28 +91,28 @@ def _store_nt(typingctx, arr, idx, val):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _combos(block, rows, nrows):  # type: ignore[no-untyped-def]
-    """(stage offset, out offset) of every combination of the given block rows' indices,
-    the last row fastest."""
+    """The offsets (tables.COMBO_FIELDS: along the stage's strides, along out's) of every
+    combination of the given block rows' indices, the last row fastest."""
     count = 1
     for t in range(nrows):
-        count *= block[rows[t], 0]
-    offs = np.zeros((count, 2), np.int64)
+        count *= block[rows[t], B_SIZE]
+    offs = np.zeros((count, COMBO_LEN), np.int64)
     idx = np.zeros(max(nrows, 1), np.int64)
     so = 0
     yo = 0
     for c in range(count):
-        offs[c, 0] = so
-        offs[c, 1] = yo
+        offs[c, CB_IN] = so
+        offs[c, CB_OUT] = yo
         t = nrows - 1
         while t >= 0:
             r = rows[t]
             idx[t] += 1
-            so += block[r, 1]
-            yo += block[r, 2]
-            if idx[t] < block[r, 0]:
+            so += block[r, B_IN]
+            yo += block[r, B_OUT]
+            if idx[t] < block[r, B_SIZE]:
                 break
-            so -= block[r, 1] * block[r, 0]
-            yo -= block[r, 2] * block[r, 0]
+            so -= block[r, B_IN] * block[r, B_SIZE]
+            yo -= block[r, B_OUT] * block[r, B_SIZE]
             idx[t] = 0
             t -= 1
     return offs
@@ -131,10 +139,10 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo):  # type: ignore[
     slower)."""
     lanes = LINE_BYTES // y.itemsize
     nrows = block.shape[0]
-    q = block[ri, 0]
-    x_q = block[ri, 1]
+    q = block[ri, B_SIZE]
+    x_q = block[ri, B_IN]
     if rp >= 0:
-        npj, y_p = block[rp, 0], block[rp, 2]
+        npj, y_p = block[rp, B_SIZE], block[rp, B_OUT]
     else:
         npj, y_p = 1, 0
     # The run: ri, then each row whose out stride continues it, while buf holds it
@@ -146,11 +154,11 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo):  # type: ignore[
     while True:
         nxt = -1
         for r in range(nrows):
-            if not in_run[r] and block[r, 0] > 1 and block[r, 2] == run:
+            if not in_run[r] and block[r, B_SIZE] > 1 and block[r, B_OUT] == run:
                 nxt = r
         if nxt < 0:
             break
-        longer = run * block[nxt, 0]
+        longer = run * block[nxt, B_SIZE]
         if p_in or nxt == rp:
             if longer * y.itemsize > _RUN_L1_BYTES or longer > buf.shape[0]:
                 break
@@ -184,15 +192,15 @@ def _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo):  # type: ignore[
     nj = (npj + lanes - 1) // lanes
     ni = (q + lanes - 1) // lanes
     for t in range(rests.shape[0]):
-        so = xo + rests[t, 0]
-        yb = yo + rests[t, 1]
+        so = xo + rests[t, CB_IN]
+        yb = yo + rests[t, CB_OUT]
         done = 0  # rp's values already written to out (when rp is not in the run)
         for jt in range(nj):
             j0 = min(jt * lanes, npj - lanes) if full else jt * lanes
             rows = lanes if full else min(lanes, npj - j0)
             for u in range(subs.shape[0]):
-                xs = so + subs[u, 0] + j0
-                bb = subs[u, 1] + (j0 * y_p if p_in else 0)
+                xs = so + subs[u, CB_IN] + j0
+                bb = subs[u, CB_OUT] + (j0 * y_p if p_in else 0)
                 if full:
                     for it in range(ni):
                         i0 = min(it * lanes, q - lanes)
@@ -249,17 +257,17 @@ def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
         return
     ri = 0
     for r in range(nrows):
-        if abs(block[r, 2]) < abs(block[ri, 2]):
+        if abs(block[r, B_OUT]) < abs(block[ri, B_OUT]):
             ri = r
-    streaming = block[ri, 2] == 1
+    streaming = block[ri, B_OUT] == 1
     if streaming:
         rp = -1
-        if block[ri, 1] != 1:
+        if block[ri, B_IN] != 1:
             for r in range(nrows):
-                if r != ri and block[r, 1] == 1 and block[r, 0] > 1:
+                if r != ri and block[r, B_IN] == 1 and block[r, B_SIZE] > 1:
                     rp = r
         lanes = LINE_BYTES // y.itemsize
-        if (block[ri, 1] == 1 or rp >= 0) and block[ri, 0] * lanes <= buf.shape[0]:
+        if (block[ri, B_IN] == 1 or rp >= 0) and block[ri, B_SIZE] * lanes <= buf.shape[0]:
             _copy_block_streamed(stage, y, yo, block, ri, rp, buf, xo)
             return
     # Otherwise a 2-D copy tile.  Streaming stores (out's unit stride along i) need no
@@ -267,14 +275,14 @@ def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
     # axis is then the stage's own unit stride: the lines the rows gather stay in L1
     # for the next row.  Shorter rows are continued by the next row along out (else the
     # write-combining buffers would send half-written lines to memory).
-    col = 1 if streaming and block[ri, 0] * y.itemsize >= _STREAM_ROW_BYTES else 2
+    col = B_IN if streaming and block[ri, B_SIZE] * y.itemsize >= _STREAM_ROW_BYTES else B_OUT
     rj = -1
     for r in range(nrows):
         if r != ri and (rj < 0 or abs(block[r, col]) < abs(block[rj, col])):
             rj = r
-    m = block[ri, 0]
+    m = block[ri, B_SIZE]
     if rj >= 0:
-        n, s_n, y_n = block[rj, 0], block[rj, 1], block[rj, 2]
+        n, s_n, y_n = block[rj, B_SIZE], block[rj, B_IN], block[rj, B_OUT]
     else:
         n, s_n, y_n = 1, 0, 0
     rest = np.zeros(nrows, np.int64)
@@ -288,11 +296,11 @@ def _copy_block(stage, y, yo, block, buf, xo=0):  # type: ignore[no-untyped-def]
     # stride, non-temporal stores skip the read for ownership and leave the cache to
     # the stage and the operands (a 287 MB block copy: 28 ms with plain stores).
     for t in range(rests.shape[0]):
-        so, yt = xo + rests[t, 0], yo + rests[t, 1]
+        so, yt = xo + rests[t, CB_IN], yo + rests[t, CB_OUT]
         if streaming:
-            _copy_rows_nt(stage, so, y, yt, m, n, block[ri, 1], s_n, y_n)
+            _copy_rows_nt(stage, so, y, yt, m, n, block[ri, B_IN], s_n, y_n)
         else:
-            copy_tile(stage, so, y, yt, m, n, block[ri, 1], s_n, block[ri, 2], y_n, False)
+            copy_tile(stage, so, y, yt, m, n, block[ri, B_IN], s_n, block[ri, B_OUT], y_n, False)
 
 
 @njit(cache=True, nogil=True)
@@ -310,8 +318,8 @@ def copy_runs_chunk(x, y, loops, npar, tile, block, start, stop):  # type: ignor
 def run_copy_runs(x, y, loops, npar, tile, block, nchunks):  # type: ignore[no-untyped-def]
     """Run a Copy program whose tiles write rows too short to stream on their own
     (lower.copy_runs): each iteration of its parallel loops copies the block of its
-    sequential and primitive axes (``block``: size, x stride, y stride; outermost in y
-    first) with the block copy, which assembles y's runs in ``buf`` and streams them
+    sequential and primitive axes (``block``: size, x's stride as ``in``, y's; outermost
+    in y first) with the block copy, which assembles y's runs in ``buf`` and streams them
     whole.  The addresses are the program's own, proven by checks.py."""
     total = loop_iterations(loops, npar)
     for c in prange(nchunks):
@@ -363,8 +371,8 @@ def _blocked_entry(x0p, x0n, x1p, x1n, yp, yn, op, on, ip, i_n, tp, tn, bp, bn, 
                    stage_elements, cp, cn, start, stop):
     """blocked_chunk on arrays given as (pointer, size or rows)."""
     blocked_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
-                  carray(op, (on, 4)), carray(ip, (i_n, 5)), carray(tp, (tn,)),
-                  carray(bp, (bn, 3)), stage_elements, carray(cp, (cn,)), start, stop)
+                  carray(op, (on, OUTER_LEN)), carray(ip, (i_n, LOOP_LEN)), carray(tp, (tn,)),
+                  carray(bp, (bn, BLOCK_LEN)), stage_elements, carray(cp, (cn,)), start, stop)
 
 
 def blocked_address(dtype: np.dtype) -> int:

@@ -20,6 +20,7 @@ from teir_plan.executor.cache import first_call, runners_called
 from teir_plan.executor.checks import as_type, check_arrays, flat_view
 from teir_plan.executor.lower import Lowered, Partials, lower, prefetch_ahead
 from teir_plan.executor.partials import add_partials, block_pitch, run_partials, workers_for
+from teir_plan.executor.tables import constants
 from teir_plan.executor.threads import (
     get_num_threads,
     parallel_threads,
@@ -41,7 +42,7 @@ from teir_plan.teir.validate import check_iterations
 from teir_plan.tilekinds import table as K
 from teir_plan.tiles import BLAS_THREADED_TILE_FLOPS
 
-_CONSTS = {np.dtype(t): np.array([1, 0], t)
+_CONSTS = {np.dtype(t): constants(t)
            for t in (np.float32, np.float64, np.complex64, np.complex128)}
 
 
@@ -117,7 +118,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
                 _runner(run_copy_runs)(x0, y, low.loops, low.npar, tile, low.copy_runs, nchunks)
         else:
             _runner(copy_runs_chunk)(x0, y, low.loops, low.npar, tile, low.copy_runs, 0,
-                              int(np.prod(low.loops[:low.npar, 0])))
+                              int(np.prod(low.loops[:low.npar, K.L_SIZE])))
     elif nchunks > 1:
         with _blas_limit(low), parallel_threads(threads):
             if low.plain_blas:
@@ -200,7 +201,7 @@ def run_blocked(low: Lowered, outer: np.ndarray, block: np.ndarray, stage_elemen
     tile = low.tile.copy()
     tile[K.T_ORIGIN0], tile[K.T_ORIGIN1], tile[K.T_ORIGIN2] = o0, o1, o2
     tile[K.T_AHEAD] = int(prefetch_ahead(low, l2_room))
-    total = int(np.prod(outer[:, 0])) if len(outer) else 1
+    total = int(np.prod(outer[:, K.L_SIZE])) if len(outer) else 1
     threads = _threads()
     nchunks = max(1, min(total, threads))
     consts = _CONSTS[low.dtype]

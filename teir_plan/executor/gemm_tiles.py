@@ -19,6 +19,7 @@ from teir_plan.executor.entries import (
     call_entry,
 )
 from teir_plan.executor.intrinsics import element_address, to_next_line
+from teir_plan.executor.tables import C_ONE, C_ZERO
 from teir_plan.tilekinds.table import (
     T_A_BR,
     T_A_K,
@@ -210,8 +211,9 @@ def gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts)
     set_int(iparams, ip32, w, 6, _ORD_N if transa == 0 else transa)
     set_int(iparams, ip32, w, 7, _ORD_N if transb == 0 else transb)
     ip = np.int64(iparams.ctypes.data)
-    cp = np.int64(consts.ctypes.data)  # consts = [1, 0]: alpha/beta one, beta zero
+    cp = np.int64(consts.ctypes.data)  # the constants (tables.CONST_FIELDS), by address
     isz = np.int64(consts.itemsize)
+    alpha = cp + C_ONE * isz
     sp = np.int64(scratch.ctypes.data)
     ssz = np.int64(scratch.itemsize)
     fn = tile[T_GEMM_FN]
@@ -236,8 +238,8 @@ def gemm_blas(x0, ao, x1, bo, y, co, tile, zero_first, scratch, iparams, consts)
         # C' temporary), so BLAS overwrites instead of reading uninitialized data.
         beta_zero = r == 0 and (zero_first or ldc == 0)
         call_gemm(
-            fn, ip + 6 * w, ip + 7 * w, ip, ip + w, ip + 2 * w, cp, a_ptr, ip + 3 * w,
-            b_ptr, ip + 4 * w, cp + (isz if beta_zero else 0), c_ptr, ip + 5 * w,
+            fn, ip + 6 * w, ip + 7 * w, ip, ip + w, ip + 2 * w, alpha, a_ptr, ip + 3 * w,
+            b_ptr, ip + 4 * w, cp + (C_ZERO if beta_zero else C_ONE) * isz, c_ptr, ip + 5 * w,
         )
     if ldc == 0:
         # Add (or store) the C' temporary into the strided output tile.

@@ -18,6 +18,7 @@ import numpy as np
 from teir_plan.executor.checks import prove_partials
 from teir_plan.executor.complex_tiles import copy_alias
 from teir_plan.executor.kind_entries import Entries
+from teir_plan.executor.tables import PARTIAL_FIELDS
 from teir_plan.isa import LINE_BYTES
 from teir_plan.teir.axes import extent_at, prim_axes_by_role, stride_at
 from teir_plan.teir.enums import DimType, ExecType, Prim
@@ -50,14 +51,14 @@ from teir_plan.tiles import (
 class Lowered:
     """A program as the kernels see it (origins are filled in per call)."""
 
-    loops: np.ndarray  # (L, 5) int64: size, stride in0, in1, out, is_k; parallel rows first
+    loops: np.ndarray  # (L, LOOP_LEN) int64, tilekinds.table.LOOP_FIELDS; parallel rows first
     npar: int
     parallel_iterations: int
     tile: np.ndarray  # (TILE_LEN,) int64
     num_tensors: int
     dtype: np.dtype
     # A Copy program run through the block copy (see copy_runs): per parallel
-    # iteration, (size, in stride, out stride) of its other axes, outermost in out first.
+    # iteration, its other axes (tilekinds.table.BLOCK_FIELDS), outermost in out first.
     copy_runs: np.ndarray | None = None
     plain_blas: bool = False  # see plain_blas()
     # A program with parallel K axes: the tables above are its serial program's (what one
@@ -123,7 +124,7 @@ class Partials:
 
     block: Lowered
     layout: PartialLayout
-    rows: np.ndarray  # (R, 3) int64: the layout's rows
+    rows: np.ndarray  # (R, PARTIAL_LEN) int64: the layout's rows (tables.PARTIAL_FIELDS)
 
 
 def prefetch_ahead(low: Lowered, l2_room: int) -> bool:
@@ -161,11 +162,11 @@ def lower(teir: TEIR, vector_kernel: bool = True) -> Lowered:
     loop_axes = s.loop_axes()
     par = [i for i in loop_axes if s.exec_types[i] is ExecType.PARALLEL]
     seq = [i for i in loop_axes if s.exec_types[i] is ExecType.SEQ]
-    rows = [
-        (s.dim_sizes[i], stride(0, i), stride(1, i), stride(2, i), int(s.dim_types[i] is DimType.K))
+    loops = K.named_rows(K.LOOP_FIELDS, [
+        {"size": s.dim_sizes[i], "in0": stride(0, i), "in1": stride(1, i), "out": stride(2, i),
+         "is_k": int(s.dim_types[i] is DimType.K)}
         for i in par + seq
-    ]
-    loops = np.array(rows, dtype=np.int64).reshape(len(rows), 5)
+    ])
     par_iters = int(np.prod([s.dim_sizes[i] for i in par], dtype=object)) if par else 1
 
     tile = np.zeros(K.TILE_LEN, dtype=np.int64)
@@ -204,9 +205,10 @@ def _lower_partials(teir: TEIR, layout: PartialLayout, vector_kernel: bool) -> L
     # A scalar tile takes the innermost loop into itself (_fold_row): if that was one of
     # the workers' rows, they share the rows left.
     npar = min(layout.npar, len(block.loops))
-    iterations = math.prod(int(n) for n in block.loops[:npar, 0])
+    iterations = math.prod(int(n) for n in block.loops[:npar, K.L_SIZE])
     block = replace(block, npar=npar, parallel_iterations=iterations)
-    rows = np.array(layout.rows, dtype=np.int64).reshape(len(layout.rows), 3)
+    rows = K.named_rows(PARTIAL_FIELDS, [{"extent": n, "out": so, "block": sb}
+                                         for n, so, sb in layout.rows])
     return replace(lower(layout.serial, vector_kernel), partials=Partials(block, layout, rows))
 
 
@@ -222,12 +224,12 @@ def plain_blas(tile: np.ndarray, loops: np.ndarray) -> bool:
         tile[K.T_KIND] == K.KIND_GEMM and BLAS.owns(tile)
         and tile[K.T_LAST_RELU] == 0 and tile[K.T_TRANSA] != 0 and tile[K.T_TRANSB] != 0
         and tile[K.T_LDC] != 0 and tile[K.T_BR] == 1
-        and not any(r[4] != 0 and r[0] > 1 for r in loops)
+        and not any(r[K.L_IS_K] != 0 and r[K.L_SIZE] > 1 for r in loops)
     )
 
 
 def copy_runs(teir: TEIR, axes: list[int]) -> np.ndarray | None:
-    """The block table (size, in stride, out stride; outermost in out first) of a Copy
+    """The block table (tilekinds.table.BLOCK_FIELDS; outermost in out first) of a Copy
     program's ``axes`` when its output should be assembled a run at a time: out's
     unit-stride axis is shorter than COPY_RUN_MIN_LINES lines, another axis continues
     out's run, and the input has a unit-stride axis to transpose from.  Then each
@@ -244,15 +246,15 @@ def copy_runs(teir: TEIR, axes: list[int]) -> np.ndarray | None:
     """
     s = teir.schedule
     lanes = LINE_BYTES // teir.primitives.data_type.numpy.itemsize
-    rows = [(s.dim_sizes[i], s.strides[0][i], s.strides[1][i]) for i in axes
-            if s.dim_sizes[i] > 1]
-    unit = [r for r in rows if r[2] == 1]
-    if (not unit or unit[0][0] >= COPY_RUN_MIN_LINES * lanes
-            or not any(r[2] == unit[0][0] for r in rows)
-            or not any(r[1] == 1 for r in rows)):
+    rows = [{"size": s.dim_sizes[i], "in": s.strides[0][i], "out": s.strides[1][i]}
+            for i in axes if s.dim_sizes[i] > 1]
+    unit = [r for r in rows if r["out"] == 1]
+    if (not unit or unit[0]["size"] >= COPY_RUN_MIN_LINES * lanes
+            or not any(r["out"] == unit[0]["size"] for r in rows)
+            or not any(r["in"] == 1 for r in rows)):
         return None
-    rows.sort(key=lambda r: -abs(r[2]))
-    return np.array(rows, dtype=np.int64).reshape(len(rows), 3)
+    rows.sort(key=lambda r: -abs(r["out"]))
+    return K.named_rows(K.BLOCK_FIELDS, rows)
 
 
 def _out_bytes(teir: TEIR, dtype: np.dtype) -> int:

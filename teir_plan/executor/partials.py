@@ -12,6 +12,7 @@ from numba import njit, prange
 
 from teir_plan.executor.elements import relu_value
 from teir_plan.executor.entries import call_chunk
+from teir_plan.executor.tables import P_BLOCK, P_EXTENT, P_OUT
 from teir_plan.executor.walker import loop_iterations, thread_chunk
 from teir_plan.teir.parallel_k import PartialLayout
 
@@ -53,26 +54,26 @@ def run_partials(fn, x0, x1, parts, pitch, loops, npar, tile, consts, nchunks): 
 @njit(cache=True, nogil=True)
 def add_partials(y, o2, parts, pitch, nparts, rows, zero, relu):  # type: ignore[no-untyped-def]
     """Add the ``nparts`` blocks of ``parts`` (``pitch`` apart) into the output ``y`` at
-    offset ``o2``: each output row (the last row of ``rows``: extent, output stride,
+    offset ``o2``: each output row (the last row of ``rows``, tables.PARTIAL_FIELDS: its
     block stride 1) is summed across the blocks in worker order into a buffer, then
     written over (``zero``) or added to the output, through max(., 0) with ``relu``
     (NaN propagates, as numpy.maximum's does)."""
     nrows = rows.shape[0]
-    n = rows[nrows - 1, 0] if nrows else 1
-    so = rows[nrows - 1, 1] if nrows else 0
+    n = rows[nrows - 1, P_EXTENT] if nrows else 1
+    so = rows[nrows - 1, P_OUT] if nrows else 0
     acc = np.empty(n, parts.dtype)
     outer = 1
     for r in range(nrows - 1):
-        outer *= rows[r, 0]
+        outer *= rows[r, P_EXTENT]
     for it in range(outer):
         ob = o2
         bb = 0
         rem = it
         for r in range(nrows - 2, -1, -1):
-            i = rem % rows[r, 0]
-            rem //= rows[r, 0]
-            ob += i * rows[r, 1]
-            bb += i * rows[r, 2]
+            i = rem % rows[r, P_EXTENT]
+            rem //= rows[r, P_EXTENT]
+            ob += i * rows[r, P_OUT]
+            bb += i * rows[r, P_BLOCK]
         for i in range(n):
             acc[i] = parts[bb + i]
         for w in range(1, nparts):

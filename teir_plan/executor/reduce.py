@@ -19,9 +19,10 @@ chunk order, so a result depends only on the thread count, never on which worker
 which chunk.
 
 Tables (int64, built by :mod:`teir_plan.planner.reduce`; every stride non-negative in
-the operand, outer axes first): ``kept`` rows ``(n, stride x, stride out)``, ``vec``
-``(n, stride x, stride out)`` (``KIND_ROWS`` only), ``summed`` rows ``(n, stride x,
-stride w)``, the innermost summed axis last.  Every address is ``origin + sum(index *
+the operand, outer axes first): ``kept`` rows of :data:`teir_plan.tiles.KEPT_FIELDS`
+(extent, x's stride, out's), ``vec`` one row of them (``KIND_ROWS`` only), ``summed``
+rows of :data:`teir_plan.tiles.SUMMED_FIELDS` (extent, x's stride, the weights'), the
+innermost summed axis last.  Every address is ``origin + sum(index *
 stride)`` into a flat 1-D view; the planner proves those sums stay on elements.
 
 Rounding: sums are reassociated (fastmath "reassoc", "contract" only: NaN and infinity
@@ -63,6 +64,7 @@ from teir_plan.executor.reduce_rows import (
     weighted_units,
 )
 from teir_plan.executor.reduce_runs import SUM_MATH, span_sum, table_offset, whole_runs
+from teir_plan.executor.tables import C_ONE, CONST_LEN, GEMV_FN, GEMV_INT_BYTES, GEMV_LEN
 from teir_plan.executor.threads import (
     get_num_threads,
     parallel_threads,
@@ -74,12 +76,21 @@ from teir_plan.tiles import (
     FLAT_MAX_NB,
     FLAT_MIN_WINDOWS,
     FLAT_WINDOW,
+    KEPT_N,
+    KEPT_OUT,
+    KEPT_PARTIAL,
+    KEPT_X,
     KIND_INNER,
     KIND_ROWS,
     ROW_BLOCK_BYTES,
     ROW_GROUP,
+    SPLIT_KEPT_LEN,
     SPLIT_OUTPUTS,
     SPLIT_SUMMED,
+    SUMMED_LEN,
+    SUMMED_N,
+    SUMMED_W,
+    SUMMED_X,
     output_chunks,
     uses_gemv,
 )
@@ -91,10 +102,10 @@ def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
     vector axis (KIND_ROWS), over every kept index."""
     total = 1
     for a in range(kept.shape[0]):
-        total *= kept[a, 0]
+        total *= kept[a, KEPT_N]
     if kind == KIND_ROWS:
         rb = ROW_BLOCK_BYTES // itemsize
-        total *= (vec[0] + rb - 1) // rb
+        total *= (vec[KEPT_N] + rb - 1) // rb
     return total
 
 
@@ -102,24 +113,25 @@ def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
 def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
                  dst, do, dcol, dvec, zero, gemv):
     """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
-    dst[do + ...] by ``kept[:, dcol]`` and ``dvec`` strides (out's, or a partial's)."""
+    dst[do + ...] by ``kept[:, dcol]`` and ``dvec`` strides (out's, KEPT_OUT, or a
+    partial's, KEPT_PARTIAL)."""
     nk = kept.shape[0]
     kidx = np.zeros(max(nk, 1), np.int64)
     sidx = np.zeros(max(summed.shape[0], 1), np.int64)
     if kind == KIND_INNER:
         ns = summed.shape[0]
-        run_sx, run_sw = summed[ns - 1, 1], summed[ns - 1, 2]
+        run_sx, run_sw = summed[ns - 1, SUMMED_X], summed[ns - 1, SUMMED_W]
         whole = ns == 1  # one run per output: its [s0, s1) summed directly
         # Outputs along the last kept axis by its strides: an odometer stored in memory
         # inside this loop kept LLVM from vectorizing the sums (65 against 10 ns a run
         # of 300 float32).
-        n_last = kept[nk - 1, 0] if nk else 1
-        sx_last = kept[nk - 1, 1] if nk else 0
+        n_last = kept[nk - 1, KEPT_N] if nk else 1
+        sx_last = kept[nk - 1, KEPT_X] if nk else 0
         sd_last = kept[nk - 1, dcol] if nk else 0
         u = u0
         while u < u1:
             db = do + table_offset(kept, dcol, u, kidx)
-            xb = xo + table_offset(kept, 1, u, kidx)
+            xb = xo + table_offset(kept, KEPT_X, u, kidx)
             cnt = min(n_last - (kidx[nk - 1] if nk else 0), u1 - u)
             if whole:
                 whole_runs(x, xb, sx_last, cnt, w, wo, s0, s1, run_sx, run_sw, weighted,
@@ -131,29 +143,29 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             u += cnt
         return
     rb = ROW_BLOCK_BYTES // x.itemsize
-    vn, vs = vec[0], vec[1]
+    vn, vs = vec[KEPT_N], vec[KEPT_X]
     nblocks = (vn + rb - 1) // rb
     acc = np.empty(rb, x.dtype)
     blk = np.empty(rb, x.dtype)
     iparams = np.zeros(6, np.int64)
-    consts = np.zeros(2, x.dtype)
-    consts[0] = 1  # alpha 1, beta 1: ?gemv adds into acc
-    consts[1] = 1
+    consts = np.zeros(CONST_LEN, x.dtype)
+    consts[C_ONE] = 1  # ?gemv's alpha and beta (gemv_rows): it adds into acc
     # At most ROW_GROUP rows of one summed axis: one pass of the segment kernel straight
     # into acc (tiles.uses_flat_rows and uses_gemv, which ask the same of the whole
     # axis, leave them to it; docs/decisions.md: narrow rows).
-    one_segment = summed.shape[0] == 1 and summed[0, 0] <= ROW_GROUP
+    one_segment = summed.shape[0] == 1 and summed[0, SUMMED_N] <= ROW_GROUP
     flat = (not weighted and vs == 1 and vn < FLAT_MAX_NB and summed.shape[0] == 1
-            and summed[0, 1] == vn and not one_segment
-            and summed[0, 0] >= FLAT_MIN_WINDOWS * max(1, FLAT_WINDOW // vn))  # (tiles)
+            and summed[0, SUMMED_X] == vn and not one_segment
+            and summed[0, SUMMED_N] >= FLAT_MIN_WINDOWS * max(1, FLAT_WINDOW // vn))  # (tiles)
     if one_segment and nblocks == 1 and nk > 0:
         # Whole rows of one segment each: the units along the last kept axis in one loop.
-        st, wst = summed[0, 1], summed[0, 2]
-        n_last, sx_last, sd_last = kept[nk - 1, 0], kept[nk - 1, 1], kept[nk - 1, dcol]
+        st, wst = summed[0, SUMMED_X], summed[0, SUMMED_W]
+        n_last, sx_last = kept[nk - 1, KEPT_N], kept[nk - 1, KEPT_X]
+        sd_last = kept[nk - 1, dcol]
         u = u0
         while u < u1:
             db = do + table_offset(kept, dcol, u, kidx)
-            xb = xo + table_offset(kept, 1, u, kidx) + s0 * st
+            xb = xo + table_offset(kept, KEPT_X, u, kidx) + s0 * st
             cnt = min(n_last - kidx[nk - 1], u1 - u)
             direct = vs == 1 and dvec == 1 and s1 > s0  # (tiles.sums_into_out)
             if direct and weighted:
@@ -171,29 +183,30 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
             u += cnt
         return
     wide = np.empty(rb if flat else 1, x.dtype)  # a window's sums
-    windows = np.zeros((1, 3), np.int64)  # the windows as the rows kernel's summed axis
+    # The windows as the rows kernel's summed axis (one row of SUMMED_FIELDS).
+    windows = np.zeros((1, SUMMED_LEN), np.int64)
     for u in range(u0, u1):
         o = u // nblocks
         b = u - o * nblocks
         start = b * rb
         nb = min(rb, vn - start)
-        xb = xo + table_offset(kept, 1, o, kidx) + start * vs
+        xb = xo + table_offset(kept, KEPT_X, o, kidx) + start * vs
         if flat:
             # Windows of g whole rows as rows of the rows kernel, then folded.
             g = max(1, FLAT_WINDOW // nb)
-            windows[0, 0] = (s1 - s0) // g
-            windows[0, 1] = g * nb
+            windows[0, SUMMED_N] = (s1 - s0) // g
+            windows[0, SUMMED_X] = g * nb
             for t in range(nb):
                 acc[t] = 0
-            if windows[0, 0] > 0:
+            if windows[0, SUMMED_N] > 0:
                 # (int64 and bool values, not literals: the call below, with variables,
                 # then shares their compile; see run_parallel)
                 rows_unit(x, xb + s0 * nb, np.int64(1), g * nb, w, wo, windows,
-                           np.bool_(False), np.int64(0), windows[0, 0], sidx, wide, blk)
+                           np.bool_(False), np.int64(0), windows[0, SUMMED_N], sidx, wide, blk)
                 for j in range(g):
                     for t in range(nb):
                         acc[t] += wide[j * nb + t]
-            r = s0 + windows[0, 0] * g  # the rows short of a window, ROW_GROUP a pass
+            r = s0 + windows[0, SUMMED_N] * g  # the rows short of a window, ROW_GROUP a pass
             while r < s1:
                 c = min(ROW_GROUP, s1 - r)
                 plain_segment(x, xb + r * nb, nb, c, np.int64(1), nb, w, np.int64(0),
@@ -201,19 +214,21 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
                 for t in range(nb):
                     acc[t] += blk[t]
                 r += c
-        elif gemv[0] != 0:
-            gemv_rows(x, xb, summed[0, 1], nb, vs, w, wo, summed[0, 2], s0, s1, acc, gemv,
-                       iparams, consts)
+        elif gemv[GEMV_FN] != 0:
+            gemv_rows(x, xb, summed[0, SUMMED_X], nb, vs, w, wo, summed[0, SUMMED_W], s0, s1,
+                      acc, gemv, iparams, consts)
         elif one_segment:  # (not through rows_unit: its call costs some 75 ns a unit)
-            sa = xb + s0 * summed[0, 1]
-            wa = wo + s0 * summed[0, 2]
+            st, wst = summed[0, SUMMED_X], summed[0, SUMMED_W]
+            sa = xb + s0 * st
+            wa = wo + s0 * wst
             if weighted:
-                weighted_segment(x, sa, summed[0, 1], s1 - s0, vs, nb, w, wa, summed[0, 2], acc)
+                weighted_segment(x, sa, st, s1 - s0, vs, nb, w, wa, wst, acc)
             else:
-                plain_segment(x, sa, summed[0, 1], s1 - s0, vs, nb, w, wa, summed[0, 2], acc)
+                plain_segment(x, sa, st, s1 - s0, vs, nb, w, wa, wst, acc)
         else:
             rows_unit(x, xb, vs, nb, w, wo, summed, weighted, s0, s1, sidx, acc, blk)
-        store_block(acc, nb, dst, do + table_offset(kept, dcol, o, kidx) + start * dvec, dvec)
+        store_block(acc, nb, dst, do + table_offset(kept, dcol, o, kidx) + start * dvec,
+                    dvec)
 
 
 @njit(cache=True, nogil=True)
@@ -258,16 +273,17 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
     are then added in chunk order and written into out.  (One parallel loop for both:
     each costs seconds to compile.)"""
     nk = kept.shape[0]
-    vn = vec[0] if kind == KIND_ROWS else 1
+    vn = vec[KEPT_N] if kind == KIND_ROWS else 1
     nout = vn
     for a in range(nk):
-        nout *= kept[a, 0]
-    # kept with a fourth column, the partials' own strides.
-    tab = np.empty((nk, 4), np.int64)
+        nout *= kept[a, KEPT_N]
+    # kept with a column more, the partials' own strides (tiles.SPLIT_KEPT_FIELDS).
+    tab = np.empty((nk, SPLIT_KEPT_LEN), np.int64)
     step = vn
     for a in range(nk - 1, -1, -1):
-        tab[a, 0], tab[a, 1], tab[a, 2], tab[a, 3] = kept[a, 0], kept[a, 1], kept[a, 2], step
-        step *= kept[a, 0]
+        tab[a, KEPT_N], tab[a, KEPT_X], tab[a, KEPT_OUT], tab[a, KEPT_PARTIAL] = (
+            kept[a, KEPT_N], kept[a, KEPT_X], kept[a, KEPT_OUT], step)
+        step *= kept[a, KEPT_N]
     by_outputs = split == SPLIT_OUTPUTS
     partial = np.empty((1, 1) if by_outputs else (nchunks, nout), x.dtype)
     total_u = units(kind, kept, vec, x.itemsize)
@@ -286,7 +302,8 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
     # once per literal pattern, so the two calls below and the serial path's call from
     # Python (all int64) compiled reduce_chunk three times, some 10-12 s each per dtype,
     # on a first reduction of the 2-core AVX2 machine.
-    i0, i1, i2, i3 = np.int64(0), np.int64(1), np.int64(2), np.int64(3)
+    i0, i1 = np.int64(0), np.int64(1)
+    c_out, c_partial = np.int64(KEPT_OUT), np.int64(KEPT_PARTIAL)  # (dcol)
     for t in prange(nw):
         lo, hi = _chunk(t, nchunks, nw)
         for k in range(nchunks):
@@ -297,33 +314,36 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
                 u0, u1 = _chunk(c, total_u, nchunks)
                 if u0 < u1:
                     reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, i0,
-                                 total_s, y, yo, i2, vec[2], zero, gemv)
+                                 total_s, y, yo, c_out, vec[KEPT_OUT], zero, gemv)
             else:
                 s0, s1 = _chunk(c, total_s, nchunks)
                 reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, i0, total_u, s0,
-                             s1, partial[c], i0, i3, i1, zero, gemv)
+                             s1, partial[c], i0, c_partial, i1, zero, gemv)
     if by_outputs:
         return
     kidx = np.zeros(max(nk, 1), np.int64)
     for o in range(nout // vn):
-        yb = yo + table_offset(tab, 2, o, kidx)
+        yb = yo + table_offset(tab, KEPT_OUT, o, kidx)
         for t in range(vn):
             acc = partial[0, o * vn + t]
             for c in range(1, nchunks):
                 acc += partial[c, o * vn + t]
-            y[yb + t * vec[2]] = acc
+            y[yb + t * vec[KEPT_OUT]] = acc
 
 
-_NO_GEMV = np.zeros(2, np.int64)  # the kernels' ``gemv`` when the rows do not take it
+_NO_GEMV = np.zeros(GEMV_LEN, np.int64)  # the kernels' ``gemv`` when the rows do not take it
 _NOTHING = nullcontext()  # in place of blas_threads without ?gemv (reusable; a new one
 # each call cost 0.2 us)
 
 
 @cache
-def _gemv_table(dtype: np.dtype) -> np.ndarray:
-    """(address of ?gemv, its integer width in bytes) for the kernels: the same library
-    as the GEMM tiles' (executor/blas.py)."""
-    return np.array(_gemv_address(np.dtype(dtype)), np.int64)
+def gemv_table(dtype: np.dtype) -> np.ndarray:
+    """The kernels' ``gemv`` (tables.GEMV_FIELDS: the address of ?gemv, its integer width
+    in bytes): the same library as the GEMM tiles' (executor/blas.py)."""
+    fn, int_bytes = _gemv_address(np.dtype(dtype))
+    table = np.zeros(GEMV_LEN, np.int64)
+    table[GEMV_FN], table[GEMV_INT_BYTES] = fn, int_bytes
+    return table
 
 
 @cache
@@ -363,7 +383,7 @@ def prepare(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
     """The :class:`Prepared` of a reduction's tables summed in ``dtype``; ``cached``:
     the operand is no larger than the last-level cache (tiles.uses_gemv)."""
     isz = np.dtype(dtype).itemsize
-    return Prepared(total_s=math.prod(int(n) for n in summed[:, 0]),
+    return Prepared(total_s=math.prod(int(n) for n in summed[:, SUMMED_N]),
                     total_u=int(units(kind, kept, vec, isz)),
                     gemv=uses_gemv(kind, vec, summed, weighted, isz, cached))
 
@@ -390,7 +410,7 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     pre = prepared if prepared is not None else prepare(kind, kept, vec, summed, weighted,
                                                         xf.dtype)
     total_s = pre.total_s
-    gemv = _gemv_table(xf.dtype) if pre.gemv else _NO_GEMV
+    gemv = gemv_table(xf.dtype) if pre.gemv else _NO_GEMV
     threads = get_num_threads() if parallel_usable() else 1
     if split == SPLIT_OUTPUTS and threads > 1:
         nchunks = output_chunks(pre.total_u, threads)
@@ -398,11 +418,11 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
         nchunks = min(CHUNKS_PER_THREAD * threads, total_s)
     else:
         nchunks = 1
-    narrow = blas_threads(1) if gemv[0] else _NOTHING
+    narrow = blas_threads(1) if gemv[GEMV_FN] else _NOTHING
     if nchunks <= 1:
         with narrow:
             reduce_chunk(kind, xf, xo, wf, wo, kept, vec, summed, weighted, 0, pre.total_u,
-                         0, total_s, yf, yo, 2, vec[2], zero, gemv)
+                         0, total_s, yf, yo, KEPT_OUT, vec[KEPT_OUT], zero, gemv)
         return
     with narrow, parallel_threads(threads):
         run_parallel(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo,

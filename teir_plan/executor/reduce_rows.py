@@ -10,6 +10,7 @@ from numba import njit
 from teir_plan.executor.blas import call_gemv
 from teir_plan.executor.intrinsics import prefetch_element
 from teir_plan.executor.reduce_runs import SUM_MATH, next_run, seek_run
+from teir_plan.executor.tables import C_ONE, GEMV_FN, GEMV_INT_BYTES
 from teir_plan.isa import LINE_BYTES
 from teir_plan.tiles import (
     PREFETCH_MAX_ROW_BYTES,
@@ -17,6 +18,9 @@ from teir_plan.tiles import (
     ROW_BLOCK_BYTES,
     ROW_GROUP,
     ROWS_PREFETCH_BYTES,
+    SUMMED_N,
+    SUMMED_W,
+    SUMMED_X,
 )
 
 GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
@@ -220,7 +224,8 @@ def rows_unit(x, xb, vs, nb, w, wb, summed, weighted, s0, s1, idx, acc, blk):  #
     """KIND_ROWS: acc[:nb] = the sum of summed rows s0 <= s < s1 (flat over ``summed``)
     of nb elements along the vector axis, the first at x[xb]."""
     ns = summed.shape[0]
-    n_in, st, wst = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+    n_in, st, wst = (summed[ns - 1, SUMMED_N], summed[ns - 1, SUMMED_X],
+                     summed[ns - 1, SUMMED_W])
     for t in range(nb):
         acc[t] = 0
     outer = s0 // n_in
@@ -255,11 +260,11 @@ def gemv_rows(x, xb, st, nb, vs, w, wb, wst, s0, s1, acc, gemv, iparams, consts)
     columns of an (s1 - s0) x nb one, transposed (tiles.uses_gemv)."""
     for t in range(nb):
         acc[t] = 0
-    width = gemv[1]
+    width = gemv[GEMV_INT_BYTES]
     ip32 = iparams.view(np.int32)
     isz = np.int64(x.itemsize)
     ip = np.int64(iparams.ctypes.data)
-    cp = np.int64(consts.ctypes.data)
+    one = np.int64(consts.ctypes.data) + C_ONE * isz  # ?gemv's alpha and beta
     r = s0
     while r < s1:
         cnt = min(s1 - r, GEMV_MAX_ROWS)
@@ -269,8 +274,8 @@ def gemv_rows(x, xb, st, nb, vs, w, wb, wst, s0, s1, acc, gemv, iparams, consts)
                 iparams[i] = v
             else:
                 ip32[i] = v
-        call_gemv(gemv[0], ip + 5 * width, ip, ip + width, cp,
+        call_gemv(gemv[GEMV_FN], ip + 5 * width, ip, ip + width, one,
                    np.int64(x.ctypes.data) + (xb + r * st) * isz, ip + 2 * width,
-                   np.int64(w.ctypes.data) + (wb + r * wst) * isz, ip + 3 * width, cp,
+                   np.int64(w.ctypes.data) + (wb + r * wst) * isz, ip + 3 * width, one,
                    np.int64(acc.ctypes.data), ip + 4 * width)
         r += cnt

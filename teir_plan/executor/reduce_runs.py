@@ -8,6 +8,10 @@ from numba import njit
 
 from teir_plan.tiles import (
     DOT_FOUR_MIN_BYTES,
+    KEPT_N,
+    SUMMED_N,
+    SUMMED_W,
+    SUMMED_X,
 )
 
 RUN_BLOCK = 4096  # elements of a run summed by one vectorized reduction
@@ -42,11 +46,11 @@ def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-
 
 @njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
 def table_offset(table, col, i, idx):  # type: ignore[no-untyped-def]
-    """Set the odometer ``idx`` over ``table``'s rows to flat position ``i`` (last row
-    fastest); return the offset sum(idx * table[:, col])."""
+    """Set the odometer ``idx`` over ``table``'s rows (kept's, tiles.KEPT_FIELDS) to flat
+    position ``i`` (last row fastest); return the offset sum(idx * table[:, col])."""
     off = 0
     for a in range(table.shape[0] - 1, -1, -1):
-        n = table[a, 0]
+        n = table[a, KEPT_N]
         q = i // n
         idx[a] = i - q * n
         off += idx[a] * table[a, col]
@@ -191,11 +195,11 @@ def seek_run(summed, idx, r, xo, wo):  # type: ignore[no-untyped-def]
     """The odometer over ``summed``'s rows but the last (the runs), set to run ``r``:
     ``idx`` and the offsets xo, wo moved there."""
     for a in range(summed.shape[0] - 2, -1, -1):
-        n = summed[a, 0]
+        n = summed[a, SUMMED_N]
         q = r // n
         idx[a] = r - q * n
-        xo += idx[a] * summed[a, 1]
-        wo += idx[a] * summed[a, 2]
+        xo += idx[a] * summed[a, SUMMED_X]
+        wo += idx[a] * summed[a, SUMMED_W]
         r = q
     return xo, wo
 
@@ -205,13 +209,13 @@ def next_run(summed, idx, xo, wo):  # type: ignore[no-untyped-def]
     """The odometer's step to the next run, innermost row fastest: the new xo, wo."""
     for a in range(summed.shape[0] - 2, -1, -1):
         idx[a] += 1
-        xo += summed[a, 1]
-        wo += summed[a, 2]
-        if idx[a] < summed[a, 0]:
+        xo += summed[a, SUMMED_X]
+        wo += summed[a, SUMMED_W]
+        if idx[a] < summed[a, SUMMED_N]:
             break
         idx[a] = 0
-        xo -= summed[a, 0] * summed[a, 1]
-        wo -= summed[a, 0] * summed[a, 2]
+        xo -= summed[a, SUMMED_N] * summed[a, SUMMED_X]
+        wo -= summed[a, SUMMED_N] * summed[a, SUMMED_W]
     return xo, wo
 
 
@@ -220,7 +224,8 @@ def span_sum(x, xb, w, wb, summed, weighted, e0, e1, idx, zero):  # type: ignore
     """KIND_INNER: the sum of summed elements e0 <= e < e1 (flat over ``summed``, its
     last row the run) of one output, whose first element is x[xb]."""
     ns = summed.shape[0]
-    run_n, run_sx, run_sw = summed[ns - 1, 0], summed[ns - 1, 1], summed[ns - 1, 2]
+    run_n, run_sx, run_sw = (summed[ns - 1, SUMMED_N], summed[ns - 1, SUMMED_X],
+                             summed[ns - 1, SUMMED_W])
     xo = xb
     wo = wb
     p = 0

@@ -25,18 +25,28 @@ from numba.extending import intrinsic
 from teir_plan.executor.blas_control import blas_threads
 from teir_plan.executor.entries import call_codegen
 from teir_plan.executor.lower import Lowered
+from teir_plan.executor.tables import (
+    BUF_ARRAY,
+    BUF_ELEMENTS,
+    BUF_OFFSET,
+    S_FN,
+    S_IN0,
+    S_IN1,
+    S_LOOP0,
+    S_NLOOPS,
+    S_NPAR,
+    S_OUT,
+    S_STOP,
+    STEP_FIELDS,
+    constants,
+)
 from teir_plan.executor.walker import blas_chunk_address, chunk_address
 from teir_plan.isa import LINE_BYTES
 from teir_plan.tilekinds import table as K
 
 GATHER = 8  # arrays per gather call (a fixed arity: one compiled version per dtype)
 LINE = LINE_BYTES  # a temporary's offset in its slot: the slot's first cache line (memory._ALIGN)
-
-# A step's row: its runner's address, its three buffers (in1 = in0 for a unary program),
-# where its loop rows start in the shared loop table and how many, its parallel rows
-# (walked in runs on this thread: see run_lowered) and the end of its iteration range.
-S_FN, S_IN0, S_IN1, S_OUT, S_LOOP0, S_NLOOPS, S_NPAR, S_STOP = range(8)
-S_LEN = 8
+# A step's row: tables.STEP_FIELDS; the buffer map's: tables.BUFFER_FIELDS.
 
 
 @intrinsic
@@ -62,20 +72,21 @@ def gather(ptrs, sizes, at, a0, a1, a2, a3, a4, a5, a6, a7):  # type: ignore[no-
 
 @njit(cache=True, nogil=True)
 def run_steps(gp, gs, bufmap, origins, steps, loops, tiles, consts):  # type: ignore[no-untyped-def]
-    """Run each step of ``steps`` (rows of S_LEN) in order.  Buffer b is gathered array
-    ``bufmap[b, 0]`` (pointers ``gp``, lengths ``gs``) when ``bufmap[b, 1]`` < 0, else
-    ``bufmap[b, 1]`` elements ``bufmap[b, 2]`` bytes after the first cache line of that
-    gathered buffer (a temporary in its slot, or a pack: schedule/one_call.py); its
-    first element at ``origins[b]``."""
+    """Run each step of ``steps`` (rows of tables.STEP_FIELDS) in order.  Buffer b is
+    gathered array ``bufmap[b, BUF_ARRAY]`` (pointers ``gp``, lengths ``gs``) when
+    ``bufmap[b, BUF_ELEMENTS]`` < 0, else that many elements ``bufmap[b, BUF_OFFSET]``
+    bytes after the first cache line of that gathered buffer (a temporary in its slot,
+    or a pack: schedule/one_call.py); its first element at ``origins[b]``."""
     nb = bufmap.shape[0]
     ptrs = np.empty(nb, np.int64)
     sizes = np.empty(nb, np.int64)
     for b in range(nb):
-        p = gp[bufmap[b, 0]]
-        if bufmap[b, 1] < 0:
-            ptrs[b], sizes[b] = p, gs[bufmap[b, 0]]
+        p = gp[bufmap[b, BUF_ARRAY]]
+        if bufmap[b, BUF_ELEMENTS] < 0:
+            ptrs[b], sizes[b] = p, gs[bufmap[b, BUF_ARRAY]]
         else:
-            ptrs[b], sizes[b] = p + (-p) % LINE + bufmap[b, 2], bufmap[b, 1]
+            ptrs[b], sizes[b] = (p + (-p) % LINE + bufmap[b, BUF_OFFSET],
+                                 bufmap[b, BUF_ELEMENTS])
     tile = np.empty(tiles.shape[1], np.int64)
     tp = tile.ctypes.data
     lbase = loops.ctypes.data
@@ -88,8 +99,8 @@ def run_steps(gp, gs, bufmap, origins, steps, loops, tiles, consts):  # type: ig
         tile[K.T_ORIGIN1] = origins[i1]
         tile[K.T_ORIGIN2] = origins[io]
         _call_chunk_raw(row[S_FN], ptrs[i0], sizes[i0], ptrs[i1], sizes[i1], ptrs[io],
-                        sizes[io], lbase + row[S_LOOP0] * 5 * 8, row[S_NLOOPS], row[S_NPAR],
-                        tp, tile.shape[0], cp, consts.shape[0], 0, row[S_STOP])
+                        sizes[io], lbase + row[S_LOOP0] * K.LOOP_LEN * 8, row[S_NLOOPS],
+                        row[S_NPAR], tp, tile.shape[0], cp, consts.shape[0], 0, row[S_STOP])
 
 
 def run_program(prog: StepsProgram, direct: list[np.ndarray], raws: list[np.ndarray]
@@ -119,12 +130,12 @@ class StepsProgram:
     """The tables of a plan's steps for :func:`run_steps`: ``steps`` rows index the
     plan's buffer table (operands, out, then its temporaries and constants)."""
 
-    steps: np.ndarray  # (S, S_LEN) int64
-    loops: np.ndarray  # (L, 5) int64: every step's loop rows, one after another
+    steps: np.ndarray  # (S, STEP_LEN) int64: tables.STEP_FIELDS
+    loops: np.ndarray  # (L, LOOP_LEN) int64: every step's loop rows, one after another
     tiles: np.ndarray  # (S, TILE_LEN) int64
-    bufmap: np.ndarray  # (B, 3) int64: see run_steps
+    bufmap: np.ndarray  # (B, BUFFER_LEN) int64: tables.BUFFER_FIELDS, see run_steps
     origins: np.ndarray  # (B,) int64
-    consts: np.ndarray  # (alpha, beta) = (1, 0) in the dtype, for BLAS tiles
+    consts: np.ndarray  # the constants (tables.CONST_FIELDS) in the dtype
     limits_blas: bool  # a program's BLAS tiles must run with BLAS on one thread
 
     def __repr__(self) -> str:
@@ -151,12 +162,13 @@ def steps_program(programs: list[tuple[Lowered, tuple[int, ...], int]], bufmap: 
         else:
             npar, stop = 0, 1
         in1 = inputs[1] if len(inputs) > 1 else inputs[0]
-        rows.append((fn, inputs[0], in1, out, at, len(low.loops), npar, stop))
+        rows.append({"fn": fn, "in0": inputs[0], "in1": in1, "out": out, "loop0": at,
+                     "nloops": len(low.loops), "npar": npar, "stop": stop})
         loops.append(low.loops)
         tiles.append(low.tile)
         at += len(low.loops)
-    table = np.concatenate(loops) if at else np.zeros((0, 5), np.int64)
-    return StepsProgram(np.array(rows, np.int64), np.ascontiguousarray(table, np.int64),
+    table = np.concatenate(loops) if at else np.zeros((0, K.LOOP_LEN), np.int64)
+    return StepsProgram(K.named_rows(STEP_FIELDS, rows), np.ascontiguousarray(table, np.int64),
                         np.array(tiles, np.int64), np.ascontiguousarray(bufmap, np.int64),
-                        np.ascontiguousarray(origins, np.int64), np.array([1, 0], dtype),
+                        np.ascontiguousarray(origins, np.int64), constants(dtype),
                         any(low.limits_blas for low, _, _ in programs))

@@ -3,9 +3,10 @@
 Nothing here knows about TEIR records.  :mod:`teir_plan.executor.lower` turns a
 program into integer tables, and these kernels only walk them:
 
-* ``loops``: one row per loop axis, ``(size, stride_in0, stride_in1, stride_out, is_k)``;
-  the first ``npar`` rows are the parallel axes, the rest the sequential axes in
-  schedule order.
+* ``loops``: one row per loop axis, indexed by the ``L_*`` columns of
+  :mod:`teir_plan.tilekinds.table` (size, in0's, in1's and out's strides, is_k); the
+  first ``npar`` rows are the parallel axes, the rest the sequential axes in schedule
+  order.
 * ``tile``: the primitive's parameters, indexed by the ``T_*`` slots of
   :mod:`teir_plan.tilekinds.table`.
 
@@ -54,12 +55,19 @@ from teir_plan.executor.gemm_tiles import (
     set_int,
 )
 from teir_plan.executor.intrinsics import store_fence
+from teir_plan.executor.tables import C_ONE, C_ZERO
 from teir_plan.tilekinds.blas import MODE as MODE_BLAS
 from teir_plan.tilekinds.dot import MODE as MODE_DOT
 from teir_plan.tilekinds.row import MODE as MODE_ROW
 from teir_plan.tilekinds.table import (
     KIND_COPY,
     KIND_RELU,
+    L_IN0,
+    L_IN1,
+    L_IS_K,
+    L_OUT,
+    L_SIZE,
+    LOOP_LEN,
     T_A_K,
     T_A_M,
     T_AHEAD,
@@ -148,10 +156,10 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
         return
     elif tile[T_MODE] == MODE_ROW:
         row_tile_kernel(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,
-                  last and tile[T_LAST_RELU] != 0, consts[1])
+                  last and tile[T_LAST_RELU] != 0, consts[C_ZERO])
         return
     elif tile[T_MODE] == MODE_DOT:
-        dot_tile_kernel(x0, o0, x1, o1, y, o2, tile, zero_first, consts[1])
+        dot_tile_kernel(x0, o0, x1, o1, y, o2, tile, zero_first, consts[C_ZERO])
     elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
         # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
         v = x0[o0] * x1[o1]
@@ -181,7 +189,7 @@ def walk_seq(  # type: ignore[no-untyped-def]
     copy = tile[T_KIND] == KIND_COPY and tile[T_STREAM] != 0
     prev2 = none
     for r in range(npar, nloops):
-        if loops[r, 0] == 0:
+        if loops[r, L_SIZE] == 0:
             return
     # The odometer: the caller's buffer (at least nseq long), allocated once per worker,
     # not once per walk (512 x 32^3 batched products on one thread: 428-440 us with an
@@ -190,7 +198,7 @@ def walk_seq(  # type: ignore[no-untyped-def]
         idx[q] = 0
     has_k = False
     for r in range(npar, nloops):
-        if loops[r, 4] != 0 and loops[r, 0] > 1:
+        if loops[r, L_IS_K] != 0 and loops[r, L_SIZE] > 1:
             has_k = True
     while True:
         # True unless a K loop says otherwise, written as a comparison (always true) so
@@ -200,10 +208,10 @@ def walk_seq(  # type: ignore[no-untyped-def]
         if has_k:
             for q in range(nseq):
                 row = npar + q
-                if loops[row, 4] != 0:
+                if loops[row, L_IS_K] != 0:
                     if idx[q] != 0:
                         first = False
-                    if idx[q] != loops[row, 0] - 1:
+                    if idx[q] != loops[row, L_SIZE] - 1:
                         last = False
         p0 = o0
         p1 = o1
@@ -213,14 +221,14 @@ def walk_seq(  # type: ignore[no-untyped-def]
         while q >= 0:
             row = npar + q
             idx[q] += 1
-            o0 += loops[row, 1]
-            o1 += loops[row, 2]
-            o2 += loops[row, 3]
-            if idx[q] < loops[row, 0]:
+            o0 += loops[row, L_IN0]
+            o1 += loops[row, L_IN1]
+            o2 += loops[row, L_OUT]
+            if idx[q] < loops[row, L_SIZE]:
                 break
-            o0 -= loops[row, 1] * loops[row, 0]
-            o1 -= loops[row, 2] * loops[row, 0]
-            o2 -= loops[row, 3] * loops[row, 0]
+            o0 -= loops[row, L_IN0] * loops[row, L_SIZE]
+            o1 -= loops[row, L_IN1] * loops[row, L_SIZE]
+            o2 -= loops[row, L_OUT] * loops[row, L_SIZE]
             idx[q] = 0
             q -= 1
         # The next tile's offsets: the odometer's, or after the last one the walk's
@@ -242,18 +250,18 @@ def walk_seq(  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always")
 def collapsed_offsets(rows, nrows, tile, it):  # type: ignore[no-untyped-def]
     """The three tensors' offsets at iteration ``it`` of the first ``nrows`` rows of
-    ``rows`` (size, stride in0, in1, out, ...) collapsed into one range, last row
-    fastest, from the tile's origins."""
+    ``rows`` (the loop table's columns, or a blocked program's outer table's) collapsed
+    into one range, last row fastest, from the tile's origins."""
     o0 = tile[T_ORIGIN0]
     o1 = tile[T_ORIGIN1]
     o2 = tile[T_ORIGIN2]
     rem = it
     for r in range(nrows - 1, -1, -1):
-        i = rem % rows[r, 0]
-        rem //= rows[r, 0]
-        o0 += i * rows[r, 1]
-        o1 += i * rows[r, 2]
-        o2 += i * rows[r, 3]
+        i = rem % rows[r, L_SIZE]
+        rem //= rows[r, L_SIZE]
+        o0 += i * rows[r, L_IN0]
+        o1 += i * rows[r, L_IN1]
+        o2 += i * rows[r, L_OUT]
     return o0, o1, o2
 
 
@@ -272,7 +280,7 @@ def loop_iterations(rows, nrows):  # type: ignore[no-untyped-def]
     """The iterations of the first ``nrows`` loop rows collapsed into one range."""
     total = 1
     for r in range(nrows):
-        total *= rows[r, 0]
+        total *= rows[r, L_SIZE]
     return total
 
 
@@ -287,14 +295,14 @@ def _par_rows(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
     """Iterations [start, stop) of a scalar-tile program with only parallel loops, in
     runs along its innermost loop (MODE_ROW with T_ROW_PAR): each iteration is one
     element, written once (parallel loops carry no K), so each run is one row tile."""
-    n_last = loops[npar - 1, 0]
+    n_last = loops[npar - 1, L_SIZE]
     zero_first = tile[T_FIRST_ZERO] != 0
     relu = tile[T_LAST_RELU] != 0
     it = start
     while it < stop:
         o0, o1, o2 = collapsed_offsets(loops, npar, tile, it)
         run = min(n_last - it % n_last, stop - it)
-        row_tile_kernel(x0, o0, x1, o1, y, o2, tile, run, zero_first, relu, consts[1])
+        row_tile_kernel(x0, o0, x1, o1, y, o2, tile, run, zero_first, relu, consts[C_ZERO])
         it += run
 
 
@@ -307,7 +315,7 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
     nloops = loops.shape[0]
     nseq = nloops - npar
     for r in range(npar, nloops):
-        if loops[r, 0] == 0:
+        if loops[r, L_SIZE] == 0:
             return
     swap = tile[T_SWAP] != 0
     mm, nn = (tile[T_N], tile[T_M]) if swap else (tile[T_M], tile[T_N])
@@ -325,7 +333,8 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
     ip = np.int64(iparams.ctypes.data)
     cp = np.int64(consts.ctypes.data)
     isz = np.int64(consts.itemsize)
-    beta = cp + (isz if tile[T_FIRST_ZERO] != 0 else 0)  # 0: written over; 1: added to
+    alpha = cp + C_ONE * isz
+    beta = cp + (C_ZERO if tile[T_FIRST_ZERO] != 0 else C_ONE) * isz  # written over; added to
     # BLAS' A and B: in0 and in1, or in1 and in0 (C^T = B^T A^T) when swapped.
     base0, base1 = np.int64(x0.ctypes.data), np.int64(x1.ctypes.data)
     c_base = np.int64(y.ctypes.data)
@@ -339,7 +348,7 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
             a_ptr, b_ptr = base0 + o0 * isz, base1 + o1 * isz
             if swap:
                 a_ptr, b_ptr = b_ptr, a_ptr
-            call_gemm(fn, ip + 6 * w, ip + 7 * w, ip, ip + w, ip + 2 * w, cp, a_ptr,
+            call_gemm(fn, ip + 6 * w, ip + 7 * w, ip, ip + w, ip + 2 * w, alpha, a_ptr,
                       ip + 3 * w, b_ptr, ip + 4 * w, beta, c_base + o2 * isz, ip + 5 * w)
             # The odometer over the sequential loops, innermost fastest: walk_seq's step,
             # written out again on purpose (one inlined helper for both made 4096 batched
@@ -348,14 +357,14 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
             while q >= 0:
                 row = npar + q
                 idx[q] += 1
-                o0 += loops[row, 1]
-                o1 += loops[row, 2]
-                o2 += loops[row, 3]
-                if idx[q] < loops[row, 0]:
+                o0 += loops[row, L_IN0]
+                o1 += loops[row, L_IN1]
+                o2 += loops[row, L_OUT]
+                if idx[q] < loops[row, L_SIZE]:
                     break
-                o0 -= loops[row, 1] * loops[row, 0]
-                o1 -= loops[row, 2] * loops[row, 0]
-                o2 -= loops[row, 3] * loops[row, 0]
+                o0 -= loops[row, L_IN0] * loops[row, L_SIZE]
+                o1 -= loops[row, L_IN1] * loops[row, L_SIZE]
+                o2 -= loops[row, L_OUT] * loops[row, L_SIZE]
                 idx[q] = 0
                 q -= 1
             if q < 0:
@@ -461,8 +470,8 @@ def run_dot_split(x0, x1, y, tile, consts, nchunks):  # type: ignore[no-untyped-
     for c in prange(nchunks):
         start, stop = thread_chunk(c, k, nchunks)
         partial[c] = dot_strided(x0, ao + start * sa, sa, x1, bo + start * sb, sb, stop - start,
-                          consts[1])
-    acc = consts[1]
+                          consts[C_ZERO])
+    acc = consts[C_ZERO]
     for c in range(nchunks):
         acc += partial[c]
     o2 = tile[T_ORIGIN2]
@@ -510,13 +519,13 @@ _TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "vec_p": _packed_entr
 def _chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
     """run_chunk on arrays given as (pointer, size or rows)."""
     run_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
-              carray(lp, (ln, 5)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start, stop)
+              carray(lp, (ln, LOOP_LEN)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start, stop)
 
 
 def _blas_chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
     """blas_tiles_chunk on arrays given as (pointer, size or rows)."""
     blas_tiles_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
-                     carray(lp, (ln, 5)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start,
+                     carray(lp, (ln, LOOP_LEN)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start,
                      stop)
 
 

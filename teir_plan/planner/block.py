@@ -39,6 +39,7 @@ from teir_plan.isa import LINE_BYTES
 from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import Cost, memory_seconds, total_seconds
 from teir_plan.teir.enums import DimType
+from teir_plan.tilekinds.table import BLOCK_FIELDS, OUTER_FIELDS, named_rows
 
 # A block writes runs of ``out`` along its unit stride at least this long: the
 # output's innermost indices whole, until their run is this many bytes; an index
@@ -107,19 +108,18 @@ class Blocking:
 
     @cached_property
     def outer_table(self) -> np.ndarray:
-        """The outer loops as the executor's run_blocked reads them: (extent, stride
-        in0, in1, out) a row."""
-        t = np.array([(r.extent, r.in0_stride, r.in1_stride, r.out_stride)
-                      for r in self.outer], dtype=np.int64)
-        return t.reshape(len(self.outer), 4)
+        """The outer loops as the executor's run_blocked reads them (tilekinds.table's
+        OUTER_FIELDS: extent, in0's, in1's and out's strides)."""
+        return named_rows(OUTER_FIELDS, [
+            {"size": r.extent, "in0": r.in0_stride, "in1": r.in1_stride, "out": r.out_stride}
+            for r in self.outer])
 
     @cached_property
     def block_table(self) -> np.ndarray:
-        """The block's axes as run_blocked reads them: (extent, stage stride, out
-        stride) a row."""
-        t = np.array([(r.extent, r.stage_stride, r.out_stride) for r in self.block],
-                     dtype=np.int64)
-        return t.reshape(len(self.block), 3)
+        """The block's axes as run_blocked reads them (tilekinds.table's BLOCK_FIELDS:
+        extent, the stage's stride as ``in``, out's)."""
+        return named_rows(BLOCK_FIELDS, [
+            {"size": r.extent, "in": r.stage_stride, "out": r.out_stride} for r in self.block])
 
     def describe(self) -> str:
         dims = " x ".join(f"{r.name} {r.extent}" for r in self.block)

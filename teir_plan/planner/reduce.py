@@ -11,6 +11,7 @@ summed element.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -21,6 +22,7 @@ from teir_plan.frontend.contraction import Layout
 from teir_plan.isa import LINE_BYTES
 from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import Cost, memory_seconds
+from teir_plan.tilekinds.table import named_rows
 
 Axis = tuple[str, int, int, int]  # (name, extent, stride in x, stride in out or in w)
 
@@ -97,10 +99,9 @@ class Reduction:
 
     @cached_property
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        kept = np.array([a[1:] for a in self.kept], np.int64).reshape(-1, 3)
-        vec = np.array(self.vec[1:] if self.vec else (1, 0, 0), np.int64)
-        summed = np.array([a[1:] for a in self.summed], np.int64).reshape(-1, 3)
-        return kept, vec, summed
+        """The kernels' tables: kept, vec and summed (tiles.KEPT_FIELDS and
+        SUMMED_FIELDS)."""
+        return kept_table(self.kept), vec_row(self.vec), summed_table(self.summed)
 
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or
@@ -130,6 +131,23 @@ class Reduction:
         weights = ", weighted by in1" if self.weighted else ""
         return (f"{KINDS[self.kind]} kernel: {what}{weights}; summed {summed}; "
                 f"{SPLITS[self.split]}")
+
+
+def kept_table(kept: Sequence[Sequence]) -> np.ndarray:
+    """Kept axes ``(name, n, stride x, stride out)`` as the kernels' table."""
+    return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so} for _, n, sx, so in kept])
+
+
+def vec_row(vec: Sequence | None) -> np.ndarray:
+    """The vector axis ``(name, n, stride x, stride out)`` as the kernels' row of kept's
+    fields; without one, an axis of extent 1."""
+    _, n, sx, so = vec if vec is not None else ("", 1, 0, 0)
+    return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so}]).reshape(R.KEPT_LEN)
+
+
+def summed_table(summed: Sequence[Sequence]) -> np.ndarray:
+    """Summed axes ``(name, n, stride x, stride w)`` as the kernels' table."""
+    return named_rows(R.SUMMED_FIELDS, [{"n": n, "x": sx, "w": sw} for _, n, sx, sw in summed])
 
 
 def _fuse(axes: list[list], col: int) -> list[list]:
@@ -225,7 +243,7 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         assert vec is not None
         block = R.row_block(isz)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
-        tables = (np.array(vec[1:]), np.array([a[1:] for a in summed]).reshape(-1, 3))
+        tables = (vec_row(vec), summed_table(summed))
         gemv = R.uses_gemv(kind, *tables, weighted, isz, cached)
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
             starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS

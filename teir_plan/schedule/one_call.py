@@ -26,9 +26,11 @@ import numpy as np
 from teir_plan.executor.checks import flat_view
 from teir_plan.executor.lower import Lowered
 from teir_plan.executor.steps_runner import StepsProgram, run_program, steps_program
+from teir_plan.executor.tables import BUFFER_FIELDS
 from teir_plan.schedule.memory import MemoryPlan
 from teir_plan.schedule.steps import BufferSpec, Step, TEIRStep
 from teir_plan.schedule.workspace import LINE, workspace
+from teir_plan.tilekinds.table import named_rows
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], np.dtype]  # shape, element strides, dtype
 
@@ -79,20 +81,20 @@ def one_call_program(steps: Sequence[Step], specs: Sequence[Layout],
         return None
     base = len(specs)
     ndirect = base + sum(1 for b in buffers if b.kind == "const")
-    # The buffer table (operands, out, the plan's buffers): (gathered array, elements of
-    # a temporary or -1, byte offset in its slot), and each one's first element.  The
-    # gathered arrays: the operands, out, the constants, then the slots.
-    rows: list[tuple[int, int, int]] = [(i, -1, 0) for i in range(base)]
+    # The buffer table (operands, out, the plan's buffers: executor/tables.py's
+    # BUFFER_FIELDS), and each one's first element.  The gathered arrays: the operands,
+    # out, the constants, then the slots.
+    rows: list[dict[str, int]] = [_buffer(i) for i in range(base)]
     origins = [_origin(shape, strides) for shape, strides, _ in specs]
     const_views: list[np.ndarray] = []
     for i, spec in enumerate(buffers):
         if spec.kind == "const":
             flat, origin = flat_view(consts[i])
-            rows.append((base + len(const_views), -1, 0))
+            rows.append(_buffer(base + len(const_views)))
             origins.append(origin)
             const_views.append(flat)
         else:
-            rows.append((ndirect + memory.slot_of[i], math.prod(spec.shape), 0))
+            rows.append(_buffer(ndirect + memory.slot_of[i], math.prod(spec.shape)))
             origins.append(0)
     pack_raw = ndirect + len(memory.slot_bytes)
     segments: list[Segment] = []
@@ -110,7 +112,13 @@ def one_call_program(steps: Sequence[Step], specs: Sequence[Layout],
     return OneCall(tuple(segments), tuple(const_views), whole)
 
 
-def _segment(steps: Sequence[Step], start: int, stop: int, rows: list[tuple[int, int, int]],
+def _buffer(array: int, elements: int = -1, offset: int = 0) -> dict[str, int]:
+    """A row of the buffer table: gathered array ``array`` whole (``elements`` -1), or a
+    temporary of ``elements`` at ``offset`` bytes in it."""
+    return {"array": array, "elements": elements, "offset": offset}
+
+
+def _segment(steps: Sequence[Step], start: int, stop: int, rows: list[dict[str, int]],
              origins: list[int], pack_raw: int) -> Segment:
     """Steps [start, stop) as one program; their packs' buffers appended to a copy of
     the buffer table."""
@@ -124,14 +132,14 @@ def _segment(steps: Sequence[Step], start: int, stop: int, rows: list[tuple[int,
         isz = step.chosen.lowered.dtype.itemsize
         for pack, low in zip(step.chosen.packs, step.chosen.lowered_packs):
             n = math.prod(pack.shape)
-            rows.append((pack_raw, n, at))  # where schedule.workspace.carve puts it
+            rows.append(_buffer(pack_raw, n, at))  # where schedule.workspace.carve puts it
             origins.append(0)
             programs.append((low, (inputs[pack.tensor],), len(rows) - 1))
             inputs[pack.tensor] = len(rows) - 1
             at += n * isz + (-n * isz) % LINE
         programs.append((step.chosen.lowered, tuple(inputs), step.dst))
         most = max(most, step.pack_bytes if step.chosen.packs else 0)
-    program = steps_program(programs, np.array(rows, np.int64).reshape(-1, 3),
+    program = steps_program(programs, named_rows(BUFFER_FIELDS, rows),
                             np.array(origins, np.int64))
     assert program is not None, "every step qualified"
     return Segment(start, stop, program, most)

@@ -13,6 +13,11 @@ import numpy as np
 from teir_plan.tilekinds.kind import TileKind
 from teir_plan.tilekinds.loops import MODE as LOOPS_MODE
 from teir_plan.tilekinds.table import (
+    L_IN0,
+    L_IN1,
+    L_IS_K,
+    L_OUT,
+    L_SIZE,
     T_BR,
     T_C_M,
     T_K,
@@ -44,7 +49,8 @@ def fold(loops: np.ndarray, npar: int, tile: np.ndarray) -> np.ndarray:
     if (tile[T_MODE] != LOOPS_MODE or len(loops) == 0
             or any(tile[f] != 1 for f in (T_M, T_N, T_K, T_BR))):
         return loops
-    size, s0, s1, s2, is_k = (int(v) for v in loops[-1])
+    last = loops[-1]
+    size, s0, s1, s2, is_k = (int(last[f]) for f in (L_SIZE, L_IN0, L_IN1, L_OUT, L_IS_K))
     # A K loop sums into one element (out stride 0); any other loop writes a new
     # element each step.  A loop of one step gains nothing.
     if size <= 1 or (s2 == 0) != bool(is_k):

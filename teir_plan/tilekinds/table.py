@@ -1,13 +1,22 @@
-"""The tile table: the integer row that tells the jitted kernels what one tile is.
+"""The integer tables that tell the jitted kernels what to run, each with one schema.
 
-One schema, :data:`FIELDS`, names every slot; the tile kinds (this package) fill a
-``TILE_LEN`` int64 array by name (:func:`set_fields`) and the kernels (copy_kernels,
-gemm_tiles, walker, blocked) read it through the ``T_*`` indices derived from it.
+The tile table: :data:`FIELDS` names every slot of the row that says what one tile is;
+the tile kinds (this package) fill a ``TILE_LEN`` int64 array by name
+(:func:`set_fields`) and the kernels (copy_kernels, gemm_tiles, walker, blocked) read
+it through the ``T_*`` indices derived from it.  The loop table (:data:`LOOP_FIELDS`,
+``L_*``: lowering and the row kind's fold write it, the walker reads it), a blocked
+program's outer loops (:data:`OUTER_FIELDS`, the loop table's first columns) and the
+block copy's table (:data:`BLOCK_FIELDS`, ``B_*``: planner/block.py and lowering's
+copy runs write it, executor/blocked.py reads it) are here too: their writers and
+readers all import this module.  Tables made row by row are built by name with
+:func:`named_rows`.
 Plain constants, no numba: numba freezes them into the code it compiles (the executor's
 cache hashes this package, executor/cache.py).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -110,3 +119,63 @@ def set_fields(tile: np.ndarray, **fields: int) -> None:
 def field(tile: np.ndarray, name: str) -> int:
     """One named field of a tile table."""
     return int(tile[SLOT[name]])
+
+
+def named_rows(fields: tuple[str, ...], rows: Iterable[Mapping[str, int]]) -> np.ndarray:
+    """An int64 table with a column per name of ``fields`` (in their order) and a row per
+    mapping of ``rows``, which names every field and nothing else.
+
+    >>> named_rows(("size", "out"), [{"out": 1, "size": 3}, {"size": 4, "out": 0}]).tolist()
+    [[3, 1], [4, 0]]
+    """
+    given = list(rows)
+    table = np.zeros((len(given), len(fields)), np.int64)
+    for r, row in enumerate(given):
+        if row.keys() != set(fields):
+            raise KeyError(f"a row of {fields} named {sorted(row)}")
+        for j, name in enumerate(fields):
+            table[r, j] = row[name]
+    return table
+
+
+# --- The loop table (executor/lower.py: Lowered.loops) ---------------------------------
+# One row per loop axis of a lowered program: the first ``npar`` rows its parallel axes,
+# the rest its sequential axes in schedule order (a row tile's folded loop removed:
+# row.fold).  The walker (executor/walker.py) walks them as an odometer.
+LOOP_FIELDS: tuple[str, ...] = (
+    "size",  # the axis' extent
+    "in0",  # in0's stride along it (elements)
+    "in1",  # in1's stride along it (0 in a unary program, which has no in1)
+    "out",  # out's stride along it
+    "is_k",  # 1: a K axis (the tile's first and last visits are told apart along it)
+)
+LOOP_SLOT: dict[str, int] = {name: i for i, name in enumerate(LOOP_FIELDS)}
+LOOP_LEN = len(LOOP_FIELDS)
+
+L_SIZE = LOOP_SLOT["size"]
+L_IN0 = LOOP_SLOT["in0"]
+L_IN1 = LOOP_SLOT["in1"]
+L_OUT = LOOP_SLOT["out"]
+L_IS_K = LOOP_SLOT["is_k"]
+
+# --- A blocked program's outer loops (planner/block.py: Blocking.outer_table) ----------
+# One row per loop around the blocks, outermost first: the loop table's columns without
+# ``is_k`` (no K axis goes around the blocks), read by the same helpers
+# (walker.collapsed_offsets, loop_iterations) through the ``L_*`` indices.
+OUTER_FIELDS: tuple[str, ...] = LOOP_FIELDS[:L_IS_K]
+OUTER_LEN = len(OUTER_FIELDS)
+
+# --- The block copy's table (planner/block.py: Blocking.block_table; lower.copy_runs) --
+# One row per axis of a block copied into out, outermost in out first
+# (blocked._copy_block).
+BLOCK_FIELDS: tuple[str, ...] = (
+    "size",  # the axis' extent in the block
+    "in",  # the stride of what is copied: the stage's (a blocked program), in0's (copy runs)
+    "out",  # out's stride
+)
+BLOCK_SLOT: dict[str, int] = {name: i for i, name in enumerate(BLOCK_FIELDS)}
+BLOCK_LEN = len(BLOCK_FIELDS)
+
+B_SIZE = BLOCK_SLOT["size"]
+B_IN = BLOCK_SLOT["in"]
+B_OUT = BLOCK_SLOT["out"]
