@@ -86,6 +86,17 @@ def test_a_gemm_with_a_fused_axis_a_pack_and_relu_in_words() -> None:
         "and a ReLU is applied after the sum (`prim_last=relu`).")
 
 
+def test_a_copy_writes_its_output_over_in_words() -> None:
+    # A unary program with prim_first=none writes its output, it adds into nothing.
+    prog = tp.TEIR.from_fields(data_type="float32", prim_first="none", prim_main="copy",
+                               prim_last="none", dim_types=["c", "c"],
+                               exec_types=["seq", "prim"], dim_sizes=[3, 4],
+                               strides=[[4, 1], [1, 3]])
+    text = describe_program(_cand(prog, ("i", "j")))
+    assert "write the output over (`prim_first=none`)." in text
+    assert "add into" not in text
+
+
 def test_one_call_over_the_whole_operands_in_words() -> None:
     assert describe_program(_abk()) == (
         "The program is one GEMM call over the whole operands: M = `ab`, N = `c`, K = `k`. "

@@ -101,9 +101,12 @@ def describe_program(cand: Candidate) -> str:
     text += f" {_series(before)[0].upper()}{_series(before)[1:]}."
     if p.prim_first is Prim.ZERO:
         text += " The output is zeroed on first access (`prim_first=zero`)"
-    else:
+    elif p.prim_main in (Prim.GEMM, Prim.BRGEMM):
         text += " The calls add into the output (`prim_first=none`)"
-    text += (", and a ReLU is applied after the sum (`prim_last=relu`)."
+    else:  # a unary primitive writes its output over
+        text += " The calls write the output over (`prim_first=none`)"
+    after = "sum" if p.prim_main in (Prim.GEMM, Prim.BRGEMM) else "copy"
+    text += (f", and a ReLU is applied after the {after} (`prim_last=relu`)."
              if p.prim_last is Prim.RELU else ".")
     return text
 
