@@ -11,6 +11,7 @@ cluster's limits; here the accounting itself.)"""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -139,3 +140,17 @@ def test_no_neighbouring_chunking_within_the_budget_predicts_less(case: int, bud
         other = ChunkChoice(c, {**chosen.chunks, index: t}, 4, (), given)
         if t != n and other.task_bytes <= budget:
             assert predicted_seconds(other, rates, given) >= best * (1 - 1e-9), (index, t)
+
+
+def test_a_rechunk_after_a_split_is_weighed_against_the_split_chunking() -> None:
+    # ik,kj with every index whole: tasks over 8 MiB, so i is split first; j's rechunk
+    # then gains over that split chunking (not over the given one, which the budget
+    # had already ruled out).
+    c = Contraction(("ik", "kj"), "ij", {"i": 512, "j": 512, "k": 2048}, 4)
+    ch = choose_chunks(c, {"i": 512, "j": 512, "k": 2048}, 8 << 20,
+                       Rates(50e9, 10e9, threads=4))
+    assert ch.reasons[0].startswith("split ")
+    moved = re.fullmatch(r"rechunked .*: predicted (\S+) s against (\S+) s as split",
+                         ch.reasons[1])
+    assert moved is not None, ch.reasons
+    assert float(moved[1]) < float(moved[2])

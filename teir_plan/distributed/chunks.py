@@ -377,8 +377,8 @@ def choose_chunks(contraction: Contraction, given: Mapping[str, int], budget_byt
         reasons.append("rechunked " + ", ".join(f"{c}={chunks[c]}"
                                                for c in dict.fromkeys(moved))
                        + f": predicted {seconds(chunks):.3g} s against "
-                       f"{seconds({c: max(1, min(given[c], ext[c])) for c in chunks}):.3g} s "
-                       "as given")
+                       # (the chunking it moved from: the given one split to the budget)
+                       f"{seconds(start):.3g} s " + ("as split" if split else "as given"))
     return ChunkChoice(contraction, chunks, split_every, tuple(reasons) or
                        ("as given: no other chunking predicts less time",), given)
 
