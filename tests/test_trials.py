@@ -8,6 +8,8 @@ float64), the budget's bookkeeping, the stored choice and what explain says.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -349,3 +351,40 @@ def test_a_tree_times_numpy_along_its_own_path(self_correcting) -> None:  # type
     for _ in range(40):
         np.testing.assert_allclose(tp.einsum(expr, *ops), ref, rtol=1e-4, atol=1e-3)
     assert plan.choice is not None
+
+
+def test_a_trees_steps_take_rounds_one_after_the_other(self_correcting, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Two steps of comparable time: the main step's runners-up first, then the other
+    # step's runners-up on what the first round kept; every call is right.  (numpy is
+    # left out: kept, it would end the rounds.)
+    monkeypatch.setattr(trials, "numpy_contender", lambda plan, path=None: None)
+    expr = "ab,bc,cd->ad"
+    rng = np.random.default_rng(4)
+    ops = [rng.standard_normal(s).astype(np.float32)
+           for s in ((192, 160), (160, 224), (224, 128))]
+    ref = np.einsum(expr, *(o.astype(np.float64) for o in ops))
+    plan = tp.plan(expr, *ops)
+    steps = trials.trial_steps(plan)
+    assert len(steps) == 2 and steps[0] == plan.steps.index(plan.main_step)
+    rounds: set[str] = set()
+    for _ in range(200):
+        np.testing.assert_allclose(tp.einsum(expr, *ops), ref, rtol=1e-4, atol=1e-3)
+        if plan.trials is None:
+            break
+        rounds |= {c.name for c in plan.trials.contenders}
+        if plan.trials.winner is not None and any(f"for step {steps[1]}" in n
+                                                  for n in rounds):
+            break
+    assert any(f"for step {steps[1]}" in n for n in rounds), rounds
+    assert plan.choice is not None
+    stored = json.loads((self_correcting / "choices.json").read_text())["machines"]
+    (entries,) = stored.values()
+    assert len(entries) == 2  # one choice per round, the next process starts with both
+
+
+def test_a_plan_of_one_big_step_takes_one_round(self_correcting) -> None:  # type: ignore[no-untyped-def]
+    expr, sa, sb = CASE
+    rng = np.random.default_rng(1)
+    plan = tp.plan(expr, rng.standard_normal(sa).astype(np.float32),
+                   rng.standard_normal(sb).astype(np.float32))
+    assert trials.trial_steps(plan) == [plan.steps.index(plan.main_step)]

@@ -156,11 +156,12 @@ class Plan:
             return [self._on_executor(self.steps)]
         return [self.with_candidate(c) for c in step.alternatives]
 
-    def with_candidate(self, cand: Candidate) -> Plan:
-        """This plan with the main step running ``cand`` instead."""
-        assert self._main is not None
+    def with_candidate(self, cand: Candidate, step: int | None = None) -> Plan:
+        """This plan with step ``step`` (the main step by default) running ``cand``."""
+        i = self._main if step is None else step
+        assert i is not None
         steps = list(self.steps)
-        steps[self._main] = steps[self._main].with_choice(cand)  # type: ignore[attr-defined]
+        steps[i] = steps[i].with_choice(cand)  # type: ignore[attr-defined]
         return self._on_executor(steps)
 
     def _on_executor(self, steps: Sequence[Step]) -> Plan:

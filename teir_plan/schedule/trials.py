@@ -29,7 +29,9 @@ model's choice, its next ``RUNNERS_UP`` candidates (the same steps, another cand
 for the main contraction) and, for operands of the result's dtype, numpy.einsum: with
 ``optimize=True`` for one or two operands (what numpy itself would run: its pairwise
 steps on BLAS through tensordot), along the plan's own path for more, so a plan cannot
-stay slower than numpy once its trials are done.
+stay slower than numpy once its trials are done.  A tree's other steps of a fifth or more
+of its predicted time then take rounds of their own, one after the other, each timing
+that step's runners-up within what the rounds before kept (:func:`trial_steps`).
 
 ``TEIR_PLAN_SELF_CORRECT=0`` turns this off (the test suite does, so that plans are
 deterministic); plans predicted under ``MIN_PLAN_SECONDS`` never take trials (their time
@@ -52,11 +54,11 @@ from teir_plan.executor.cache import warm_only
 from teir_plan.schedule import choices
 from teir_plan.schedule.in_force import machine_params
 from teir_plan.schedule.numpy_path import numpy_seconds, path_of
+from teir_plan.schedule.steps import Candidate, TEIRStep
 from teir_plan.teir.enums import is_half
 
 if TYPE_CHECKING:
     from teir_plan.schedule.plan import Plan
-    from teir_plan.schedule.steps import Candidate
 
 TRIAL_BUDGET = 0.05
 # Two timed runs each, so that five contenders settle within the 20 calls a training
@@ -65,6 +67,10 @@ TRIAL_BUDGET = 0.05
 # (see _settle).
 ROUNDS = 2
 RUNNERS_UP = 3
+# A tree's steps other than the main one take a round of trials of their own when they
+# are predicted at least this share of the plan's time, up to MAX_ROUNDS rounds in all.
+STEP_SHARE = 0.2
+MAX_ROUNDS = 3
 # A contender this much slower than the best after its runs is dropped; only the chance
 # of a switch is lost if noise drops a good one, never a call's speed.
 DROP_RATIO = 1.15
@@ -99,13 +105,17 @@ class Contender:
                                                     np.ndarray],
                  run: Callable[[Sequence[np.ndarray], np.ndarray], None],
                  predicted: float | None, fingerprint: str | Callable[[], str],
-                 prepare: Callable[[], None] | None = None) -> None:
+                 prepare: Callable[[], None] | None = None,
+                 made: list[Plan] | None = None) -> None:
         self.name = name
         self.execute = execute
         self.run = run
         # Builds what the contender runs, before its first run and outside its timing
         # (its cost is the trials' all the same): a contender never picked is never built.
         self.prepare = prepare
+        # The plan it runs, once made (None for numpy.einsum): a tree's next round of
+        # trials runs on the one kept.
+        self.made = made
         self.predicted = predicted
         self._fingerprint = fingerprint
         self.times: list[float] = []
@@ -116,6 +126,10 @@ class Contender:
     @property
     def best(self) -> float:
         return min(self.times) if self.times else float("inf")
+
+    @property
+    def plan(self) -> Plan | None:
+        return self.made[0] if self.made else None
 
     @property
     def fingerprint(self) -> str:
@@ -364,12 +378,13 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
     return Contender("numpy.einsum", execute, run, predicted, "numpy.einsum")
 
 
-def plan_fingerprint(plan: Plan) -> str:
-    """What tells a plan's main-step candidate apart, stable across processes."""
-    step = plan.main_step
-    if step is None:
+def plan_fingerprint(plan: Plan, step: int | None = None) -> str:
+    """What tells a plan's candidate for step ``step`` (the main step by default) apart,
+    stable across processes."""
+    st = plan.main_step if step is None else plan.steps[step]
+    if not isinstance(st, TEIRStep):
         return "steps"
-    return candidate_fingerprint(step.chosen)
+    return candidate_fingerprint(st.chosen)
 
 
 def candidate_fingerprint(cand: Candidate) -> str:
@@ -384,72 +399,112 @@ def eligible(plan: Plan) -> bool:
             and not plan.info.autotuned)
 
 
+def trial_steps(plan: Plan) -> list[int]:
+    """The steps whose candidates the trials time, in the order they take their turns:
+    the main step (the most flops), then a tree's other steps of at least STEP_SHARE of
+    the plan's predicted time, slowest first, at most MAX_ROUNDS in all."""
+    main = plan.main_step
+    if main is None:
+        return []
+    total = plan.predicted_seconds
+    others = sorted(((s.chosen.cost.seconds, i) for i, s in enumerate(plan.steps)
+                     if isinstance(s, TEIRStep) and s is not main and len(s.alternatives) > 1
+                     and s.chosen.cost.seconds >= STEP_SHARE * total), reverse=True)
+    return [plan.steps.index(main), *(i for _, i in others)][:MAX_ROUNDS]
+
+
 def attach(plan: Plan, problem: str) -> None:
     """Give ``plan`` (cached under the key whose repr is ``problem``) its trials: its
     first call runs the model's choice; the second builds the other contenders, or takes
-    the choice an earlier process' trials stored for it on this machine."""
-    model = Contender("the model's choice", plan.execute_planned, plan.run_planned,
-                      plan.predicted_seconds, lambda: plan_fingerprint(plan))
+    the choice an earlier process' trials stored for it on this machine.  A tree's steps
+    take their turns one after the other (:func:`trial_steps`): each round times one
+    step's runners-up within what the rounds before kept."""
+    _round(plan, problem, plan, "the model's choice", trial_steps(plan), 0, None)
+
+
+def _round(plan: Plan, problem: str, base: Plan, base_name: str, steps: list[int],
+           index: int, before: Trials | None) -> None:
+    """Round ``index``: ``base`` (the model's choice, or what the rounds before kept,
+    named ``base_name``) against the runners-up of step ``steps[index]`` on it (and, in
+    the first round, numpy.einsum); ``before``: the last round's trials, whose calls'
+    time the budget carries on from."""
+    step = steps[index] if index < len(steps) else None
+    key = problem if index == 0 else f"{problem} step {step}"
+    model = Contender(base_name, base.execute_planned, base.run_planned,
+                      base.predicted_seconds, lambda: plan_fingerprint(base, step), None,
+                      [base])
 
     def keep(trials: Trials, outcome: Outcome | None) -> None:
-        plan.choice = outcome
-        if trials.winner is model:
+        if outcome is not None:
+            plan.choice = outcome
+        if trials.winner is model and base is plan:
             plan.trials = None  # no timing, no indirection from here on
 
     def settled(trials: Trials) -> None:
         keep(trials, trials.outcome)
-        assert trials.winner is not None
-        choices.store(problem, trials.winner.fingerprint)
+        winner = trials.winner
+        assert winner is not None
+        choices.store(key, winner.fingerprint)
+        if winner.plan is not None and index + 1 < len(steps):
+            _round(plan, problem, winner.plan, winner.name, steps, index + 1, trials)
 
     def expand(trials: Trials) -> None:
         # Only the runners-up are made plans, and they are told apart by their TEIR
         # records' equality; the JSON fingerprints (about a millisecond each, most of
         # this call's cost) are computed only when a stored choice is looked up or a
         # winner stored.
-        step = plan.main_step
-        seen = [] if step is None else [_same_as(step.chosen)]
-        for rank, cand in enumerate(() if step is None
-                                    else step.alternatives[1:1 + RUNNERS_UP], start=1):
-            key = _same_as(cand)
-            if key in seen:
+        st = None if step is None else base.steps[step]
+        assert st is None or isinstance(st, TEIRStep)
+        seen = [] if st is None else [_same_as(st.chosen)]
+        of = "" if index == 0 else f" for step {step}"
+        for rank, cand in enumerate(() if st is None else st.alternatives[1:1 + RUNNERS_UP],
+                                    start=1):
+            if _same_as(cand) in seen:
                 continue
-            seen.append(key)
-            trials.contenders.append(_candidate_contender(plan, rank, cand))
-        baseline = numpy_contender(plan, path_of(plan) if len(plan.operands) > 2 else None)
-        if baseline is not None:
-            trials.contenders.append(baseline)
+            seen.append(_same_as(cand))
+            trials.contenders.append(_candidate_contender(
+                base, step, f"the model's candidate {rank}{of}", cand))
+        if index == 0:
+            baseline = numpy_contender(plan, path_of(plan) if len(plan.operands) > 2
+                                       else None)
+            if baseline is not None:
+                trials.contenders.append(baseline)
         if len(trials.contenders) == 1:  # nothing to time it against
             trials.winner = model
             keep(trials, None)
             return
-        kept = choices.stored(problem)
+        kept = choices.stored(key)
         for c in trials.contenders if kept is not None else ():
             if choices.digest(c.fingerprint) == kept:
                 trials.winner = c
                 trials.outcome = Outcome(kept=c.name, calls=0, seconds=(), stored=True)
-                keep(trials, trials.outcome)
+                settled(trials)
                 return
 
-    plan.trials = Trials([model], expand=expand, on_settled=settled,
-                         has_stored=lambda: choices.stored(problem) is not None)
+    trials = Trials([model], expand=expand, on_settled=settled,
+                    has_stored=lambda: choices.stored(key) is not None)
+    if before is not None:  # the budget is a share of all the calls so far
+        trials.total, trials.spent = before.total + before.first, before.spent
+    plan.trials = trials
 
 
-def _candidate_contender(plan: Plan, rank: int, cand: Candidate) -> Contender:
-    """The plan with its main step running ``cand``: made a plan of its own (and its
+def _candidate_contender(base: Plan, step: int | None, name: str,
+                         cand: Candidate) -> Contender:
+    """``base`` with its step ``step`` running ``cand``: made a plan of its own (and its
     program lowered) only when the trials first pick it."""
+    assert step is not None
     made: list[Plan] = []
-    main = plan.main_step
-    assert main is not None
+    was = base.steps[step]
+    assert isinstance(was, TEIRStep)
 
     def prepare() -> None:
-        made.append(plan.with_candidate(cand))
+        made.append(base.with_candidate(cand, step))
         cand.lowered  # noqa: B018  (lowered once, outside the contender's timing)
 
-    return Contender(f"the model's candidate {rank}",
-                     lambda arrays, out: made[0].execute(arrays, out),
+    return Contender(name, lambda arrays, out: made[0].execute(arrays, out),
                      lambda arrays, out: made[0].run(arrays, out),
-                     plan.predicted_seconds - main.chosen.cost.seconds + cand.cost.seconds,
-                     lambda: candidate_fingerprint(cand), prepare)
+                     base.predicted_seconds - was.chosen.cost.seconds + cand.cost.seconds,
+                     lambda: candidate_fingerprint(cand), prepare, made)
 
 
 def _same_as(cand: Candidate) -> tuple[object, ...]:
