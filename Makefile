@@ -62,10 +62,13 @@ notebooks: $(STAMP)
 	TEIR_PLAN_AUTOCALIBRATE=reference $(PY) -m pytest -q -n 2 --nbmake notebooks -p no:cacheprovider
 
 # `make docs` regenerates the pages derived from benchmarks/results and the example's
-# output (tracked files: commit them), then builds the site into site/.
+# output (tracked files: commit them), then builds the site into site/, running the
+# notebooks so that their pages show their outputs (against the reference parameters, as
+# `make notebooks` does; about two minutes).
 docs: $(STAMP)
 	$(PY) docs/scripts/generate.py
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	TEIR_PLAN_DOCS_EXECUTE=true TEIR_PLAN_AUTOCALIBRATE=reference NO_MKDOCS_2_WARNING=1 \
+	  $(VENV)/bin/mkdocs build --strict --quiet
 
 # What `make test` runs: writes no tracked file; fails on a stale generated page, a
 # broken link or a broken API reference (strict build into the ignored site/).
