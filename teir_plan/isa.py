@@ -138,11 +138,12 @@ def compile_target() -> tuple[str, set[str], str]:
         return cpu, _llvm_host()[1], arch
     feats = _parse_features(feats_env)
     if not feats_env.strip():
+        # (every CPU of these lists converts float16 in hardware, F16C: executor/half_bits.py)
         low = cpu.lower()
         if low in _AVX512_CPUS:
-            feats = {"avx512f", "avx2", "fma"}
+            feats = {"avx512f", "avx2", "fma", "f16c"}
         elif low in _AVX2_CPUS:
-            feats = {"avx2", "fma"}
+            feats = {"avx2", "fma", "f16c"}
     return cpu, feats, arch
 
 

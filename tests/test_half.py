@@ -1,6 +1,8 @@
 """16-bit floats (numpy's float16, ml_dtypes' bfloat16): TEIR's two 16-bit data types,
-and tp.einsum on 16-bit arrays, which converts each operand to float32 once, runs the
-float32 plan and rounds the result once (teir_plan/schedule/half.py).
+and tp.einsum on 16-bit arrays, which reads the operands of a reduction in place
+(the reduction kernels widen each element to float32 in registers) and converts every
+other operand to float32 once, runs the float32 plan and rounds the result once
+(teir_plan/schedule/half.py).
 
 **The error bound.**  Every result is compared with ``ref``, numpy.einsum in float64 on
 the inputs converted to float32 (exactly), and ``S``, the same einsum over their absolute
@@ -22,8 +24,10 @@ values.  A 16-bit result of teir_plan satisfies, elementwise,
 A float32 result (``dtype=np.float32``, a float32 ``out=``, mixed promotion) is the
 accumulator itself: the same bound with ``u16 = tiny16 = 0``.
 
-Small shapes and float32 kernels only: nothing here compiles a kernel the rest of the
-suite does not.
+Small shapes (but for the reductions read in place: up to 8 MiB, for their splits over
+the threads and every bit pattern), and float32 kernels but for the reduction kernels'
+16-bit variants (one per 16-bit type, serial and parallel), which only this module
+compiles.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan.machine.params import MachineParams
 from teir_plan.schedule.half import RoundStep, WidenStep, convert_seconds
-from teir_plan.schedule.steps import TEIRStep
+from teir_plan.schedule.steps import ReduceStep, TEIRStep
 from teir_plan.teir.enums import is_half
 from tests.strategies import counted, fuzz_settings
 
@@ -114,8 +118,12 @@ def test_binary_contractions_within_the_bound(dtype, subscripts, shapes) -> None
     assert_within_bound(got, subscripts, ops)
     plan = tp.plan(subscripts, *ops)
     kinds = [s.kind for s in plan.steps]
-    # Each operand converted once, the float32 plan, one rounding at the end.
-    assert kinds[:2] == ["widen", "widen"] and kinds[-1] == "round", kinds
+    if subscripts in ("ij,j->i", "i,i->"):
+        # A vector weighting a sum: the reduction kernel reads both operands in place.
+        assert kinds == ["reduce", "round"], kinds
+    else:
+        # Each operand converted once, the float32 plan, one rounding at the end.
+        assert kinds[:2] == ["widen", "widen"] and kinds[-1] == "round", kinds
     assert all(s.teir.primitives.data_type is tp.DataType.FLOAT32
                for s in plan.steps if isinstance(s, TEIRStep))
 
@@ -155,6 +163,198 @@ def test_permutations_are_exact(dtype) -> None:
     wide = tp.einsum("ijk->kji", x, dtype=np.float32)
     assert wide.dtype == F32
     np.testing.assert_array_equal(wide, x.transpose(2, 1, 0).astype(np.float32))
+
+
+# ---- reductions read in place -----------------------------------------------------------------
+
+
+def _laid_out(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype,
+              how: str) -> np.ndarray:
+    """Values of ``shape`` in a view of a NaN-filled parent: contiguous, with gaps
+    (every other element of each axis), transposed (the parent's axes reversed) or
+    reversed (negative strides).  A kernel reading any element outside the view brings
+    a NaN into the result."""
+    values = _values(rng, shape, dtype)
+    if how == "transposed":
+        parent = np.full(tuple(n + 2 for n in shape[::-1]), np.nan, dtype)
+        view = parent[tuple(slice(1, n + 1) for n in shape[::-1])].T
+    elif how == "gaps":
+        parent = np.full(tuple(2 * n + 1 for n in shape), np.nan, dtype)
+        view = parent[tuple(slice(1, 2 * n + 1, 2) for n in shape)]
+    else:
+        parent = np.full(tuple(n + 2 for n in shape), np.nan, dtype)
+        view = parent[tuple(slice(1, n + 1) for n in shape)]
+        if how == "reversed":
+            view = view[::-1]
+    view[...] = values
+    assert view.shape == shape and not np.isnan(view.astype(np.float32)).any()
+    return view
+
+
+def _in_place_step(plan: tp.Plan, dtype: np.dtype) -> ReduceStep:
+    """The plan's one reduction step, which reads its 16-bit operands in place: no
+    operand converted first."""
+    assert not any(isinstance(s, WidenStep) for s in plan.steps), plan.steps
+    (step,) = [s for s in plan.steps if isinstance(s, ReduceStep)]
+    assert step.reduction.operand == dtype and step.reduction.dtype == F32
+    assert all(plan.operands[i].dtype == dtype for i in step.inputs)
+    return step
+
+
+# (subscripts, shapes): one operand summed; an operand weighted by a vector, either
+# first.  The larger ones read over 256 KiB: split over the threads
+# (planner/reduce.py's PARALLEL_MIN_BYTES).
+IN_PLACE = [
+    ("ij->i", [(37, 300)]), ("ij->j", [(37, 300)]), ("ijk->k", [(6, 7, 40)]),
+    ("ij->", [(37, 300)]), ("ijk->ik", [(5, 64, 3)]),
+    ("ij,j->i", [(37, 300), (300,)]), ("ji,j->i", [(300, 37), (300,)]),
+    ("j,ij->i", [(300,), (37, 300)]), ("i,i->", [(5000,), (5000,)]),
+    ("ij->i", [(600, 300)]), ("ij->j", [(600, 300)]), ("ij->", [(600, 300)]),
+    ("ijk->k", [(40, 50, 80)]), ("ij,j->i", [(600, 300), (300,)]),
+    ("ji,j->i", [(600, 300), (600,)]), ("i,i->", [(200_000,), (200_000,)]),
+    # Short weighted rows, which float32 runs on BLAS' ?gemv (no 16-bit type): the rows
+    # kernel.
+    ("ki,k->i", [(3000, 24), (3000,)]),
+]
+
+
+@pytest.mark.parametrize("how", ["contiguous", "gaps", "transposed", "reversed"])
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+@pytest.mark.parametrize("subscripts,shapes", IN_PLACE,
+                         ids=[f"{s}-{'x'.join(map(str, sh[0]))}" for s, sh in IN_PLACE])
+def test_reductions_read_16_bit_operands_in_place(subscripts, shapes, dtype, how) -> None:
+    rng = np.random.default_rng(20)
+    ops = [_laid_out(rng, shape, dtype, how) for shape in shapes]
+    got = tp.einsum(subscripts, *ops)
+    assert got.dtype == dtype
+    assert_within_bound(got, subscripts, ops)
+    plan = tp.plan(subscripts, *ops)
+    assert [s.kind for s in plan.steps] == ["reduce", "round"]
+    _in_place_step(plan, dtype)
+    assert f"{dtype} read in place, summed in float32" in str(plan.explain())
+    # dtype=float32: the accumulator itself, written by the same kernel into the result.
+    wide = tp.einsum(subscripts, *ops, dtype=np.float32)
+    assert wide.dtype == F32
+    assert_within_bound(wide, subscripts, ops)
+    np.testing.assert_array_equal(np.asarray(wide).astype(dtype), got)
+    plan32 = tp.plan(subscripts, *ops, dtype=np.float32)
+    assert [s.kind for s in plan32.steps] == ["reduce"]
+    _in_place_step(plan32, dtype)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+def test_short_weighted_rows_run_on_the_rows_kernel_not_gemv(dtype) -> None:
+    rng = np.random.default_rng(22)
+    x, v = _values(rng, (3000, 24), dtype), _values(rng, (3000,), dtype)
+    wide = tp.plan("ki,k->i", x.astype(F32), v.astype(F32)).steps[0]
+    assert isinstance(wide, ReduceStep) and wide.reduction.prepared.gemv  # float32: ?gemv
+    red = _in_place_step(tp.plan("ki,k->i", x, v), dtype).reduction
+    assert not red.prepared.gemv
+    assert_within_bound(tp.einsum("ki,k->i", x, v), "ki,k->i", [x, v])
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+def test_every_16_bit_value_is_widened_exactly_in_place(dtype) -> None:
+    """Every bit pattern of the type (NaN, infinities, subnormals, -0.0) summed with
+    zeros, or weighted by a one-hot vector, through the inner kernel (``ij->i``) and
+    the rows kernel (``ji->i``): exactly its float32 value, the NaNs NaN."""
+    values = np.arange(1 << 16, dtype=np.uint16).view(dtype)
+    want = values.astype(np.float32)
+    x = np.zeros((1 << 16, 64), dtype)
+    x[:, 5] = values
+    hot = np.zeros(64, dtype)
+    hot[5] = 1
+    for subscripts, ops in (("ij->i", [x]), ("ij,j->i", [x, hot]),
+                            ("ji->i", [x.T.copy()]), ("ji,j->i", [x.T.copy(), hot])):
+        plan = tp.plan(subscripts, *ops, dtype=np.float32)
+        _in_place_step(plan, dtype)
+        np.testing.assert_array_equal(plan(*ops), want, err_msg=subscripts)
+        # ... and rounded back to the 16-bit type: the value itself.
+        np.testing.assert_array_equal(tp.einsum(subscripts, *ops).astype(np.float32), want,
+                                      err_msg=subscripts)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+def test_nan_and_infinities_in_place_as_numpy(dtype) -> None:
+    rng = np.random.default_rng(21)
+    x = _values(rng, (40, 300), dtype)
+    x[3, 7] = np.nan
+    x[5, 0], x[5, 299] = np.inf, -np.inf  # inf - inf: NaN
+    x[9, 100] = -np.inf
+    x[20, 3], x[21, 3] = np.inf, np.inf
+    w = _values(rng, (300,), dtype)
+    w[250] = 0.0  # inf * 0: NaN where a row has an infinity there
+    x[30, 250] = np.inf
+    for subscripts, ops in (("ij->i", [x]), ("ij->j", [x]), ("ij->", [x]),
+                            ("ij,j->i", [x, w]), ("ij,i->j", [x, x[:, 0].copy()])):
+        got = tp.einsum(subscripts, *ops)
+        _in_place_step(tp.plan(subscripts, *ops), dtype)
+        assert_within_bound(got, subscripts, ops)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+def test_the_cost_model_counts_two_bytes_an_element_read_in_place(dtype) -> None:
+    m, n = 3000, 2000
+    red16 = _in_place_step(tp.plan("ij->i", np.ones((m, n), dtype)), dtype).reduction
+    (step32,) = tp.plan("ij->i", np.ones((m, n), F32)).steps
+    assert isinstance(step32, ReduceStep)
+    red32 = step32.reduction
+    # The operand's bytes, and out's lines read for ownership and written (float32 sums).
+    assert red16.cost.dram_bytes + red16.cost.llc_bytes == m * n * 2 + 2 * m * 4
+    assert red32.cost.dram_bytes + red32.cost.llc_bytes == m * n * 4 + 2 * m * 4
+    assert red16.cost.memory_seconds < 0.6 * red32.cost.memory_seconds
+    # Weighted: the vector's bytes at 2 each too.
+    red16w = _in_place_step(tp.plan("ij,j->i", np.ones((m, n), dtype), np.ones(n, dtype)),
+                            dtype).reduction
+    assert red16w.cost.dram_bytes + red16w.cost.llc_bytes >= m * n * 2 + n * 2 + 2 * m * 4
+    assert red16w.cost.dram_bytes + red16w.cost.llc_bytes < m * n * 4
+
+
+@pytest.mark.parametrize("ops", [
+    [np.ones((30, 40), BF16), np.ones(40, F16)],  # two 16-bit types: float32 result
+    [np.ones((30, 40), F16), np.ones(40, F32)],  # a float32 vector
+    [np.ones((30, 40), np.dtype(">f2"))],  # not in native byte order
+    [np.ones((30, 40), F16), np.ones((30, 40), F16)],  # ij,ij->i: a TEIR product
+], ids=["bfloat16-float16", "float16-float32", "big-endian", "product"])
+def test_other_operands_are_converted_first(ops) -> None:
+    subscripts = ("ij->i" if len(ops) == 1 else
+                  "ij,ij->i" if ops[1].ndim == 2 else "ij,j->i")
+    got = tp.einsum(subscripts, *ops)
+    assert got.dtype == np.result_type(*ops)
+    assert_within_bound(got, subscripts, ops)
+    plan = tp.plan(subscripts, *ops)
+    assert any(isinstance(s, WidenStep) for s in plan.steps)
+    assert not any(isinstance(s, ReduceStep) and s.reduction.operand is not None
+                   for s in plan.steps)
+
+
+@pytest.mark.parametrize("hardware", [True, False], ids=["hardware", "software"])
+def test_the_kernels_widen_every_bit_pattern_exactly(monkeypatch: pytest.MonkeyPatch,
+                                                     hardware: bool) -> None:
+    """executor/half_bits.py's widening, float16 through F16C's instruction where the
+    compile target has it and through integer operations where it does not (the
+    software path compiled here on any host), and bfloat16's shift."""
+    from numba import njit
+
+    from teir_plan.executor import half_bits
+
+    if hardware and not half_bits.hardware_float16():
+        pytest.skip("the compile target has no float16 conversion instruction")
+    monkeypatch.setattr(half_bits, "hardware_float16", lambda: hardware)
+
+    @njit
+    def widen_all(bits, out):  # type: ignore[no-untyped-def]
+        for i in range(bits.size):
+            out[i] = half_bits.value(bits[i])
+
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    for dtype in HALVES:
+        out = np.empty(1 << 16, F32)
+        widen_all(bits.view(half_bits.bits_dtype(dtype)), out)
+        want = bits.view(dtype).astype(F32)
+        same = out.view(np.uint32) == want.view(np.uint32)
+        assert (same | (np.isnan(out) & np.isnan(want))).all(), dtype
+        assert np.isnan(out).sum() == np.isnan(want).sum()
 
 
 # ---- trees --------------------------------------------------------------------------------
@@ -442,8 +642,8 @@ def test_etops_writer_and_the_executor_refuse_16_bit_programs(data_type) -> None
     _gemm("float32").to_etops_json()  # the same schedule in float32 exports
     dt = tp.DataType.coerce(data_type).numpy
     arrays = [np.zeros(20, dt), np.zeros(15, dt), np.zeros(12, dt)]
-    with pytest.raises(tp.DTypeError, match=f"data_type: the executor has no 16-bit "
-                                            f"kernels yet, so a {data_type} program"):
+    with pytest.raises(tp.DTypeError, match=f"data_type: the executor's TEIR kernels have "
+                                            f"no 16-bit type yet, so a {data_type} program"):
         tp.execute(prog, *arrays)
 
 

@@ -34,10 +34,11 @@ def check_arrays(teir: TEIR, arrays: Sequence[object]) -> None:
         )
     if teir.primitives.data_type.is_half:
         raise DTypeError(
-            f"data_type: the executor has no 16-bit kernels yet, so a "
+            f"data_type: the executor's TEIR kernels have no 16-bit type yet, so a "
             f"{teir.primitives.data_type} program cannot run (run its schedule with "
             f"data_type float32 on float32 arrays; tp.einsum takes float16 and bfloat16 "
-            f"arrays, converting them to float32 once per call)"
+            f"arrays: its reductions read them in place, its other steps convert them to "
+            f"float32 once per call)"
         )
     want = teir.primitives.data_type.numpy
     for name, arr in zip(names, arrays):

@@ -52,6 +52,7 @@ from numba.extending import get_cython_function_address, intrinsic
 from teir_plan.blaslib import numpy_openblas
 from teir_plan.executor.blas_control import blas_threads
 from teir_plan.executor.checks import as_type, flat_view
+from teir_plan.executor.half_bits import ACCUMULATOR, bits_dtype
 from teir_plan.executor.reduce_rows import (
     gemv_rows,
     plain_into,
@@ -70,6 +71,7 @@ from teir_plan.executor.threads import (
     parallel_threads,
     parallel_usable,
 )
+from teir_plan.teir.enums import is_half
 from teir_plan.tiles import (
     CHUNKS_PER_THREAD,
     DIRECT_MAX_ROWS,
@@ -114,7 +116,8 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
                  dst, do, dcol, dvec, zero, gemv):
     """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
     dst[do + ...] by ``kept[:, dcol]`` and ``dvec`` strides (out's, KEPT_OUT, or a
-    partial's, KEPT_PARTIAL)."""
+    partial's, KEPT_PARTIAL).  Sums are in dst's type (``zero``'s): x's and w's own, or
+    float32 for 16-bit operands read as their bits (half_bits.value)."""
     nk = kept.shape[0]
     kidx = np.zeros(max(nk, 1), np.int64)
     sidx = np.zeros(max(summed.shape[0], 1), np.int64)
@@ -142,13 +145,13 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
                                                       weighted, s0, s1, sidx, zero)
             u += cnt
         return
-    rb = ROW_BLOCK_BYTES // x.itemsize
+    rb = ROW_BLOCK_BYTES // dst.itemsize  # (blocks of the accumulator: units)
     vn, vs = vec[KEPT_N], vec[KEPT_X]
     nblocks = (vn + rb - 1) // rb
-    acc = np.empty(rb, x.dtype)
-    blk = np.empty(rb, x.dtype)
+    acc = np.empty(rb, dst.dtype)
+    blk = np.empty(rb, dst.dtype)
     iparams = np.zeros(6, np.int64)
-    consts = np.zeros(CONST_LEN, x.dtype)
+    consts = np.zeros(CONST_LEN, dst.dtype)
     consts[C_ONE] = 1  # ?gemv's alpha and beta (gemv_rows): it adds into acc
     # At most ROW_GROUP rows of one summed axis: one pass of the segment kernel straight
     # into acc (tiles.uses_flat_rows and uses_gemv, which ask the same of the whole
@@ -182,7 +185,7 @@ def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1
                              acc, dst, db, sd_last, dvec)
             u += cnt
         return
-    wide = np.empty(rb if flat else 1, x.dtype)  # a window's sums
+    wide = np.empty(rb if flat else 1, dst.dtype)  # a window's sums
     # The windows as the rows kernel's summed axis (one row of SUMMED_FIELDS).
     windows = np.zeros((1, SUMMED_LEN), np.int64)
     for u in range(u0, u1):
@@ -285,8 +288,8 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
             kept[a, KEPT_N], kept[a, KEPT_X], kept[a, KEPT_OUT], step)
         step *= kept[a, KEPT_N]
     by_outputs = split == SPLIT_OUTPUTS
-    partial = np.empty((1, 1) if by_outputs else (nchunks, nout), x.dtype)
-    total_u = units(kind, kept, vec, x.itemsize)
+    partial = np.empty((1, 1) if by_outputs else (nchunks, nout), y.dtype)
+    total_u = units(kind, kept, vec, y.itemsize)
     # One prange iteration per worker.  Each owns a contiguous run of the chunks and
     # takes them in order, then helps with the others' from their far ends, each chunk
     # claimed by an atomic counter of its own (_fetch_add): a worker another process
@@ -379,13 +382,16 @@ class Prepared:
 
 
 def prepare(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
-            weighted: bool, dtype: np.dtype, cached: bool = False) -> Prepared:
+            weighted: bool, dtype: np.dtype, cached: bool = False,
+            operand: np.dtype | None = None) -> Prepared:
     """The :class:`Prepared` of a reduction's tables summed in ``dtype``; ``cached``:
-    the operand is no larger than the last-level cache (tiles.uses_gemv)."""
+    the operand is no larger than the last-level cache (tiles.uses_gemv); ``operand``:
+    the operands' dtype when not ``dtype`` (16-bit, read in place: never on ?gemv)."""
     isz = np.dtype(dtype).itemsize
+    half = operand is not None and is_half(np.dtype(operand))
     return Prepared(total_s=math.prod(int(n) for n in summed[:, SUMMED_N]),
                     total_u=int(units(kind, kept, vec, isz)),
-                    gemv=uses_gemv(kind, vec, summed, weighted, isz, cached))
+                    gemv=not half and uses_gemv(kind, vec, summed, weighted, isz, cached))
 
 
 def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
@@ -397,18 +403,26 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     ``origins``: element offsets of the first element each table addresses, from each
     array's first element (x, w, out), in elements of ``dtype`` (the arrays' own when
     None; the real type of complex arrays summed as their parts).  ``prepared``: the
-    tables' :func:`prepare` in that dtype, when the caller keeps it."""
+    tables' :func:`prepare` in that dtype, when the caller keeps it.
+
+    16-bit operands (float16, bfloat16; x and w of the same type) are read in place as
+    their bits (half_bits.bits_dtype) and summed in float32, ``dtype`` and y's type."""
     dt = x.dtype if dtype is None else dtype
-    xf, xo = as_type(_flat(x), dt)
+    half = is_half(x.dtype)
+    if half:
+        dt = y.dtype if dtype is None else dtype
+        assert dt == ACCUMULATOR == y.dtype and (w is None or w.dtype == x.dtype)
+    src = bits_dtype(x.dtype) if half else dt  # (x's and w's elements as the kernels read them)
+    xf, xo = as_type(_flat(x), src)
     yf, yo = as_type(flat_view(y), dt)
     if w is not None:
-        wf, wo = as_type(_flat(w), dt)
+        wf, wo = as_type(_flat(w), src)
     else:
         wf, wo = xf, 0
     xo, wo, yo = xo + origins[0], wo + origins[1], yo + origins[2]
-    zero = xf.dtype.type(0)
+    zero = yf.dtype.type(0)
     pre = prepared if prepared is not None else prepare(kind, kept, vec, summed, weighted,
-                                                        xf.dtype)
+                                                        dt, operand=x.dtype)
     total_s = pre.total_s
     gemv = gemv_table(xf.dtype) if pre.gemv else _NO_GEMV
     threads = get_num_threads() if parallel_usable() else 1

@@ -8,11 +8,13 @@ import numpy as np
 from numba import njit
 
 from teir_plan.executor.blas import call_gemv
+from teir_plan.executor.half_bits import value
 from teir_plan.executor.intrinsics import prefetch_element
 from teir_plan.executor.reduce_runs import SUM_MATH, next_run, seek_run
 from teir_plan.executor.tables import C_ONE, GEMV_FN, GEMV_INT_BYTES
 from teir_plan.isa import LINE_BYTES
 from teir_plan.tiles import (
+    HALF_PREFETCH_MAX_ROW_BYTES,
     PREFETCH_MAX_ROW_BYTES,
     PREFETCH_MIN_ROW_BYTES,
     ROW_BLOCK_BYTES,
@@ -29,7 +31,8 @@ GEMV_MAX_ROWS = 1 << 30  # rows per ?gemv call (LP64 BLAS: 32-bit integers)
 @njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
 def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ignore[no-untyped-def]
     """blk[:nb] = sum_{r < cnt} x[a + r*st + t*vs] (times w[wa + r*wst]), four rows per
-    pass over blk (one load and store of blk per four rows read)."""
+    pass over blk (one load and store of blk per four rows read).  Elements are read
+    through half_bits.value (16-bit operands widened to float32, blk's type)."""
     b = blk[:nb]
     for t in range(nb):
         b[t] = 0
@@ -37,8 +40,9 @@ def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ig
     if vs == 1:
         lim = x.size - 1
         ahead = ROWS_PREFETCH_BYTES // x.itemsize  # (elements)
-        fetch = (weighted and st == nb
-                 and PREFETCH_MIN_ROW_BYTES <= nb * x.itemsize <= PREFETCH_MAX_ROW_BYTES)
+        fetch = st == nb and (
+            (weighted and PREFETCH_MIN_ROW_BYTES <= nb * x.itemsize <= PREFETCH_MAX_ROW_BYTES)
+            or (x.itemsize == 2 and nb * x.itemsize < HALF_PREFETCH_MAX_ROW_BYTES))
         while r + 4 <= cnt:
             p = a + r * st
             if fetch:  # the four rows' lines ROWS_PREFETCH_BYTES on
@@ -50,34 +54,37 @@ def _rows_segment(x, a, st, cnt, vs, nb, w, wa, wst, weighted, blk):  # type: ig
             r3 = x[p + 3 * st:p + 3 * st + nb]
             if weighted:
                 q = wa + r * wst
-                c0, c1, c2, c3 = w[q], w[q + wst], w[q + 2 * wst], w[q + 3 * wst]
+                c0, c1, c2, c3 = (value(w[q]), value(w[q + wst]), value(w[q + 2 * wst]),
+                                  value(w[q + 3 * wst]))
                 for t in range(nb):
-                    b[t] += (c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t])
+                    b[t] += ((c0 * value(r0[t]) + c1 * value(r1[t]))
+                             + (c2 * value(r2[t]) + c3 * value(r3[t])))
             else:
                 for t in range(nb):
-                    b[t] += (r0[t] + r1[t]) + (r2[t] + r3[t])
+                    b[t] += ((value(r0[t]) + value(r1[t]))
+                             + (value(r2[t]) + value(r3[t])))
             r += 4
         while r < cnt:
             p = a + r * st
             r0 = x[p:p + nb]
             if weighted:
-                c0 = w[wa + r * wst]
+                c0 = value(w[wa + r * wst])
                 for t in range(nb):
-                    b[t] += c0 * r0[t]
+                    b[t] += c0 * value(r0[t])
             else:
                 for t in range(nb):
-                    b[t] += r0[t]
+                    b[t] += value(r0[t])
             r += 1
     else:
         for r in range(cnt):
             p = a + r * st
             if weighted:
-                c0 = w[wa + r * wst]
+                c0 = value(w[wa + r * wst])
                 for t in range(nb):
-                    b[t] += c0 * x[p + t * vs]
+                    b[t] += c0 * value(x[p + t * vs])
             else:
                 for t in range(nb):
-                    b[t] += x[p + t * vs]
+                    b[t] += value(x[p + t * vs])
 
 
 # _rows_segment compiled once per value of ``weighted``, each a function of its own: a
@@ -126,9 +133,10 @@ def plain_units(x, xb, sx, cnt, st, c, vs, nb, w, wa, wst, acc, dst, db, sd, dve
 def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  # type: ignore[no-untyped-def]
     """dst[db + u*sd + t] = the sum of the first g (1 to 4) rows of unit u (times their
     weights), for u < cnt and t < nb: stored, so that out needs no zeroing pass."""
-    c0 = w[wa] if weighted else x[xb]  # (unweighted: unused, read where x has one)
-    c1 = w[wa + wst] if weighted and g > 1 else c0
-    c2 = w[wa + 2 * wst] if weighted and g > 2 else c0
+    # (unweighted: c0 unused, read where x has one)
+    c0 = value(w[wa]) if weighted else value(x[xb])
+    c1 = value(w[wa + wst]) if weighted and g > 1 else c0
+    c2 = value(w[wa + 2 * wst]) if weighted and g > 2 else c0
     if g == 1:
         for u in range(cnt):
             p = xb + u * sx
@@ -136,7 +144,7 @@ def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  
             r0 = x[p:p + nb]
             d = dst[q:q + nb]
             for t in range(nb):
-                d[t] = c0 * r0[t] if weighted else r0[t]
+                d[t] = c0 * value(r0[t]) if weighted else value(r0[t])
     elif g == 2:
         for u in range(cnt):
             p = xb + u * sx
@@ -145,7 +153,8 @@ def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  
             r1 = x[p + st:p + st + nb]
             d = dst[q:q + nb]
             for t in range(nb):
-                d[t] = c0 * r0[t] + c1 * r1[t] if weighted else r0[t] + r1[t]
+                d[t] = (c0 * value(r0[t]) + c1 * value(r1[t]) if weighted
+                        else value(r0[t]) + value(r1[t]))
     elif g == 3:
         for u in range(cnt):
             p = xb + u * sx
@@ -155,8 +164,8 @@ def _first_rows(x, xb, sx, cnt, st, g, nb, w, wa, wst, weighted, dst, db, sd):  
             r2 = x[p + 2 * st:p + 2 * st + nb]
             d = dst[q:q + nb]
             for t in range(nb):
-                d[t] = ((c0 * r0[t] + c1 * r1[t]) + c2 * r2[t] if weighted
-                        else (r0[t] + r1[t]) + r2[t])
+                d[t] = ((c0 * value(r0[t]) + c1 * value(r1[t])) + c2 * value(r2[t])
+                        if weighted else (value(r0[t]) + value(r1[t])) + value(r2[t]))
     else:
         _four_rows(x, xb, sx, cnt, st, 0, nb, w, wa, wst, weighted, False, dst, db, sd)
 
@@ -166,10 +175,11 @@ def _four_rows(x, xb, sx, cnt, st, r, nb, w, wa, wst, weighted, add, dst, db, sd
     """dst[db + u*sd + t] (+)= the sum of rows r to r + 3 of unit u (times their
     weights): added when ``add``, else stored (a constant at each call)."""
     k = wa + r * wst
-    c0 = w[k] if weighted else x[xb]  # (unweighted: unused, read where x has one)
-    c1 = w[k + wst] if weighted else c0
-    c2 = w[k + 2 * wst] if weighted else c0
-    c3 = w[k + 3 * wst] if weighted else c0
+    # (unweighted: c0 unused, read where x has one)
+    c0 = value(w[k]) if weighted else value(x[xb])
+    c1 = value(w[k + wst]) if weighted else c0
+    c2 = value(w[k + 2 * wst]) if weighted else c0
+    c3 = value(w[k + 3 * wst]) if weighted else c0
     for u in range(cnt):
         p = xb + u * sx + r * st
         q = db + u * sd
@@ -179,8 +189,9 @@ def _four_rows(x, xb, sx, cnt, st, r, nb, w, wa, wst, weighted, add, dst, db, sd
         r3 = x[p + 3 * st:p + 3 * st + nb]
         d = dst[q:q + nb]
         for t in range(nb):
-            v = ((c0 * r0[t] + c1 * r1[t]) + (c2 * r2[t] + c3 * r3[t]) if weighted
-                 else (r0[t] + r1[t]) + (r2[t] + r3[t]))
+            v0, v1, v2, v3 = value(r0[t]), value(r1[t]), value(r2[t]), value(r3[t])
+            v = ((c0 * v0 + c1 * v1) + (c2 * v2 + c3 * v3) if weighted
+                 else (v0 + v1) + (v2 + v3))
             d[t] = d[t] + v if add else v
 
 
@@ -190,7 +201,7 @@ def _units_into(x, xb, sx, cnt, st, c, nb, w, wa, wst, weighted, dst, db, sd):  
     unit-stride output rows: the first 1-4 rows stored, then four rows a pass added, over
     blocks of units whose outputs stay in L1 (ROW_BLOCK_BYTES)."""
     g = c - 4 * ((c - 1) // 4)
-    per = cnt if c <= 4 else max(1, ROW_BLOCK_BYTES // (x.itemsize * nb))
+    per = cnt if c <= 4 else max(1, ROW_BLOCK_BYTES // (dst.itemsize * nb))
     u = 0
     while u < cnt:
         m = min(per, cnt - u)

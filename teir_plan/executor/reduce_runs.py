@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from numba import njit
 
+from teir_plan.executor.half_bits import value
 from teir_plan.tiles import (
     DOT_FOUR_MIN_BYTES,
     KEPT_N,
@@ -24,23 +25,24 @@ SUM_MATH = {"reassoc", "contract"}
 @njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
 def _run_sum(x, o, s, n, w, ow, sw, weighted, zero):  # type: ignore[no-untyped-def]
     """sum_{p < n} x[o + p*s] (times w[ow + p*sw] when ``weighted``); unit strides are
-    sliced from 0 so that LLVM loads whole vectors."""
+    sliced from 0 so that LLVM loads whole vectors.  (Every element read through
+    half_bits.value: 16-bit operands widened to float32, in ``zero``'s type.)"""
     acc = zero
     if s == 1 and not weighted:
         a = x[o:o + n]
         for p in range(n):
-            acc += a[p]
+            acc += value(a[p])
     elif s == 1 and sw == 1:
         a = x[o:o + n]
         b = w[ow:ow + n]
         for p in range(n):
-            acc += a[p] * b[p]
+            acc += value(a[p]) * value(b[p])
     elif weighted:
         for p in range(n):
-            acc += x[o + p * s] * w[ow + p * sw]
+            acc += value(x[o + p * s]) * value(w[ow + p * sw])
     else:
         for p in range(n):
-            acc += x[o + p * s]
+            acc += value(x[o + p * s])
     return acc
 
 
@@ -84,16 +86,17 @@ def _four_block(x, p, sx, m, w, wq, weighted, zero):  # type: ignore[no-untyped-
     if weighted:
         v = w[wq:wq + m]
         for e in range(m):
-            b0 += r0[e] * v[e]
-            b1 += r1[e] * v[e]
-            b2 += r2[e] * v[e]
-            b3 += r3[e] * v[e]
+            ve = value(v[e])
+            b0 += value(r0[e]) * ve
+            b1 += value(r1[e]) * ve
+            b2 += value(r2[e]) * ve
+            b3 += value(r3[e]) * ve
     else:
         for e in range(m):
-            b0 += r0[e]
-            b1 += r1[e]
-            b2 += r2[e]
-            b3 += r3[e]
+            b0 += value(r0[e])
+            b1 += value(r1[e])
+            b2 += value(r2[e])
+            b3 += value(r3[e])
     return b0, b1, b2, b3
 
 
@@ -107,7 +110,7 @@ def _short_sums(x, xb, sx, cnt, n, dst, db, sd, zero):  # type: ignore[no-untype
         a = x[p:p + n]
         acc = zero
         for e in range(n):
-            acc += a[e]
+            acc += value(a[e])
         dst[db + t * sd] = acc
 
 
@@ -120,7 +123,7 @@ def _short_dots(x, xb, sx, cnt, n, w, wb, dst, db, sd, zero):  # type: ignore[no
         a = x[p:p + n]
         acc = zero
         for e in range(n):
-            acc += a[e] * v[e]
+            acc += value(a[e]) * value(v[e])
         dst[db + t * sd] = acc
 
 

@@ -6,6 +6,11 @@ The expressions it covers: one operand with summed indices (``ij->j``, ``ijk->ik
 ``ij->``, any layout), and an operand times a vector whose indices are all summed and
 all in that operand (``ki,k->i``, ``ik,k->i``, ``i,i->``): the vector weights each
 summed element.
+
+16-bit operands (float16, bfloat16) may be read in place (``operand``): the kernels
+widen each element to float32 in registers and sum in float32 (``dtype``), so the reads
+are priced at 2 bytes an element and the accumulator, the partial sums and the output
+at 4; they never run on BLAS' ?gemv, which has no 16-bit type.
 """
 
 from __future__ import annotations
@@ -96,6 +101,9 @@ class Reduction:
     serial_seconds: float = 0.0
     # x no larger than the last-level cache: short rows run on ?gemv (tiles.uses_gemv).
     cached: bool = False
+    # The dtype x and w are stored in, when not ``dtype``: a 16-bit type read in place,
+    # each element widened to ``dtype`` (float32) in registers (executor/half_bits.py).
+    operand: np.dtype | None = None
 
     @cached_property
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,8 +137,10 @@ class Reduction:
             assert self.vec is not None
             what = f"whole rows along {self.vec[0]} {self.vec[1]} accumulated"
         weights = ", weighted by in1" if self.weighted else ""
+        read = ("" if self.operand is None else
+                f"; {self.operand} read in place, summed in {self.dtype}")
         return (f"{KINDS[self.kind]} kernel: {what}{weights}; summed {summed}; "
-                f"{SPLITS[self.split]}")
+                f"{SPLITS[self.split]}{read}")
 
 
 def kept_table(kept: Sequence[Sequence]) -> np.ndarray:
@@ -164,10 +174,12 @@ def _fuse(axes: list[list], col: int) -> list[list]:
 
 
 def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
-                   params: MachineParams, threads: int) -> Reduction | None:
+                   params: MachineParams, threads: int,
+                   operand: np.dtype | None = None) -> Reduction | None:
     """The reduction computing ``out`` from ``x`` (times ``w``, whose indices are all
     summed), or None when the expression is not one (nothing summed, an index of out
-    or w missing from x)."""
+    or w missing from x).  ``operand``: the dtype x and w are stored in when not
+    ``dtype`` (a 16-bit type, summed in float32: see the module's text)."""
     keep = set(out.indices)
     if not keep <= set(x.indices):
         return None
@@ -194,7 +206,8 @@ def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
 
     kept = _fuse(sorted(kept, key=outer_first), 3)
     summed = _fuse(sorted(summed, key=outer_first), 3)
-    isz = np.dtype(dtype).itemsize
+    isz = np.dtype(operand if operand is not None else dtype).itemsize  # (x's and w's)
+    sizes = (isz, np.dtype(dtype).itemsize)
     # Sum along x's smallest stride when it is a summed axis long enough to vectorize;
     # else accumulate rows along the kept axis of the smallest stride.
     run = summed[-1]
@@ -211,13 +224,15 @@ def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
     # Whether x can be in the caches when the call starts (tiles.uses_gemv).
     cached = (math.prod(a[1] for a in kept) * (vec[1] if vec else 1)
               * math.prod(a[1] for a in summed) * isz <= params.llc_bytes)
-    cost, split = _cost(kind, kept, vec, summed, w is not None, isz, params, threads, cached)
+    cost, split = _cost(kind, kept, vec, summed, w is not None, sizes, params, threads,
+                        cached)
     serial = (cost if cost.threads == 1 else
-              _cost(kind, kept, vec, summed, w is not None, isz, params, 1, cached)[0])
+              _cost(kind, kept, vec, summed, w is not None, sizes, params, 1, cached)[0])
     return Reduction(kind, np.dtype(dtype), tuple(map(tuple, kept)),  # type: ignore[arg-type]
                      tuple(vec) if vec else None,  # type: ignore[arg-type]
                      tuple(map(tuple, summed)), tuple(origins),  # type: ignore[arg-type]
-                     w is not None, split, cost, serial.seconds, cached)
+                     w is not None, split, cost, serial.seconds, cached,
+                     None if operand is None else np.dtype(operand))
 
 
 def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
@@ -230,8 +245,11 @@ def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
 
 
 def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], weighted: bool,
-          isz: int, params: MachineParams, threads: int, cached: bool) -> tuple[Cost, int]:
-    """The predicted cost, and the split over the threads it assumes."""
+          sizes: tuple[int, int], params: MachineParams, threads: int,
+          cached: bool) -> tuple[Cost, int]:
+    """The predicted cost, and the split over the threads it assumes.  ``sizes``: the
+    bytes of an element of x and w, and of the sums (the accumulator, partials, out)."""
+    isz, acc = sizes
     nout = math.prod(a[1] for a in kept) * (vec[1] if vec else 1)
     nsum = math.prod(a[1] for a in summed)
     read = nout * nsum * isz
@@ -241,10 +259,12 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         starts = units * nsum // summed[-1][1] * RUN_SECONDS
     else:
         assert vec is not None
-        block = R.row_block(isz)
+        block = R.row_block(acc)
         units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
         tables = (vec_row(vec), summed_table(summed))
-        gemv = R.uses_gemv(kind, *tables, weighted, isz, cached)
+        # (16-bit operands, narrower than their sums, never on ?gemv: it has no 16-bit
+        # type; executor/reduce.py's prepare)
+        gemv = isz == acc and R.uses_gemv(kind, *tables, weighted, isz, cached)
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
             starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
         elif gemv and vec[2] != 1:
@@ -279,14 +299,17 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         # (300 x 300 float32 summed in a loop: 6 us on one thread, 10-18 on two).
         splits.append(R.SPLIT_NONE)
     flops = nout * nsum * (2 if weighted else 1)
-    costs = [(_split_cost(split, kind, units, starts, read, w_bytes, nout, flops, isz, params,
-                          threads), split) for split in splits]
+    costs = [(_split_cost(split, kind, units, starts, read, w_bytes, nout, flops, sizes,
+                          params, threads), split) for split in splits]
     return min(costs, key=lambda c: c[0].seconds)
 
 
 def _split_cost(split: int, kind: int, units: int, starts: float, read: int, w_bytes: int,
-                nout: int, flops: int, isz: int, params: MachineParams, threads: int) -> Cost:
-    """The predicted cost of one split of a reduction over the threads."""
+                nout: int, flops: int, sizes: tuple[int, int], params: MachineParams,
+                threads: int) -> Cost:
+    """The predicted cost of one split of a reduction over the threads (``sizes`` as
+    :func:`_cost`'s)."""
+    xsz, isz = sizes
     if split == R.SPLIT_NONE:
         workers = 1
     elif split == R.SPLIT_OUTPUTS:
@@ -294,7 +317,9 @@ def _split_cost(split: int, kind: int, units: int, starts: float, read: int, w_b
     else:
         workers = threads
     balance = units / (workers * -(-units // workers)) if split == R.SPLIT_OUTPUTS else 1.0
-    compute = (read / SUM_BYTES_PER_SECOND + starts) / (workers * balance)
+    # The sums run at SUM_BYTES_PER_SECOND of their own type: a 16-bit element, widened
+    # to float32 in registers, is summed as a float32 is (half its bytes read).
+    compute = (read * isz / xsz / SUM_BYTES_PER_SECOND + starts) / (workers * balance)
     if split == R.SPLIT_SUMMED:
         compute += nout * workers * isz / SUM_BYTES_PER_SECOND  # the partials, added
     # The inner kernel's chunks of outputs each read all the weights: from memory again

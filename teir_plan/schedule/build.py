@@ -33,20 +33,18 @@ from teir_plan.schedule.contract import (
     ProgramBuilder,
     Proof,
     c_strides,
-    cast_seconds,
     contract_parts,
     contract_step,
     outer_first,
     strides_in_order,
 )
 from teir_plan.schedule.contract import layout_from as layout_from  # (report.py's import)
-from teir_plan.schedule.half import accumulator, computation_dtype, round_result, widen_operand
+from teir_plan.schedule.half import accumulator, computation_dtype, plan_operands, round_result
 from teir_plan.schedule.idle import serial_when_idle
 from teir_plan.schedule.info import PlanInfo
 from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.plan import Plan
 from teir_plan.schedule.steps import (
-    CastStep,
     CopyStep,
     ExpandStep,
     FillStep,
@@ -55,9 +53,8 @@ from teir_plan.schedule.steps import (
     ViewStep,
     step_seconds,
 )
-from teir_plan.schedule.tree_plan import plan_tree, result_orders
+from teir_plan.schedule.tree_plan import result_orders
 from teir_plan.schedule.view import view_for
-from teir_plan.teir.enums import is_half
 from teir_plan.tiles import vector_kernel_dtype
 
 # The result types TEIR programs compute (teir.enums.DataType); others go to numpy.
@@ -407,23 +404,14 @@ def _build(
     elif any(n == 0 for n in extents.values()):
         b.steps.append(FillStep(target, 0.0, "a summed index has extent 0"))
     elif not contract_parts(b, expr, target, compute, opt, threads, params):
-        ids = []
-        for i, s in enumerate(specs):
-            if s.dtype == compute:
-                ids.append(i)
-            elif is_half(s.dtype):
-                ids.append(widen_operand(b, i, s, compute, params))
-            else:
-                t = b.temp(f"operand {i} as {compute}", s.shape, compute)
-                b.steps.append(CastStep(i, t, f"operand {i} ({s.dtype})", compute,
-                                        cast_seconds(s, compute, params)))
-                ids.append(t)
         # A 16-bit result: the steps write a float32 accumulator, rounded once at the end.
         rounded = target if compute != result else None
         if rounded is not None:
             target = accumulator(b, rounded)
-        layouts = plan_tree(b, expr, ids, target, compute, opt, epilogue == "relu",
-                            threads, params, block_order if target == out_id else None)
+        # Each operand read in place or converted to the computation's dtype first
+        # (schedule/half.py), then one step or a tree (schedule/tree_plan.py).
+        layouts = plan_operands(b, expr, target, compute, opt, epilogue == "relu",
+                                threads, params, block_order if target == out_id else None)
         if layouts is not None:  # for the explain report
             info = replace(info, tree_layouts=layouts)
         if b.outpriced:

@@ -1,15 +1,22 @@
-"""16-bit floats (numpy's float16, ml_dtypes' bfloat16) run as float32 plans: the one
-place that decides how a plan reads and writes them.
+"""16-bit floats (numpy's float16, ml_dtypes' bfloat16): the one place that decides how a
+plan reads and writes them.
 
-The executor's kernels are float32 and float64 (and complex) only, so a plan with 16-bit
-operands or a 16-bit result computes in float32, which is also what its accuracy asks
-for: products and sums accumulate in float32 and the result is rounded to its 16-bit
-type once, at the end.
+Products and sums accumulate in float32, which is also what their accuracy asks for,
+and a 16-bit result is rounded to its type once, at the end.  Per operand, this module
+decides whether the plan reads it in place or converts it first
+(:func:`plan_operands`):
 
-* Each 16-bit operand is converted once per call (:class:`WidenStep`: numpy's cast into
-  a workspace buffer) to the computation's dtype: float32, or what numpy's promotion
-  gives with wider operands (float16 with float64 computes in float64).
-* The contraction, or a tree of them, runs on the float32 copies; a tree's
+* **In place**, where the expression is a reduction the reduction kernels run
+  (``ij->i``, ``ij->j``, ``ijk->k``, ``ij->``, and an operand weighted by a vector along
+  summed indices: ``ij,j->i``, ``ji,j->i``, ``i,i->``) on operands of one 16-bit type:
+  the kernels load the 16-bit elements and widen them to float32 in registers
+  (executor/half_bits.py), summing in float32, so the pass over the operand moves half
+  the bytes of float32 (the cost model counts 2 bytes an element: planner/reduce.py),
+  when predicted cheaper than converting the operands and running the float32 plan.
+* **Converted** otherwise: each 16-bit operand once per call (:class:`WidenStep`:
+  numpy's cast into a workspace buffer) to the computation's dtype, float32 or what
+  numpy's promotion gives with wider operands (float16 with float64 computes in
+  float64), and the contraction, or a tree of them, runs on the float32 copies; a tree's
   intermediates are float32 (``memory_limit`` counts elements, and ``plan.peak_bytes``
   counts them at 4 bytes each).
 * A 16-bit result is rounded once from a float32 accumulator laid out as the result
@@ -17,24 +24,39 @@ type once, at the end.
   numpy's float32 type: the accumulator itself, never rounded.
 
 Both conversions are steps of the plan, priced by :func:`convert_seconds`, so the
-plan's predicted time includes them and the explain report lists them.  Kernels that
-load 16-bit lines and convert in registers are to replace these steps here.
+plan's predicted time includes them and the explain report lists them.  Products that
+load 16-bit lines in the vector kernels are to replace the remaining conversions here.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from teir_plan.errors import PlanError
+from teir_plan.executor.checks import check_reach
+from teir_plan.executor.half_bits import ACCUMULATOR
+from teir_plan.frontend.contraction import Layout
+from teir_plan.frontend.convention import Optimize
+from teir_plan.frontend.expression import Expression
 from teir_plan.machine.params import MachineParams
-from teir_plan.schedule.contract import ProgramBuilder, c_strides, strides_in_order
+from teir_plan.planner.reduce import Reduction, plan_reduction
+from teir_plan.schedule.contract import (
+    ProgramBuilder,
+    c_strides,
+    cast_seconds,
+    layout_from,
+    strides_in_order,
+)
 from teir_plan.schedule.operands import OperandSpec
-from teir_plan.schedule.steps import CastStep
+from teir_plan.schedule.reduce_run import runnable
+from teir_plan.schedule.steps import CastStep, ReduceStep, step_seconds
+from teir_plan.schedule.tree_plan import TreeLayouts, plan_tree
 from teir_plan.teir.enums import is_half
 
-ACCUMULATOR = np.dtype(np.float32)
 # numpy's casts between 16-bit floats and float32 are per-element loops, slower than a
 # copy of the same bytes.  Measured on an AMD EPYC Zen 4 (numpy 2.4, ml_dtypes 0.7, one
 # thread, 4 Ki-1 Mi elements, best of 30): float16 -> float32 1.9-2.1 ns an element,
@@ -132,3 +154,149 @@ def round_result(b: ProgramBuilder, acc: int, result: int, params: MachineParams
     seconds = convert_seconds(math.prod(spec.shape), spec.dtype, ACCUMULATOR, "round",
                               params)
     b.steps.append(RoundStep(acc, result, "the result", spec.dtype, seconds, spec.shape))
+
+
+# ---- each operand read in place or converted ------------------------------------------
+
+
+def convert_operands(b: ProgramBuilder, dtype: np.dtype, params: MachineParams) -> list[int]:
+    """The buffers of the operands in ``dtype``, the computation's: an operand of another
+    dtype converted once, by a step (a 16-bit one by :func:`widen_operand`)."""
+    ids = []
+    for i in range(b.n):
+        s = b.specs[i]
+        if s.dtype == dtype:
+            ids.append(i)
+        elif is_half(s.dtype):
+            ids.append(widen_operand(b, i, s, dtype, params))
+        else:
+            t = b.temp(f"operand {i} as {dtype}", s.shape, dtype)
+            b.steps.append(CastStep(i, t, f"operand {i} ({s.dtype})", dtype,
+                                    cast_seconds(s, dtype, params)))
+            ids.append(t)
+    return ids
+
+
+def plan_operands(b: ProgramBuilder, expr: Expression, target: int, dtype: np.dtype,
+                  opt: Optimize, relu: bool, threads: int, params: MachineParams,
+                  block_order: str | None) -> TreeLayouts | None:
+    """Add the steps computing buffer ``target`` (of ``dtype``) from the operands: a
+    reduction reading its 16-bit operands in place (:func:`in_place_reduction`) where
+    predicted cheaper than converting them, else each operand converted to ``dtype``
+    (:func:`convert_operands`) and the plan of ``schedule/tree_plan.py`` on the
+    converted buffers, whose layouts it returns (None for one step)."""
+    red = None if relu or block_order is not None else in_place_reduction(
+        b, expr, target, dtype, params, threads)
+    if red is None:
+        return plan_tree(b, expr, convert_operands(b, dtype, params), target, dtype, opt,
+                         relu, threads, params, block_order)
+    reduction, order, lays = red
+    # The converted plan, in a builder of its own: kept when it is predicted cheaper.
+    converted = ProgramBuilder(b.n, [], b.top, b.expansions, b.ceiling)
+    converted.specs.update(b.specs)
+    converted.buffers.extend(b.buffers)
+    converted.steps.extend(b.steps)
+    layouts = plan_tree(converted, expr, convert_operands(converted, dtype, params), target,
+                        dtype, opt, relu, threads, params)
+    seconds = (math.inf if converted.outpriced else
+               sum(step_seconds(st) for st in converted.steps[len(b.steps):]))
+    if reduction.cost.seconds < min(seconds, b.ceiling):
+        _add_in_place_step(b, expr, order, target, reduction, lays)
+        return None
+    b.specs.update(converted.specs)
+    b.buffers[:] = converted.buffers
+    b.steps[:] = converted.steps
+    b.outpriced = converted.outpriced
+    assert converted.pending is not None
+    for proof in converted.pending:
+        if b.pending is None:
+            proof()
+        else:
+            b.pending.append(proof)
+    return layouts
+
+
+def in_place_reduction(b: ProgramBuilder, expr: Expression, target: int, dtype: np.dtype,
+                       params: MachineParams, threads: int
+                       ) -> tuple[Reduction, tuple[int, ...], list[Layout]] | None:
+    """The reduction computing ``target`` (float32) from the operands read in place, the
+    order it takes them in (the operand summed, then the weights) and their layouts, or
+    None unless the expression is one the reduction kernels run on 16-bit operands:
+    one or two operands of one 16-bit type in native byte order; one summed over some
+    of its indices, or one weighted by the other, a vector along summed indices (as
+    ``contract_step`` plans them: an index summed in one of two operands only is first
+    summed out by a step of its own, which is not read in place here)."""
+    specs = [b.specs[i] for i in range(b.n)]
+    first = specs[0].dtype
+    if (dtype != ACCUMULATOR or not 1 <= len(specs) <= 2 or not is_half(first)
+            or not first.isnative or any(s.dtype != first for s in specs)):
+        return None
+    terms, out_term = list(expr.inputs), expr.output
+    extents: dict[str, int] = {}
+    for term, spec in zip([*terms, out_term], [*specs, b.specs[target]]):
+        for ch, n in zip(term, spec.shape):
+            extents[ch] = max(extents.get(ch, 1), n)
+    varies = [{c for c, n in zip(t, s.shape) if n > 1} for t, s in zip(terms, specs)]
+    if len(specs) == 2 and any(c not in out_term and c not in varies[1 - j]
+                               for j in (0, 1) for c in varies[j]):
+        return None  # a pre-reduction first (schedule/contract.py)
+    lays = [layout_from(t, s, extents) for t, s in zip(terms, specs)]
+    out = layout_from(out_term, b.specs[target], extents)
+    for j in range(len(lays)):
+        w = lays[1 - j] if len(lays) == 2 else None
+        red = plan_reduction(lays[j], out, w, dtype, params, threads, operand=first)
+        if red is not None:
+            order = (j, 1 - j)[:len(lays)]
+            return red, order, [*(lays[k] for k in order), out]
+    return None
+
+
+@dataclass(frozen=True)
+class _Reach:
+    """A buffer's shape, byte strides and dtype: what executor/checks.py's proofs of
+    reach read of an array."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @classmethod
+    def of(cls, spec: OperandSpec) -> _Reach:
+        isz = spec.dtype.itemsize
+        return cls(spec.shape, tuple(st * isz for st in spec.strides), spec.dtype)
+
+
+def _add_in_place_step(b: ProgramBuilder, expr: Expression, order: tuple[int, ...],
+                       target: int, red: Reduction, lays: Sequence[Layout]) -> None:
+    """Add the in-place reduction as a :class:`ReduceStep`, proving (now or with the
+    plan's other proofs) that its tables stay inside the buffers, each in elements of
+    its own dtype (2 bytes for the operands): the layouts' reach inside each buffer,
+    and the tables' offsets spanning exactly the layouts' (the same elements)."""
+    sub = ",".join(expr.inputs) + "->" + expr.output
+    arrays = [_Reach.of(b.specs[i]) for i in (*order, target)]
+    tensors = (*range(len(order)), 2)  # (x, the weights, out: Reduction.reach's)
+
+    def prove() -> None:
+        for j, array, lay in zip(tensors, arrays, lays):
+            check_reach(f"tensor {j}", j, array,  # type: ignore[arg-type]
+                        lay.extents, lay.strides)
+            axes = [(n, st) for n, st in zip(lay.extents, lay.strides) if n > 1]
+            want = (sum(min(0, (n - 1) * st) for n, st in axes),
+                    sum(max(0, (n - 1) * st) for n, st in axes))
+            if red.reach(j) != want:
+                raise PlanError(f"reduction {sub}: tensor {j}'s tables reach offsets "
+                                f"{red.reach(j)}, its layout {want}")
+
+    if b.pending is None:
+        prove()
+    else:
+        b.pending.append(prove)
+    b.steps.append(ReduceStep(sub, tuple(order), target, runnable(red)))

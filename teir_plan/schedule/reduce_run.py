@@ -20,11 +20,13 @@ class RunnableReduction(Reduction):
     @cached_property
     def prepared(self) -> Prepared:
         """What every call needs besides its arrays, worked out on the first run."""
-        return prepare(self.kind, *self.tables, self.weighted, self.dtype, self.cached)
+        return prepare(self.kind, *self.tables, self.weighted, self.dtype, self.cached,
+                       self.operand)
 
     def run(self, x: np.ndarray, w: np.ndarray | None, y: np.ndarray) -> None:
         """Sum ``x`` (weighted by ``w``) into ``y``: arrays of the layouts it was planned
-        for (the plan proved its tables stay inside them)."""
+        for (the plan proved its tables stay inside them), x and w of ``operand``'s
+        dtype when it is set (16-bit, read in place)."""
         kept, vec, summed = self.tables
         run_reduction(self.kind, kept, vec, summed, self.origins, self.weighted, self.split,
                       x, w, y, self.dtype, self.prepared)
