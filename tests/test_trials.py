@@ -348,8 +348,11 @@ def test_a_tree_times_numpy_along_its_own_path(self_correcting) -> None:  # type
         tp.einsum(expr, *ops)
     assert plan.trials is not None
     assert "numpy.einsum" in [c.name for c in plan.trials.contenders]
-    for _ in range(40):
+    # (up to 200 calls: on a loaded machine warm-ups and drops take more turns)
+    for _ in range(200):
         np.testing.assert_allclose(tp.einsum(expr, *ops), ref, rtol=1e-4, atol=1e-3)
+        if plan.choice is not None:
+            break
     assert plan.choice is not None
 
 

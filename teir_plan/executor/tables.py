@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _slots(fields: tuple[str, ...]) -> dict[str, int]:
-    return {name: i for i, name in enumerate(fields)}
-
+from teir_plan.tilekinds.table import slots
 
 # --- The constants (execute.py, steps_runner.py) -----------------------------------------
 # A program's numbers in its own dtype, passed to every runner: BLAS reads them through
@@ -26,7 +23,7 @@ CONST_FIELDS: tuple[str, ...] = (
     # both, gemv_rows)
     "zero",  # 0: BLAS' beta when a product writes C over; the sums' starting value
 )
-CONST_SLOT = _slots(CONST_FIELDS)
+CONST_SLOT = slots(CONST_FIELDS)
 CONST_LEN = len(CONST_FIELDS)
 
 C_ONE = CONST_SLOT["one"]
@@ -50,7 +47,7 @@ GEMV_FIELDS: tuple[str, ...] = (
     "fn",  # the address of ?gemv (0: the rows do not take it)
     "int_bytes",  # bytes per BLAS integer: 4 (LP64) or 8 (ILP64)
 )
-GEMV_SLOT = _slots(GEMV_FIELDS)
+GEMV_SLOT = slots(GEMV_FIELDS)
 GEMV_LEN = len(GEMV_FIELDS)
 
 GEMV_FN = GEMV_SLOT["fn"]
@@ -68,7 +65,7 @@ STEP_FIELDS: tuple[str, ...] = (
     "npar",  # its parallel rows (walked in runs on this thread: see run_lowered)
     "stop",  # the end of its iteration range
 )
-STEP_SLOT = _slots(STEP_FIELDS)
+STEP_SLOT = slots(STEP_FIELDS)
 STEP_LEN = len(STEP_FIELDS)
 
 S_FN = STEP_SLOT["fn"]
@@ -88,7 +85,7 @@ BUFFER_FIELDS: tuple[str, ...] = (
     "elements",  # -1: the whole gathered array; else a temporary of this many elements
     "offset",  # a temporary's bytes after the first cache line of its gathered array
 )
-BUFFER_SLOT = _slots(BUFFER_FIELDS)
+BUFFER_SLOT = slots(BUFFER_FIELDS)
 BUFFER_LEN = len(BUFFER_FIELDS)
 
 BUF_ARRAY = BUFFER_SLOT["array"]
@@ -104,7 +101,7 @@ PARTIAL_FIELDS: tuple[str, ...] = (
     "out",  # out's stride along it
     "block",  # a worker's block's stride along it (1 along the last row)
 )
-PARTIAL_SLOT = _slots(PARTIAL_FIELDS)
+PARTIAL_SLOT = slots(PARTIAL_FIELDS)
 PARTIAL_LEN = len(PARTIAL_FIELDS)
 
 P_EXTENT = PARTIAL_SLOT["extent"]
@@ -118,7 +115,7 @@ COMBO_FIELDS: tuple[str, ...] = (
     "in",  # the combination's offset along the block table's ``in`` strides
     "out",  # ... along its ``out`` strides
 )
-COMBO_SLOT = _slots(COMBO_FIELDS)
+COMBO_SLOT = slots(COMBO_FIELDS)
 COMBO_LEN = len(COMBO_FIELDS)
 
 CB_IN = COMBO_SLOT["in"]

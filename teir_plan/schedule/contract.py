@@ -69,7 +69,7 @@ def layout_from(term: str, spec: OperandSpec, extents: dict[str, int]) -> Layout
 
 
 @dataclass(frozen=True)
-class _ArraySpec:
+class ArraySpec:
     """Shape/strides/itemsize of a buffer, for proving a program's reach without an array."""
 
     shape: tuple[int, ...]
@@ -85,7 +85,7 @@ class _ArraySpec:
         return self.dtype.itemsize
 
     @classmethod
-    def of(cls, spec: OperandSpec) -> _ArraySpec:
+    def of(cls, spec: OperandSpec) -> ArraySpec:
         isz = spec.dtype.itemsize
         return cls(spec.shape, tuple(s * isz for s in spec.strides), spec.dtype)
 
@@ -250,9 +250,9 @@ def _contract_blocked(b: ProgramBuilder, sub: str, ids: list[int], dst: int, c: 
                        r.contraction, r.choice)
              for r in ranked]
     cands.sort(key=lambda cand: cand.cost.seconds)
-    specs = [_ArraySpec.of(b.specs[i]) for i in (*ids, dst)]
+    specs = [ArraySpec.of(b.specs[i]) for i in (*ids, dst)]
     isz = specs[-1].itemsize
-    stage = _ArraySpec((blocking.stage_elements,), (isz,), specs[-1].dtype)
+    stage = ArraySpec((blocking.stage_elements,), (isz,), specs[-1].dtype)
     outer = blocking.outer
 
     def proof(teir: TEIR) -> Proof:
@@ -311,7 +311,7 @@ def _add_reduce_step(b: ProgramBuilder, sub: str, inputs: tuple[int, ...], dst: 
     ``views``: the layouts the tables address the buffers as, when not the buffers' own
     (a complex buffer's parts)."""
     specs = views or [b.specs[i] for i in (*inputs, dst)]
-    arrays = [(_ArraySpec.of(spec), lay) for spec, lay in zip(specs, (*lays, out))]
+    arrays = [(ArraySpec.of(spec), lay) for spec, lay in zip(specs, (*lays, out))]
     tensors = (0, 1, 2)[:len(inputs)] + (2,)
 
     def run() -> None:
@@ -479,24 +479,24 @@ def _add_teir_step(b: ProgramBuilder, sub: str, inputs: tuple[int, ...], dst: in
     """``views``: the layouts the programs address the buffers as, when not the buffers'
     own (a complex buffer's parts: :mod:`teir_plan.schedule.parts`)."""
     # Prove, once, that every candidate stays inside the buffers it will be given.
-    def prove(teir: TEIR, arrays: list[_ArraySpec]) -> None:
+    def prove(teir: TEIR, arrays: list[ArraySpec]) -> None:
         if b.pending is None:
             _prove(teir, arrays)
         else:
             b.pending.append(lambda: _prove(teir, arrays))
 
     for cand in cands:
-        specs = [_ArraySpec.of(v) for v in views] if views else [
-            _ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]
+        specs = [ArraySpec.of(v) for v in views] if views else [
+            ArraySpec.of(b.specs[i]) for i in (*inputs, dst)]
         for pack in cand.packs:
-            packed = _ArraySpec.of(OperandSpec(pack.shape, c_strides(pack.shape), specs[-1].dtype))
+            packed = ArraySpec.of(OperandSpec(pack.shape, c_strides(pack.shape), specs[-1].dtype))
             prove(pack.copy.teir, [specs[pack.tensor], packed])
             specs[pack.tensor] = packed
         prove(cand.teir, list(specs))
     b.steps.append(TEIRStep(sub, inputs, dst, cands[0], tuple(cands), role))
 
 
-def _prove(teir: TEIR, specs: list[_ArraySpec]) -> None:
+def _prove(teir: TEIR, specs: list[ArraySpec]) -> None:
     """Validate ``teir`` and prove its reach inside buffers of these layouts."""
     teir.validate()
     s = teir.schedule

@@ -45,6 +45,7 @@ from teir_plan.frontend.expression import Expression
 from teir_plan.machine.params import MachineParams
 from teir_plan.planner.reduce import Reduction, plan_reduction
 from teir_plan.schedule.contract import (
+    ArraySpec,
     ProgramBuilder,
     c_strides,
     cast_seconds,
@@ -251,29 +252,6 @@ def in_place_reduction(b: ProgramBuilder, expr: Expression, target: int, dtype: 
     return None
 
 
-@dataclass(frozen=True)
-class _Reach:
-    """A buffer's shape, byte strides and dtype: what executor/checks.py's proofs of
-    reach read of an array."""
-
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @classmethod
-    def of(cls, spec: OperandSpec) -> _Reach:
-        isz = spec.dtype.itemsize
-        return cls(spec.shape, tuple(st * isz for st in spec.strides), spec.dtype)
-
-
 def _add_in_place_step(b: ProgramBuilder, expr: Expression, order: tuple[int, ...],
                        target: int, red: Reduction, lays: Sequence[Layout]) -> None:
     """Add the in-place reduction as a :class:`ReduceStep`, proving (now or with the
@@ -281,7 +259,7 @@ def _add_in_place_step(b: ProgramBuilder, expr: Expression, order: tuple[int, ..
     its own dtype (2 bytes for the operands): the layouts' reach inside each buffer,
     and the tables' offsets spanning exactly the layouts' (the same elements)."""
     sub = ",".join(expr.inputs) + "->" + expr.output
-    arrays = [_Reach.of(b.specs[i]) for i in (*order, target)]
+    arrays = [ArraySpec.of(b.specs[i]) for i in (*order, target)]
     tensors = (*range(len(order)), 2)  # (x, the weights, out: Reduction.reach's)
 
     def prove() -> None:

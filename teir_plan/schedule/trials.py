@@ -83,10 +83,11 @@ MIN_PLAN_SECONDS = 50e-6
 # times the model's best time (a first call that compiled for seconds does not buy
 # seconds of trials).
 WARMUP_RATIO = 3.0
-# What adding a plan's contenders cost the last time in this process (the runners-up's
-# records compared, numpy's estimate, the stored choices looked up; 0.5-1.2 ms on an AMD
-# EPYC Zen 4): a plan of 0.3 ms a call pays for it from its budget after about 70 calls,
-# not on its second.
+# The least that adding a plan's contenders has cost in this process, 1 ms until measured
+# (the runners-up's records compared, numpy's estimate, the stored choices looked up;
+# 0.5-1.2 ms on an AMD EPYC Zen 4): a plan of 0.3 ms a call pays for it from its budget
+# after about 70 calls, not on its second.  The least, not the last: one addition slowed
+# by a busy spell or a first import would otherwise hold back every later plan's trials.
 expand_seconds = [1e-3]
 
 Clock = Callable[[], float]
@@ -185,7 +186,7 @@ class Trials:
     winner: Contender | None = None
     outcome: Outcome | None = None
     in_flight: int = 0
-    expand_now: bool = False
+    expand_now: bool | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- what a call runs -------------------------------------------------------
@@ -211,8 +212,8 @@ class Trials:
         if self.calls == 1 or self.in_flight:
             return model, False  # the first call (a warm-up), or overlapping calls
         if self.expand is not None:
-            if self.calls == 2 and self.has_stored():
-                self.expand_now = True
+            if self.expand_now is None:  # (asked once: a stored choice applies at once)
+                self.expand_now = self.has_stored()
             if not (self.expand_now or self.spent + expand_seconds[0]
                     <= TRIAL_BUDGET * self._spendable()):
                 return model, True  # timed: the reference the trials will need
@@ -221,7 +222,7 @@ class Trials:
             expand(self)
             took = self.clock() - t
             self.spent += took  # building the contenders is the trials' cost
-            expand_seconds[0] = took
+            expand_seconds[0] = min(expand_seconds[0], took)
             if self.winner is not None:  # stored, or no other contender
                 return self.winner, False
         pending = [c for c in self.contenders if not c.dropped and len(c.times) < ROUNDS]
@@ -410,7 +411,8 @@ def trial_steps(plan: Plan) -> list[int]:
     others = sorted(((s.chosen.cost.seconds, i) for i, s in enumerate(plan.steps)
                      if isinstance(s, TEIRStep) and s is not main and len(s.alternatives) > 1
                      and s.chosen.cost.seconds >= STEP_SHARE * total), reverse=True)
-    return [plan.steps.index(main), *(i for _, i in others)][:MAX_ROUNDS]
+    first = next(i for i, s in enumerate(plan.steps) if s is main)
+    return [first, *(i for _, i in others)][:MAX_ROUNDS]
 
 
 def attach(plan: Plan, problem: str) -> None:

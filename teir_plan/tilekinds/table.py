@@ -64,7 +64,14 @@ FIELDS: tuple[str, ...] = (
     # compiled for the program's dtype, called through it (walker._run_tile).
     "tile_fn",
 )
-SLOT: dict[str, int] = {name: i for i, name in enumerate(FIELDS)}
+
+
+def slots(fields: tuple[str, ...]) -> dict[str, int]:
+    """Each field's index in a schema's row."""
+    return {name: i for i, name in enumerate(fields)}
+
+
+SLOT = slots(FIELDS)
 TILE_LEN = len(FIELDS)
 
 T_KIND = SLOT["kind"]
@@ -149,7 +156,7 @@ LOOP_FIELDS: tuple[str, ...] = (
     "out",  # out's stride along it
     "is_k",  # 1: a K axis (the tile's first and last visits are told apart along it)
 )
-LOOP_SLOT: dict[str, int] = {name: i for i, name in enumerate(LOOP_FIELDS)}
+LOOP_SLOT = slots(LOOP_FIELDS)
 LOOP_LEN = len(LOOP_FIELDS)
 
 L_SIZE = LOOP_SLOT["size"]
@@ -173,7 +180,7 @@ BLOCK_FIELDS: tuple[str, ...] = (
     "in",  # the stride of what is copied: the stage's (a blocked program), in0's (copy runs)
     "out",  # out's stride
 )
-BLOCK_SLOT: dict[str, int] = {name: i for i, name in enumerate(BLOCK_FIELDS)}
+BLOCK_SLOT = slots(BLOCK_FIELDS)
 BLOCK_LEN = len(BLOCK_FIELDS)
 
 B_SIZE = BLOCK_SLOT["size"]
