@@ -528,6 +528,7 @@ def test_16_bit_plans_take_trials_without_numpy(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("TEIR_PLAN_SELF_CORRECT", "1")
     monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(trials, "TRIAL_BUDGET", 1.0)  # settle within the test's calls
+    monkeypatch.setattr(trials, "expand_seconds", [0.0])  # contenders at the 2nd call
     api.plan_cache.clear()
     choices.forget()
     rng = np.random.default_rng(14)

@@ -261,6 +261,9 @@ def self_correcting(monkeypatch: pytest.MonkeyPatch, tmp_path):  # type: ignore[
     monkeypatch.setenv("TEIR_PLAN_SELF_CORRECT", "1")
     monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(trials, "TRIAL_BUDGET", 1.0)  # settle within the test's calls
+    # ... and add the contenders at the second call, whatever an earlier addition in
+    # this process cost
+    monkeypatch.setattr(trials, "expand_seconds", [0.0])
     api.plan_cache.clear()
     choices.forget()
     yield tmp_path
