@@ -21,7 +21,11 @@ from teir_plan.machine import store as _machine
 from teir_plan.planner.autotune import autotune, random_operands
 from teir_plan.schedule import trials
 from teir_plan.schedule.build import build_plan, c_strides
-from teir_plan.schedule.in_force import machine_params
+from teir_plan.schedule.in_force import (
+    machine_params,
+    owes_vector_measurement,
+    with_vector_measured,
+)
 from teir_plan.schedule.operands import OperandSpec, addressable, as_operand
 from teir_plan.schedule.plan import Plan
 
@@ -193,6 +197,12 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
     plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=opt,
                       epilogue=epilogue, threads=threads, params=params, order=order,
                       casting=casting)
+    if owes_vector_measurement(params, plan):  # (a first-use estimate's second part)
+        params = with_vector_measured(params)
+        plan_cache.made_with(params)
+        plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=opt,
+                          epilogue=epilogue, threads=threads, params=params, order=order,
+                          casting=casting)
     if normalize_optimize(opt).autotune and plan.main_step is not None:
         if arrays is None:
             arrays = random_operands(specs)

@@ -28,6 +28,7 @@ from teir_plan.machine.tables import avx2_blas_gemm_efficiency, default_gemm_eff
 from teir_plan.planner.gemm_rate import gemm_efficiency
 from teir_plan.render.report import build_report
 from teir_plan.schedule import calibrate as checked
+from teir_plan.schedule import in_force
 from teir_plan.tilekinds.vec import vec_efficiency, vec_strips
 
 # Made-up measurements of a slower machine, injected in place of measure_quick so that
@@ -53,8 +54,56 @@ def fresh(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     set_machine_params(saved)
 
 
-def _no_measuring() -> QuickMeasurements:
+def _no_measuring(vector: bool = True) -> QuickMeasurements:
     raise AssertionError("measured, but no measurement was expected")
+
+
+def test_the_direct_blas_peak_computes_the_product_on_the_executors_gemm(monkeypatch) -> None:
+    """The first-use peaks call the GEMM the tiles call, without the executor: a call
+    whose product came out wrong would fall back to the executor's peak_flops."""
+    def executor_peak(*args):  # type: ignore[no-untyped-def]
+        raise AssertionError("the direct GEMM call gave a wrong product")
+
+    monkeypatch.setattr(cal_timing, "peak_flops", executor_peak)
+    rng = np.random.default_rng(1)
+    for dtype in ("float32", "float64"):
+        assert 1e8 < cal_timing.blas_peak_flops(dtype, rng, 1) < 1e14
+
+
+def test_the_first_use_estimate_measures_the_vector_kernel_with_the_first_vector_plan(
+        fresh, monkeypatch) -> None:
+    """The first call measures what needs no loop walker; the vector kernel is measured
+    (and the plan made again) by the first plan of a float32 call that runs on it, not
+    by a BLAS-only or a float64 one.  Measurements injected: nothing timed."""
+    monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")
+    asked = []
+
+    def quick(vector: bool = True) -> QuickMeasurements:
+        asked.append(vector)
+        return replace(FAKE, vector_measured=False)
+
+    monkeypatch.setattr(measure, "measure_quick", quick)
+    monkeypatch.setattr(measure, "vector_tile_seconds", lambda rng: 1e-6)
+    monkeypatch.setattr(measure, "measure_vector_kernel",
+                        lambda rng, tile, spent: cal_vector.VectorKernel(150e9, 3.0, 2e-8, 1e-9))
+    rng = np.random.default_rng(2)
+    with pytest.warns(CalibrationWarning):
+        first = tp.machine_params()
+    assert asked == [False] and not first.vector_measured
+    blas_only = [rng.random((400, 300)), rng.random((300, 200))]  # float64: never measures
+    np.testing.assert_allclose(tp.einsum("ij,jk->ik", *blas_only), np.dot(*blas_only))
+    assert machine.current is first
+    a, b = (rng.random((64, 64)).astype(np.float32) for _ in range(2))
+    plan = tp.plan("ij,jk->ik", a, b)  # planned again, with the vector kernel measured
+    assert in_force.owes_vector_measurement(first, plan), "no longer a walker plan"
+    now = machine.current
+    assert now is not None and now.vector_measured and now.vec_flops_f32 == 150e9
+    assert (now.vec_k_steps, now.gemm_flops_f32) == (3.0, first.gemm_flops_f32)
+    assert not in_force.owes_vector_measurement(now, plan)
+    np.testing.assert_allclose(plan(a, b), a.astype(np.float64) @ b, rtol=1e-5)
+    cached = json.loads((fresh / "machine.json").read_text())[machine.machine_key()]
+    assert cached["vector_measured"] and cached["vec_flops_f32"] == 150e9
+    assert asked == [False]
 
 
 def test_the_suite_plans_against_the_reference_parameters(fresh, monkeypatch) -> None:
@@ -69,7 +118,7 @@ def test_the_suite_plans_against_the_reference_parameters(fresh, monkeypatch) ->
 
 def test_reference_ignores_a_cached_calibration(fresh, monkeypatch) -> None:
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "quick")
-    monkeypatch.setattr(measure, "measure_quick", lambda: FAKE)
+    monkeypatch.setattr(measure, "measure_quick", lambda vector=True: FAKE)
     with pytest.warns(CalibrationWarning):
         assert tp.machine_params().gemm_flops_f32 == 94e9
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "reference")
@@ -79,7 +128,7 @@ def test_reference_ignores_a_cached_calibration(fresh, monkeypatch) -> None:
 
 def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
     monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")  # the default for users: quick
-    monkeypatch.setattr(measure, "measure_quick", lambda: FAKE)
+    monkeypatch.setattr(measure, "measure_quick", lambda vector=True: FAKE)
     with pytest.warns(CalibrationWarning) as caught:
         p = tp.machine_params()
     message = str(caught[0].message)

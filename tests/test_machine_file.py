@@ -30,7 +30,7 @@ def planning_as(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "quick")
 
-    def no_measuring():  # type: ignore[no-untyped-def]
+    def no_measuring(vector=True):  # type: ignore[no-untyped-def]
         raise AssertionError("measured, but TEIR_PLAN_MACHINE names the parameters")
 
     monkeypatch.setattr(measure, "measure_quick", no_measuring)
@@ -132,6 +132,7 @@ BAD_FILES = [
      r"'gemm_efficiency\[863\]'"),
     ('{"source": "guessed"}', "'source' must be one of"),
     ('{"calibrated": "yes"}', "'calibrated' must be true or false"),
+    ('{"vector_measured": 1}', "'vector_measured' must be true or false"),
 ]
 
 

@@ -15,9 +15,14 @@ planner, so it sits above both, and nothing below it imports it (the first-use t
 
 from teir_plan.calibration.check import RankingCheck, judge
 from teir_plan.calibration.full import measure_full
-from teir_plan.calibration.quick import QuickMeasurements, params_from_quick, quick_calibrate
+from teir_plan.calibration.quick import (
+    QuickMeasurements,
+    measure_vector_now,
+    params_from_quick,
+    quick_calibrate,
+)
 from teir_plan.calibration.timing import best_seconds, calibration_program
 
 __all__ = ["QuickMeasurements", "RankingCheck", "best_seconds", "calibration_program", "judge",
-           "measure_full",
+           "measure_full", "measure_vector_now",
            "params_from_quick", "quick_calibrate"]

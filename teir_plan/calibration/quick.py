@@ -12,12 +12,12 @@ import numpy as np
 from teir_plan.calibration.cores import handoff_latency, idle_measurements
 from teir_plan.calibration.timing import (
     bandwidth_threads,
+    blas_peak_flops,
     blas_vector_bytes,
     call_seconds_gemm,
     dram_rate,
     now,
     numpy_copy_rate,
-    peak_flops,
 )
 from teir_plan.calibration.vector import (
     VectorKernel,
@@ -60,23 +60,29 @@ class QuickMeasurements:
     # Its set-up per tile and per strip (the reference's if not measured).
     vec_tile_seconds: float = MachineParams.vec_tile_seconds
     vec_strip_seconds: float = MachineParams.vec_strip_seconds
+    # Whether the four above were measured (False: left to measure_vector_now; a host
+    # without vector kernels has nothing to measure).
+    vector_measured: bool = True
 
 
-def measure_quick() -> QuickMeasurements:
+def measure_quick(vector: bool = True) -> QuickMeasurements:
     """The first-use measurements, on one thread: about 0.3 s here once the kernels are
-    compiled (numba's disk cache), plus their first compilation on a fresh install
-    (which the first einsum would pay anyway: BLAS tiles 8 s, the vector kernel 5 s
-    more on an AMD EPYC Zen 5)."""
+    compiled (numba's disk cache), plus the first compile of what they run.  BLAS' peaks
+    are read calling BLAS directly, so that only the float32 BLAS runner is compiled (the
+    call overhead is read on it; a float32 product would compile it anyway).  The vector
+    kernel's rate (``vector``) needs the general loop walker compiled (5-25 s on a fresh
+    install): the first-use trigger leaves it to :func:`measure_vector_now`, run when the
+    first plan that runs on that walker is made, which compiles it anyway."""
     rng = np.random.default_rng(0)
     saved_threads = get_num_threads()
     try:
         set_num_threads(1)
         # Best of 7, float32 measured before and after float64: one reading in a busy
         # spell of a shared machine priced every BLAS tile twice too dear (see calibrate).
-        f32 = peak_flops("float32", rng, 7)
-        vec_spent = vector_tile_seconds(rng) if target().vector_bytes else 0.0
-        f64 = peak_flops("float64", rng, 5)
-        f32 = max(f32, peak_flops("float32", rng, 3))
+        f32 = blas_peak_flops("float32", rng, 7)
+        vec_spent = vector_tile_seconds(rng) if vector and target().vector_bytes else 0.0
+        f64 = blas_peak_flops("float64", rng, 5)
+        f32 = max(f32, blas_peak_flops("float32", rng, 3))
         vec = VectorKernel(0.0, MachineParams.vec_k_steps, 0.0, 0.0)
         if vec_spent:  # (the kernel's rate is weighed against BLAS': both read twice)
             vec = measure_vector_kernel(rng, MachineParams.tile_seconds, vec_spent)
@@ -91,7 +97,8 @@ def measure_quick() -> QuickMeasurements:
         set_num_threads(saved_threads)
     return QuickMeasurements(f32, f64, dram, copy, call, host_l2_bytes(),
                              target().vector_bytes, blas_vector_bytes(), wake, spin,
-                             host_llc_bytes(), handoff, *vec)
+                             host_llc_bytes(), handoff, *vec,
+                             vector_measured=bool(vec_spent) or not target().vector_bytes)
 
 
 def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str = ""
@@ -144,24 +151,27 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
         l2_bytes=m.l2_bytes or ref.l2_bytes,
         llc_bytes=m.llc_bytes or ref.llc_bytes,
         source="first-use",
+        vector_measured=m.vector_measured,
         measured_at=measured_at,
         machine=machine,
     )
 
 
-def quick_calibrate(save: bool = True) -> MachineParams:
+def quick_calibrate(save: bool = True, vector: bool = True) -> MachineParams:
     """Measure what plans depend on most (about a second), use it, cache it, and say so
     once (a :class:`~teir_plan.errors.CalibrationWarning`).  ``tp.calibrate()`` measures
     fully and replaces it.  Another thread that asks for the parameters meanwhile waits
-    for this measurement."""
+    for this measurement.  Without ``vector`` (the first-use trigger) the vector kernel is
+    not measured (its rate scaled from BLAS' peak) until :func:`measure_vector_now`."""
     with store.first_use_measurement() as current:
         if current is not None:  # measured by the thread this one waited for
             return current
         start = time.perf_counter()
         with working("measuring this machine for the cost model, once (cached after)",
-                     "about a second, 15-60 s more where the kernels are not compiled "
-                     "yet"):
-            measured = measure_quick()
+                     "about a second, 2-10 s more where its BLAS runner is not compiled "
+                     "yet" if not vector else
+                     "about a second, 15-60 s more where the kernels are not compiled yet"):
+            measured = measure_quick(vector)
         spent = time.perf_counter() - start
         p = params_from_quick(measured, store.machine_key(), now())
         saved = save and store.save_params(p)
@@ -173,4 +183,34 @@ def quick_calibrate(save: bool = True) -> MachineParams:
         f"estimate in {spent:.1f} s, {where}. Run tp.calibrate() (15-40 s) for the full "
         f"measurement; TEIR_PLAN_AUTOCALIBRATE=0 skips measuring.",
         CalibrationWarning, stacklevel=caller_stacklevel())
+    return p
+
+
+def measure_vector_now(params: MachineParams, save: bool = True) -> MachineParams:
+    """``params`` (a first-use estimate without the vector kernel's fields) with the vector
+    kernel measured (about 0.1 s once compiled; it compiles the float32 loop walker, which
+    the plan that asks for this runs on anyway), put in force and cached.  Called by the
+    first-use trigger (schedule/in_force.py); another thread that asks meanwhile waits."""
+    with store.first_use_measurement() as current, working(
+            "measuring the vector kernel for the cost model, once (cached after)",
+            "about 0.1 s, 5-25 s more where the loop walker is not compiled yet"):
+        base = current if current is not None else params
+        if base.vector_measured or base.source != "first-use":
+            return base  # measured (or calibrated) by a thread this one waited for
+        rng = np.random.default_rng(0)
+        saved_threads = get_num_threads()
+        try:
+            set_num_threads(1)
+            vec = measure_vector_kernel(rng, MachineParams.tile_seconds,
+                                        vector_tile_seconds(rng))
+        finally:
+            set_num_threads(saved_threads)
+        ref = MachineParams.reference()
+        p = replace(base, vec_flops_f32=vec.vec_flops_f32,
+                    vec_flops_f64=vec.vec_flops_f32 * ref.vec_flops_f64 / ref.vec_flops_f32,
+                    vec_k_steps=vec.vec_k_steps, vec_tile_seconds=vec.vec_tile_seconds,
+                    vec_strip_seconds=vec.vec_strip_seconds, vector_measured=True)
+        if save:
+            store.save_params(p)
+        store.set_machine_params(p)
     return p

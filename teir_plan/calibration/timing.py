@@ -4,6 +4,7 @@ rates, BLAS' kernel width)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -59,6 +60,36 @@ def peak_flops(dtype: str, rng: np.random.Generator, repeats: int = 5) -> float:
             np.zeros(s * s, dtype)]
     execute(prog, *arrs)
     return 2 * s**3 / best_seconds(lambda: execute(prog, *arrs), repeats)
+
+
+def blas_peak_flops(dtype: str, rng: np.random.Generator, repeats: int = 5) -> float:
+    """BLAS' rate on one PEAK_SIDE^3 product, called directly (ctypes) at the address the
+    executor's tiles call, BLAS on one thread, best of ``repeats``: what
+    :func:`peak_flops` reads through the executor (its call overhead is a few
+    microseconds of a 3-5 ms product) without compiling the executor's BLAS runner for
+    ``dtype``, which a first call on the other dtype would not use (1-3 s a dtype)."""
+    from teir_plan.executor.blas_control import blas_threads
+
+    s = PEAK_SIDE
+    address, width = blas.gemm_address(np.dtype(dtype))
+    integer = ctypes.c_int64 if width == 8 else ctypes.c_int32
+    real = ctypes.c_float if np.dtype(dtype).itemsize == 4 else ctypes.c_double
+    ptr = ctypes.c_void_p
+    gemm = ctypes.CFUNCTYPE(None, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr,
+                            ptr, ptr)(address)
+    a, b = (np.asfortranarray(rng.random((s, s)).astype(dtype)) for _ in range(2))
+    c = np.zeros((s, s), dtype, order="F")
+    no, side, one, zero = ctypes.c_char(b"N"), integer(s), real(1.0), real(0.0)
+    args = [ctypes.byref(no), ctypes.byref(no), ctypes.byref(side), ctypes.byref(side),
+            ctypes.byref(side), ctypes.byref(one), a.ctypes.data_as(ptr), ctypes.byref(side),
+            b.ctypes.data_as(ptr), ctypes.byref(side), ctypes.byref(zero),
+            c.ctypes.data_as(ptr), ctypes.byref(side)]
+    with blas_threads(1):
+        gemm(*args)
+        seconds = best_seconds(lambda: gemm(*args), repeats)
+    if not np.allclose(c[:4, :4], a[:4] @ b[:, :4], rtol=1e-3):  # (not a GEMM as called)
+        return peak_flops(dtype, rng, repeats)
+    return 2 * s**3 / seconds
 
 
 def call_seconds() -> float:

@@ -7,10 +7,12 @@ Four sources of parameters, recorded in every plan (``MachineParams.source``) an
 * ``"calibrated"``: ``tp.calibrate()`` measured them (15-40 seconds, every field below
   that matters most, the BLAS efficiency table included).
 * ``"first-use"``: nothing was cached for this machine, so the first planning call
-  measured what plans depend on most in about a second (:mod:`teir_plan.calibrate`: BLAS'
-  float32/float64 peak, the vector kernel's rate and K steps, memory bandwidth, the copy
-  rate, the call overhead, the idle threads' wake cost, the cross-core handoff, L2 from
-  sysfs), scaled the rest from the reference machine, cached it and warned once.
+  measured what plans depend on most in about a second (:mod:`teir_plan.calibration`:
+  BLAS' float32/float64 peak, memory bandwidth, the copy rate, the call overhead, the
+  idle threads' wake cost, the cross-core handoff, L2 from sysfs), scaled the rest from
+  the reference machine, cached it and warned once.  The vector kernel's rate and K
+  steps are measured when the first float32 plan that runs on it is made (its compile,
+  5-25 s on a fresh install, is then paid by that plan, not by every first call).
 * ``"isa"``: nothing measured (``TEIR_PLAN_AUTOCALIBRATE=0``): rates derived from the
   vector ISA (:func:`teir_plan.machine.defaults.default_params`: vector width, FMA,
   threads).
@@ -92,6 +94,10 @@ class MachineParams:
     # in its own L3: 87), not the reference Xeon's.
     handoff_seconds: float = 1.4e-7
     calibrated: bool = False  # measured by the full tp.calibrate()
+    # False: a first-use estimate whose vector-kernel fields (vec_*) are still scaled from
+    # the BLAS peak; the first plan made for a float32 call that runs on the loop walker
+    # measures them (calibration.quick.measure_vector_now).
+    vector_measured: bool = True
     # Where the values come from (one of SOURCES), when they were measured (UTC, "" if
     # not), and for which machine (CPU / vector ISA / threads): recorded in every plan,
     # so that explain() says which parameters ranked it.
@@ -145,8 +151,10 @@ class MachineParams:
         if self.source == "calibrated":
             return f"calibrated by tp.calibrate(){when}{where} (full measurement)"
         if self.source == "first-use":
+            vector = ("" if self.vector_measured else "; the vector kernel's rate scaled "
+                      "from BLAS' until a float32 plan runs on it")
             return (f"first-use estimate measured{when}{where} (BLAS peak, memory, copy "
-                    f"rate, call overhead; the rest scaled from the reference; "
+                    f"rate, call overhead; the rest scaled from the reference{vector}; "
                     f"tp.calibrate() measures fully)")
         if self.source == "isa":
             return (f"defaults derived from the vector ISA{where} (nothing measured; "

@@ -96,9 +96,9 @@ def checked_fields(record: object, where: str) -> dict[str, object]:
             out[f.name] = _number(where, f.name, value, 0.0, MAX_K_STEPS, False)
         elif f.name == "gemm_efficiency":
             out[f.name] = _table(where, value)
-        elif f.name == "calibrated":
+        elif f.name in ("calibrated", "vector_measured"):
             if not isinstance(value, bool):
-                raise MachineFileError(f"{where}: field 'calibrated' must be true or "
+                raise MachineFileError(f"{where}: field {f.name!r} must be true or "
                                        f"false, got {value!r}")
             out[f.name] = value
         elif f.name == "source":

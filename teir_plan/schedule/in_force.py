@@ -12,8 +12,12 @@ machine and the einsum slow.
 
 from __future__ import annotations
 
+import numpy as np
+
 from teir_plan.machine import store
 from teir_plan.machine.params import MachineParams
+from teir_plan.schedule.plan import Plan
+from teir_plan.schedule.steps import TEIRStep
 
 
 def machine_params() -> MachineParams:
@@ -34,4 +38,28 @@ def machine_params() -> MachineParams:
         return calibrate()
     from teir_plan.calibration import quick_calibrate
 
-    return quick_calibrate()
+    return quick_calibrate(vector=False)
+
+
+def owes_vector_measurement(params: MachineParams, plan: Plan) -> bool:
+    """Whether ``plan``, made with a first-use estimate that left the vector kernel
+    unmeasured, runs float32 tiles on a vector kernel: running it compiles the kernel
+    and the loop walker, which the measurement times, so the measurement then costs
+    about 0.1 s instead of a compile the first call would not otherwise pay (a BLAS-only
+    plan compiles neither; each tile kind is compiled when first lowered onto).  The
+    caller measures (:func:`with_vector_measured`) and plans again."""
+    if params.vector_measured or params.source != "first-use" or params.loaded_from:
+        return False
+    for step in plan.steps:
+        if isinstance(step, TEIRStep):
+            low = step.chosen.lowered
+            if low.num_tensors == 3 and low.kind.vector and low.dtype == np.float32:
+                return True
+    return False
+
+
+def with_vector_measured(params: MachineParams) -> MachineParams:
+    """``params`` with the vector kernel measured, in force and cached."""
+    from teir_plan.calibration import measure_vector_now
+
+    return measure_vector_now(params)
