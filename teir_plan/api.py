@@ -188,7 +188,7 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
         hash(key)
     except TypeError:
         key = None  # unhashable options: build_plan will reject them with a clear message
-    params = machine_params()
+    params = _machine.current or machine_params(_first_dtype(specs, dtype))
     plan_cache.made_with(params)
     if key is not None:
         plan = plan_cache.get(key)
@@ -336,7 +336,7 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             and casting == "safe" and epilogue is None and isinstance(subscripts, str)):
         direct = _direct_key(subscripts, operands, out, optimize)
         if direct is not None:
-            params = machine_params()
+            params = _machine.current or machine_params(_first_dtype(operands, dtype))
             plan_cache.made_with(params)
             p = plan_cache.get_direct(direct)
             if p is not None:
@@ -369,6 +369,17 @@ def einsum(subscripts: object, *operands: object, out: np.ndarray | None = None,
             plan_cache.put_single((subscripts, x.shape, x.strides, x.dtype,
                                    get_num_threads()), p, params)
     return p.execute(arrays, out)
+
+
+def _first_dtype(operands: Sequence[object], dtype: object) -> np.dtype | None:
+    """What a call computes in (numpy's promotion of its operands, or ``dtype``), read
+    only when no machine parameters are in force yet; None if that is not clear."""
+    try:
+        if dtype is not None:
+            return np.dtype(dtype)  # type: ignore[call-overload,no-any-return]
+        return np.result_type(*(getattr(x, "dtype", np.float64) for x in operands))
+    except (TypeError, ValueError):
+        return None
 
 
 def _direct_key(subscripts: str, operands: Sequence[object], out: object,

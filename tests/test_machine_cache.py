@@ -111,7 +111,7 @@ def test_a_damaged_cache_is_ignored_with_one_warning(cache, monkeypatch, name) -
 @pytest.mark.parametrize("name", ["a list", "a zero rate", "an entry that is null"])
 def test_a_damaged_cache_is_measured_again_and_rewritten(cache, monkeypatch, name) -> None:
     monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")
-    monkeypatch.setattr(measure, "measure_quick", lambda vector=True: FAKE)
+    monkeypatch.setattr(measure, "measure_quick", lambda vector=True, dtype="float32": FAKE)
     _write(cache, DAMAGED[name])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -54,7 +54,7 @@ def fresh(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     set_machine_params(saved)
 
 
-def _no_measuring(vector: bool = True) -> QuickMeasurements:
+def _no_measuring(vector: bool = True, dtype: str = "float32") -> QuickMeasurements:
     raise AssertionError("measured, but no measurement was expected")
 
 
@@ -78,8 +78,8 @@ def test_the_first_use_estimate_measures_the_vector_kernel_with_the_first_vector
     monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")
     asked = []
 
-    def quick(vector: bool = True) -> QuickMeasurements:
-        asked.append(vector)
+    def quick(vector: bool = True, dtype: str = "float32") -> QuickMeasurements:
+        asked.append((vector, dtype))
         return replace(FAKE, vector_measured=False)
 
     monkeypatch.setattr(measure, "measure_quick", quick)
@@ -87,15 +87,16 @@ def test_the_first_use_estimate_measures_the_vector_kernel_with_the_first_vector
     monkeypatch.setattr(measure, "measure_vector_kernel",
                         lambda rng, tile, spent: cal_vector.VectorKernel(150e9, 3.0, 2e-8, 1e-9))
     rng = np.random.default_rng(2)
-    with pytest.warns(CalibrationWarning):
-        first = tp.machine_params()
-    assert asked == [False] and not first.vector_measured
     blas_only = [rng.random((400, 300)), rng.random((300, 200))]  # float64: never measures
-    np.testing.assert_allclose(tp.einsum("ij,jk->ik", *blas_only), np.dot(*blas_only))
-    assert machine.current is first
+    with pytest.warns(CalibrationWarning):
+        np.testing.assert_allclose(tp.einsum("ij,jk->ik", *blas_only), np.dot(*blas_only))
+    first = machine.current
+    # (its call overhead read on the BLAS runner of the first call's dtype)
+    assert asked == [(False, "float64")] and first is not None and not first.vector_measured
     a, b = (rng.random((64, 64)).astype(np.float32) for _ in range(2))
     plan = tp.plan("ij,jk->ik", a, b)  # planned again, with the vector kernel measured
-    assert in_force.owes_vector_measurement(first, plan), "no longer a walker plan"
+    assert in_force.owes_vector_measurement(first, plan), "no longer a vector plan"
+    assert plan.steps[0].chosen.lowered.kind.vector  # (the rule agrees with lowering)
     now = machine.current
     assert now is not None and now.vector_measured and now.vec_flops_f32 == 150e9
     assert (now.vec_k_steps, now.gemm_flops_f32) == (3.0, first.gemm_flops_f32)
@@ -103,7 +104,26 @@ def test_the_first_use_estimate_measures_the_vector_kernel_with_the_first_vector
     np.testing.assert_allclose(plan(a, b), a.astype(np.float64) @ b, rtol=1e-5)
     cached = json.loads((fresh / "machine.json").read_text())[machine.machine_key()]
     assert cached["vector_measured"] and cached["vec_flops_f32"] == 150e9
-    assert asked == [False]
+    assert len(asked) == 1
+
+
+@pytest.mark.parametrize(("dtype", "real"), [
+    (np.float64, "float64"), (np.complex128, "float64"), (np.float32, "float32"),
+    (np.complex64, "float32"), (np.float16, "float32")])
+def test_the_first_use_measurement_compiles_the_first_calls_blas_runner(
+        fresh, monkeypatch, dtype, real) -> None:
+    monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")
+    asked = []
+
+    def quick(vector: bool = True, dtype: str = "float32") -> QuickMeasurements:
+        asked.append(dtype)
+        return FAKE
+
+    monkeypatch.setattr(measure, "measure_quick", quick)
+    a = np.ones((3, 3), dtype)
+    with pytest.warns(CalibrationWarning):
+        tp.einsum("ij,jk,kl->il", a, a, a)  # (three operands: the direct key's path)
+    assert asked == [real]
 
 
 def test_the_suite_plans_against_the_reference_parameters(fresh, monkeypatch) -> None:
@@ -118,7 +138,7 @@ def test_the_suite_plans_against_the_reference_parameters(fresh, monkeypatch) ->
 
 def test_reference_ignores_a_cached_calibration(fresh, monkeypatch) -> None:
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "quick")
-    monkeypatch.setattr(measure, "measure_quick", lambda vector=True: FAKE)
+    monkeypatch.setattr(measure, "measure_quick", lambda vector=True, dtype="float32": FAKE)
     with pytest.warns(CalibrationWarning):
         assert tp.machine_params().gemm_flops_f32 == 94e9
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "reference")
@@ -128,7 +148,7 @@ def test_reference_ignores_a_cached_calibration(fresh, monkeypatch) -> None:
 
 def test_first_use_measures_caches_and_warns_once(fresh, monkeypatch) -> None:
     monkeypatch.delenv("TEIR_PLAN_AUTOCALIBRATE")  # the default for users: quick
-    monkeypatch.setattr(measure, "measure_quick", lambda vector=True: FAKE)
+    monkeypatch.setattr(measure, "measure_quick", lambda vector=True, dtype="float32": FAKE)
     with pytest.warns(CalibrationWarning) as caught:
         p = tp.machine_params()
     message = str(caught[0].message)

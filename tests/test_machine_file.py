@@ -30,7 +30,7 @@ def planning_as(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("TEIR_PLAN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TEIR_PLAN_AUTOCALIBRATE", "quick")
 
-    def no_measuring(vector=True):  # type: ignore[no-untyped-def]
+    def no_measuring(vector=True, dtype="float32"):  # type: ignore[no-untyped-def]
         raise AssertionError("measured, but TEIR_PLAN_MACHINE names the parameters")
 
     monkeypatch.setattr(measure, "measure_quick", no_measuring)

@@ -65,11 +65,12 @@ class QuickMeasurements:
     vector_measured: bool = True
 
 
-def measure_quick(vector: bool = True) -> QuickMeasurements:
+def measure_quick(vector: bool = True, dtype: str = "float32") -> QuickMeasurements:
     """The first-use measurements, on one thread: about 0.3 s here once the kernels are
     compiled (numba's disk cache), plus the first compile of what they run.  BLAS' peaks
-    are read calling BLAS directly, so that only the float32 BLAS runner is compiled (the
-    call overhead is read on it; a float32 product would compile it anyway).  The vector
+    are read calling BLAS directly, so that only the BLAS runner of ``dtype`` (float32 or
+    float64: the first call's) is compiled, to read the call overhead on it (a product of
+    that dtype compiles it anyway).  The vector
     kernel's rate (``vector``) needs the general loop walker compiled (5-25 s on a fresh
     install): the first-use trigger leaves it to :func:`measure_vector_now`, run when the
     first plan that runs on that walker is made, which compiles it anyway."""
@@ -86,7 +87,7 @@ def measure_quick(vector: bool = True) -> QuickMeasurements:
         vec = VectorKernel(0.0, MachineParams.vec_k_steps, 0.0, 0.0)
         if vec_spent:  # (the kernel's rate is weighed against BLAS': both read twice)
             vec = measure_vector_kernel(rng, MachineParams.tile_seconds, vec_spent)
-        call = call_seconds_gemm()
+        call = call_seconds_gemm(dtype)
         copy = numpy_copy_rate(rng)
         # 128 MiB: past any last-level cache of the machines teir_plan runs on, and
         # about 15 ms a copy at 20 GB/s (the full calibration copies 256 MiB).
@@ -157,21 +158,23 @@ def params_from_quick(m: QuickMeasurements, machine: str = "", measured_at: str 
     )
 
 
-def quick_calibrate(save: bool = True, vector: bool = True) -> MachineParams:
+def quick_calibrate(save: bool = True, vector: bool = True, dtype: str = "float32"
+                    ) -> MachineParams:
     """Measure what plans depend on most (about a second), use it, cache it, and say so
     once (a :class:`~teir_plan.errors.CalibrationWarning`).  ``tp.calibrate()`` measures
     fully and replaces it.  Another thread that asks for the parameters meanwhile waits
     for this measurement.  Without ``vector`` (the first-use trigger) the vector kernel is
-    not measured (its rate scaled from BLAS' peak) until :func:`measure_vector_now`."""
+    not measured (its rate scaled from BLAS' peak) until :func:`measure_vector_now`;
+    ``dtype``: the real dtype the first call computes in (whose BLAS runner it compiles)."""
     with store.first_use_measurement() as current:
         if current is not None:  # measured by the thread this one waited for
             return current
         start = time.perf_counter()
         with working("measuring this machine for the cost model, once (cached after)",
-                     "about a second, 2-10 s more where its BLAS runner is not compiled "
+                     "about a second, 2-10 s more where the BLAS runner is not compiled "
                      "yet" if not vector else
                      "about a second, 15-60 s more where the kernels are not compiled yet"):
-            measured = measure_quick(vector)
+            measured = measure_quick(vector, dtype)
         spent = time.perf_counter() - start
         p = params_from_quick(measured, store.machine_key(), now())
         saved = save and store.save_params(p)

@@ -162,16 +162,16 @@ def bandwidth_threads(threads: int) -> int:
     return max(1, min(max(2, threads), cpus))
 
 
-def call_seconds_gemm() -> float:
+def call_seconds_gemm(dtype: str = "float32") -> float:
     """The executor's call overhead as the first-use calibration reads it, from programs
-    of 8 x 8 x 8 float32 BLAS tiles (the kernel the peak was just measured with, already
+    of 8 x 8 x 8 BLAS tiles of ``dtype`` (that of the first call, whose BLAS runner this
+    compiles) (the kernel the peak was just measured with, already
     compiled; the one-element copy the full calibration times compiles the copy kernel,
     12 s on a fresh install): one tile a call against 33, so that the tiles' own cost
     drops out of the difference."""
     def per_call(reps: int) -> float:
-        lowered = lower(calibration_program(8, 8, 8, "float32", reps), False)
-        arrs = [np.ones(64, np.float32), np.ones(64 * reps, np.float32),
-                np.zeros(64 * reps, np.float32)]
+        lowered = lower(calibration_program(8, 8, 8, dtype, reps), False)
+        arrs = [np.ones(64, dtype), np.ones(64 * reps, dtype), np.zeros(64 * reps, dtype)]
 
         def run200() -> None:
             for _ in range(200):

@@ -16,14 +16,17 @@ import numpy as np
 
 from teir_plan.machine import store
 from teir_plan.machine.params import MachineParams
+from teir_plan.planner.cost import tile_kind
 from teir_plan.schedule.plan import Plan
 from teir_plan.schedule.steps import TEIRStep
 
 
-def machine_params() -> MachineParams:
+def machine_params(dtype: np.dtype | None = None) -> MachineParams:
     """The parameters in force: a cached calibration (full or first-use), else a first-use
     measurement, the ISA-derived defaults or the reference, by ``TEIR_PLAN_AUTOCALIBRATE``
-    (see :mod:`teir_plan.machine.store`)."""
+    (see :mod:`teir_plan.machine.store`).  ``dtype``: what the call that asks computes in,
+    if known (the first-use measurement compiles the BLAS runner of its real dtype, which
+    that call's BLAS tiles then use, instead of float32's)."""
     found = store.current  # one reference read: no lock needed on the cached path
     if found is not None:
         return found
@@ -38,22 +41,34 @@ def machine_params() -> MachineParams:
         return calibrate()
     from teir_plan.calibration import quick_calibrate
 
-    return quick_calibrate(vector=False)
+    return quick_calibrate(vector=False, dtype=_real_name(dtype))
 
+
+def _real_name(dtype: np.dtype | None) -> str:
+    """float64 for a float64 or complex128 computation, else float32 (16-bit operands
+    compute in float32)."""
+    if dtype is not None and dtype.kind in "fc" and dtype.itemsize == (16 if dtype.kind == "c"
+                                                                      else 8):
+        return "float64"
+    return "float32"
 
 def owes_vector_measurement(params: MachineParams, plan: Plan) -> bool:
     """Whether ``plan``, made with a first-use estimate that left the vector kernel
-    unmeasured, runs float32 tiles on a vector kernel: running it compiles the kernel
+    unmeasured, runs float32 tiles on a vector kernel: running it compiles that kernel
     and the loop walker, which the measurement times, so the measurement then costs
-    about 0.1 s instead of a compile the first call would not otherwise pay (a BLAS-only
-    plan compiles neither; each tile kind is compiled when first lowered onto).  The
-    caller measures (:func:`with_vector_measured`) and plans again."""
+    about 0.1 s instead of a compile every first call would pay (a BLAS-only plan
+    compiles neither).  The caller measures (:func:`with_vector_measured`) and plans
+    again."""
     if params.vector_measured or params.source != "first-use" or params.loaded_from:
         return False
     for step in plan.steps:
-        if isinstance(step, TEIRStep):
-            low = step.chosen.lowered
-            if low.num_tensors == 3 and low.kind.vector and low.dtype == np.float32:
+        # The kind asked of the cost model's rule, not of the lowered program: lowering
+        # compiles the kind it lowers onto, perhaps one the plan made again does not use.
+        c = step.chosen.contraction if isinstance(step, TEIRStep) else None
+        choice = step.chosen.choice if isinstance(step, TEIRStep) else None
+        if c is not None and choice is not None and c.dtype == np.float32:
+            kind, _, _ = tile_kind(c, choice.m, choice.n, choice.k, choice.br, choice.call)
+            if kind.vector:
                 return True
     return False
 
