@@ -150,7 +150,10 @@ def test_small_products_of_any_form_run_numpys_loop(expr: str, shapes) -> None: 
         ref = _ref(expr, *ops)
         tol = 1e-5 if dtype == np.float32 else 1e-12
         for _ in range(2):
-            np.testing.assert_allclose(tp.einsum(expr, *ops), ref, rtol=tol, atol=tol)
+            got = tp.einsum(expr, *ops)
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+            # in the layout the plan chose (numpy allocates it when that is C order)
+            assert tuple(n // got.itemsize for n in got.strides) == p.out_spec.strides
         out = np.full(p.shape, np.nan, dtype)
         assert tp.einsum(expr, *ops, out=out) is out
         np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
@@ -177,22 +180,28 @@ def test_other_products_keep_the_executor(expr: str, shapes: list[tuple[int, ...
             np.testing.assert_allclose(tp.einsum(expr, *ops), ref, atol=1e-9)
 
 
-def test_floating_point_errors_are_ignored_as_numpy_einsum_ignores_them() -> None:
+@pytest.mark.parametrize("expr, shapes, call", [
+    ("ij,jk->ik", [(8, 8), (8, 8)], "dot"),
+    ("abc,cd->abd", [(3, 4, 5), (5, 6)], "einsum"),
+    ("ijk,jk->i", [(6, 5, 4), (5, 4)], "einsum"),
+])
+def test_floating_point_errors_are_ignored_as_numpy_einsum_ignores_them(
+        expr: str, shapes: list, call: str) -> None:
     """inf * 0 is nan with no RuntimeWarning or FloatingPointError (numpy.einsum's and
     the executor's behaviour), and numpy's error state is the caller's again after."""
-    a = np.full((8, 8), np.inf)
-    b = np.zeros((8, 8))
-    p = tp.plan("ij,jk->ik", a, b)
-    assert p._route is not None
-    out = np.empty((8, 8))
+    a = np.full(shapes[0], np.inf)
+    b = np.zeros(shapes[1])
+    p = tp.plan(expr, a, b)
+    assert p.numpy_call == call
+    out = p.empty_out()
     with np.errstate(all="raise"):
         for _ in range(2):
-            assert np.isnan(tp.einsum("ij,jk->ik", a, b)).all()
+            assert np.isnan(tp.einsum(expr, a, b)).all()
             assert np.isnan(p(a, b)).all()
             p(a, b, out=out)
             assert np.isnan(out).all()
         with pytest.raises(FloatingPointError):
-            a @ b  # noqa: B018 - the state is raise again
+            np.multiply(a, 0.0)  # the state is raise again
     assert np.geterr()["invalid"] == "warn"
 
 

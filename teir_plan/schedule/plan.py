@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,6 +33,7 @@ from teir_plan.schedule.tiny import (
     RouteInto1,
     diagonal_sum_route,
     dot_route,
+    einsum_layout,
     multiply_route,
     small_product_route,
     sum_route,
@@ -305,11 +306,14 @@ class Plan:
         mul = multiply_route(self.steps[0], self.expression, self.empty_out)
         if mul is not None:
             return "multiply", mul
+        layout = partial(einsum_layout, self.expression.subscripts, self.operands,
+                         self.out_spec,
+                         self._small_out is not None and self._small_out[1] is None)
         summed = weighted_sum_route(self.steps[0], self.expression, self.out_spec.dtype,
-                                    self.empty_out)
+                                    self.empty_out, layout)
         if summed is None:
             summed = small_product_route(self.steps[0], self.expression,
-                                         self.out_spec.dtype, self.empty_out)
+                                         self.out_spec.dtype, self.empty_out, layout)
         return ("einsum", summed) if summed is not None else None
 
     @cached_property

@@ -32,13 +32,14 @@ path search (:func:`weighted_sum_route`).  :attr:`Plan.numpy_call` names the fun
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 
 from teir_plan.frontend.expression import Expression
+from teir_plan.schedule.operands import OperandSpec
 from teir_plan.schedule.steps import ReduceStep, Step, TEIRStep
 from teir_plan.teir.enums import Prim
 
@@ -331,8 +332,8 @@ def multiply_route(step: Step, expression: Expression, empty: Empty
     return partial(_new, empty, into), into
 
 
-def weighted_sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
-                       ) -> tuple[Route, RouteInto] | None:
+def weighted_sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty,
+                       layout: Callable[[], str] = str) -> tuple[Route, RouteInto] | None:
     """A tiny operand times weights along its summed indices (``ij,ij->``,
     ``ijk,jk->i``: the reduction kernel's weighted sums that are not a matrix-vector
     product of two 2-D operands) as numpy.einsum's own loop, or None unless the plan's
@@ -343,12 +344,11 @@ def weighted_sum_route(step: Step, expression: Expression, dtype: np.dtype, empt
         return None
     if _operand_bytes(expression, dtype) > TINY_UFUNC_BYTES:
         return None
-    into = _einsum_into(expression)
-    return None if into is None else (partial(_new, empty, into), into)
+    return _einsum_route(expression, empty, layout)
 
 
-def small_product_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
-                        ) -> tuple[Route, RouteInto] | None:
+def small_product_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty,
+                        layout: Callable[[], str] = str) -> tuple[Route, RouteInto] | None:
     """A two-operand product of at most TINY_EINSUM_FLOPS as numpy.einsum's own loop
     (its C loop: numpy.einsum without optimize), or None: the plan's one step must be a
     TEIR program reading the two operands into the result."""
@@ -360,8 +360,7 @@ def small_product_route(step: Step, expression: Expression, dtype: np.dtype, emp
     if (step.chosen.cost.flops > TINY_EINSUM_FLOPS or prims.prim_first is not Prim.ZERO
             or prims.prim_last is not Prim.NONE):
         return None  # (ReLU, or a sum into what out holds: not numpy.einsum's)
-    into = _einsum_into(expression)
-    return None if into is None else (partial(_new, empty, into), into)
+    return _einsum_route(expression, empty, layout)
 
 
 def _operand_bytes(expression: Expression, dtype: np.dtype) -> int:
@@ -384,13 +383,53 @@ def _einsum_into(expression: Expression) -> Callable[..., None] | None:
         return None
 
     def into(*arrays: np.ndarray) -> None:
-        token = _errstate.set(_QUIET)
-        try:  # numpy.einsum without optimize is this call, after checking its arguments
-            _c_einsum(subscripts, *arrays[:-1], out=arrays[-1])
-        finally:
-            _errstate.reset(token)
+        # numpy.einsum without optimize is this call, after checking its arguments.  Its
+        # loops read no floating-point flags (inf * 0 gives nan under
+        # np.errstate(all="raise")), so unlike the ufunc routes it needs no errstate.
+        _c_einsum(subscripts, *arrays[:-1], out=arrays[-1])
 
     return into
+
+
+def _einsum_route(expression: Expression, empty: Empty, layout: Callable[[], str]
+                  ) -> tuple[Route, RouteInto] | None:
+    """numpy.einsum's loop as a route: into the result it allocates itself when that is
+    in the plan's layout (``layout()``, asked only of a route: :func:`einsum_layout`'s
+    "K" when numpy's own choice is the plan's, "C" when the plan's is C order) or else
+    into ``empty``'s.
+    Each call that numpy's allocation saves is a fifth of a tiny product's time, and a
+    keyword argument (``order``) a tenth."""
+    into = _einsum_into(expression)
+    if into is None:
+        return None
+    order = layout()
+    if order == "K":
+        return partial(_c_einsum, expression.subscripts), into
+    if order == "C":
+        return partial(_c_einsum, expression.subscripts, order="C"), into
+    return partial(_new, empty, into), into
+
+
+def einsum_layout(subscripts: str, operands: Sequence[OperandSpec], out: OperandSpec,
+                  c_order: bool) -> str:
+    """"K" when numpy.einsum (order "K") lays the result of operands of these layouts
+    out as ``out`` is, "C" when ``out`` is in C order (``c_order``), else "": read off
+    one call on arrays of the operands' layouts (tiny: the routes' operands are)."""
+    arrays = []
+    for spec in operands:
+        extent = 1 + sum((n - 1) * abs(st) for n, st in zip(spec.shape, spec.strides))
+        base = np.zeros(extent, spec.dtype)
+        offset = sum((n - 1) * -st for n, st in zip(spec.shape, spec.strides) if st < 0)
+        arrays.append(np.lib.stride_tricks.as_strided(
+            base[offset:], spec.shape, tuple(st * spec.dtype.itemsize for st in spec.strides)))
+    try:
+        r = _c_einsum(subscripts, *arrays)
+    except (TypeError, ValueError):  # (whatever numpy refuses is not routed)
+        return "C" if c_order else ""
+    same = r.dtype == out.dtype and all(
+        n == 1 or st // r.itemsize == want
+        for n, st, want in zip(r.shape, r.strides, out.strides))
+    return "K" if same else ("C" if c_order else "")
 
 
 _NUMPY_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
