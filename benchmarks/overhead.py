@@ -76,6 +76,58 @@ def call_overhead() -> list[list]:
     return rows
 
 
+# Small calls (issue of the call path's cost: parse, key, lookup, checks, dispatch): each
+# against numpy.einsum without optimize (its C loop, the bar) and opt_einsum's
+# contract_expression (a parsed expression called again), in turns.  The first four are
+# the cases users reported; the rest are held out, of the same kinds.
+SMALL = [
+    ("abc,cd->abd", [(3, 4, 5), (5, 6)], np.float64),
+    ("abc,cd->abd", [(3, 4, 5), (5, 6)], np.float32),
+    ("ij,jk->ik", [(8, 8), (8, 8)], np.float64),
+    ("i,i->", [(32,), (32,)], np.float64),
+    ("abcd,de->abce", [(2, 3, 4, 5), (5, 3)], np.float32),
+    ("ijk,jk->i", [(4, 5, 6), (5, 6)], np.float32),
+    ("bij,bjk->bik", [(4, 5, 6), (4, 6, 3)], np.float64),
+    ("ab,cb->ac", [(6, 7), (5, 7)], np.float32),
+    ("ij,j->i", [(12, 10), (10,)], np.float64),
+    ("ijk->ik", [(6, 7, 8)], np.float64),
+]
+
+
+def small_calls(rounds: int = 7, reps: int = 2000) -> list[list]:
+    """us per call (best of ``rounds`` of ``reps`` calls, the callers in turns each
+    round): numpy.einsum, tp.einsum, a tp.plan called, contract_expression."""
+    import opt_einsum as oe
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for sub, shapes, dtype in SMALL:
+        ops = [rng.random(s).astype(dtype) for s in shapes]
+        p = tp.plan(sub, *ops)
+        expr = oe.contract_expression(sub, *shapes)
+        callers = {
+            "numpy": lambda sub=sub, ops=ops: np.einsum(sub, *ops),
+            "tp.einsum": lambda sub=sub, ops=ops: tp.einsum(sub, *ops),
+            "plan": lambda p=p, ops=ops: p(*ops),
+            "contract_expression": lambda expr=expr, ops=ops: expr(*ops),
+        }
+        for fn in callers.values():  # past the trials of the plans' first calls
+            for _ in range(60):
+                fn()
+        best = dict.fromkeys(callers, float("inf"))
+        for _ in range(rounds):
+            for name, fn in callers.items():
+                start = time.perf_counter()
+                for _ in range(reps):
+                    fn()
+                best[name] = min(best[name], (time.perf_counter() - start) / reps * 1e6)
+        rows.append([f"{sub} {'x'.join(map(str, shapes[0]))}"
+                     + "".join(f", {'x'.join(map(str, s))}" for s in shapes[1:])
+                     + f" {np.dtype(dtype).name}", *best.values(),
+                     best["tp.einsum"] / best["numpy"], best["plan"] / best["tp.einsum"]])
+    return rows
+
+
 # First calls in a fresh process: one BLAS call (it compiles only the runner of plain BLAS
 # programs, executor/lower.plain_blas) and one on the general loop walker (the vector
 # kernel), each on a cold numba cache and then on the warm one it left.
@@ -133,6 +185,7 @@ def main() -> None:
     plan_rows = planning_times()
     phases = planning.measure(quick=False, tensors=100)
     call_rows = call_overhead()
+    small_rows = small_calls()
     first_rows = first_call() + first_use_rows()
     md = (f"# Overheads\n\n{machine_md(info)}\n\n## Planning (float32)\n\n"
           + md_table(["problem", "fresh plan best (ms)", "median (ms)", "cached lookup (us)"],
@@ -140,12 +193,17 @@ def main() -> None:
           + "\n\n" + planning.markdown(info, phases).split("\n", 4)[4].replace("## ", "### ")
           + "\n\n## Per-call overhead, tiny contraction (us per call, best of 5 x 2000)\n\n"
           + md_table(["call", "us per call"], call_rows)
+          + "\n\n## Small calls against numpy.einsum (us per call, best of 7 x 2000, in "
+          "turns)\n\n"
+          + md_table(["case", "numpy.einsum", "tp.einsum", "tp.plan called",
+                      "contract_expression", "tp.einsum / numpy", "plan / tp.einsum"],
+                     small_rows)
           + "\n\n## First call in a fresh process (seconds)\n\n"
           + md_table(["case", "import + first call or calibration (s)",
                       "process wall time (s)"], first_rows)
           + "\n")
     print(md)
-    print(f"results: {write_results('overhead', {'machine': info, 'planning': plan_rows, 'planning_phases': phases, 'calls': call_rows, 'first_call': first_rows}, md)}")  # noqa: E501
+    print(f"results: {write_results('overhead', {'machine': info, 'planning': plan_rows, 'planning_phases': phases, 'calls': call_rows, 'small_calls': small_rows, 'first_call': first_rows}, md)}")  # noqa: E501
 
 
 if __name__ == "__main__":

@@ -231,7 +231,7 @@ def test_nan_and_inf_in_either_part_propagate_as_in_numpy(dtype, expr, shapes, b
 
 @pytest.mark.parametrize("dtype", COMPLEX)
 @pytest.mark.parametrize("expr,shape", [
-    ("ij->i", (6, 7)),            # tiny: numpy's add.reduce
+    ("ij->i", (6, 7)),            # tiny: numpy.einsum
     ("ij->", (6, 7)),
     ("ij->i", (300, 70)),         # the reduction kernel on the parts
     ("ij->j", (300, 70)),

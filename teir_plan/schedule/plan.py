@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from functools import cached_property, partial
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -306,9 +306,7 @@ class Plan:
         mul = multiply_route(self.steps[0], self.expression, self.empty_out)
         if mul is not None:
             return "multiply", mul
-        layout = partial(einsum_layout, self.expression.subscripts, self.operands,
-                         self.out_spec,
-                         self._small_out is not None and self._small_out[1] is None)
+        layout = self._einsum_layout
         summed = weighted_sum_route(self.steps[0], self.expression, self.out_spec.dtype,
                                     self.empty_out, layout)
         if summed is None:
@@ -316,9 +314,15 @@ class Plan:
                                          self.out_spec.dtype, self.empty_out, layout)
         return ("einsum", summed) if summed is not None else None
 
+    def _einsum_layout(self) -> str:
+        """How a route on numpy.einsum's loop gets the plan's result layout (asked only
+        of a plan routed there: schedule/tiny.einsum_layout)."""
+        return einsum_layout(self.expression.subscripts, self.operands, self.out_spec,
+                             self._small_out is not None and self._small_out[1] is None)
+
     @cached_property
     def _route1(self) -> tuple[Route1, RouteInto1] | None:
-        """A tiny one-operand sum run by numpy's add.reduce or einsum (schedule/tiny.py),
+        """A tiny one-operand sum run by numpy's einsum or add.reduce (schedule/tiny.py),
         or None."""
         return self._route1_named[1] if self._route1_named is not None else None
 
@@ -327,9 +331,9 @@ class Plan:
         if not self._routable or len(self.operands) != 1:
             return None
         args = (self.steps[0], self.expression, self.out_spec.dtype, self.empty_out)
-        summed = sum_route(*args)
+        summed = sum_route(*args, self._einsum_layout)
         if summed is not None:
-            return "add.reduce", summed
+            return summed
         diagonal = diagonal_sum_route(*args)
         return ("einsum", diagonal) if diagonal is not None else None
 

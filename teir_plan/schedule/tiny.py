@@ -235,13 +235,19 @@ def _dot_into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> None:
         _errstate.reset(token)
 
 
-def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
-              ) -> tuple[Route1, RouteInto1] | None:
-    """A tiny one-operand sum (``ij->j``, ``ijk->ki``, ``ij->``) as numpy's
-    ``add.reduce`` over a transposed view of the operand (kept axes in the result's
-    order, then the summed ones), or None unless the plan's one step is the reduction
-    kernel on an operand (of ``dtype``, the result's) of distinct indices of at most
-    TINY_UFUNC_BYTES.  ``empty`` makes the result of a call without ``out``."""
+def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty,
+              layout: Callable[[], str] = str
+              ) -> tuple[str, tuple[Route1, RouteInto1]] | None:
+    """A tiny one-operand sum (``ij->j``, ``ijk->ki``, ``ij->``) on numpy, named: its
+    einsum loop, or ``add.reduce`` over a transposed view of the operand (kept axes in
+    the result's order, then the summed ones) where an index is not one of numpy's
+    letters; None unless the plan's one step is the reduction kernel on an operand (of
+    ``dtype``, the result's) of distinct indices of at most TINY_UFUNC_BYTES.
+    ``empty`` makes the result of a call without ``out``, where numpy's own is not in
+    the plan's layout (``layout``, as for :func:`small_product_route`).  einsum's loop
+    took half of add.reduce's time up to TINY_UFUNC_BYTES (0.84-8.0 against 1.6-26 us
+    on 2.7-131 KB operands, Xeon): a reduction over several axes costs the ufunc
+    more."""
     if _QUIET is None or type(step) is not ReduceStep:
         return None
     if step.reduction.weighted or step.inputs != (0,) or step.dst != 1:
@@ -252,6 +258,9 @@ def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
     out = expression.output
     if len(set(term)) != len(term):
         return None  # a diagonal: diagonal_sum_route
+    routed = _einsum_route(expression, empty, layout)  # (of one operand: a Route1)
+    if routed is not None:
+        return "einsum", routed  # type: ignore[return-value]
     perm = tuple(term.index(c) for c in out) + tuple(
         i for i, c in enumerate(term) if c not in out)
     axes = tuple(range(len(out), len(term)))
@@ -263,7 +272,7 @@ def sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
         finally:
             _errstate.reset(token)
 
-    return partial(_new, empty, into), into
+    return "add.reduce", (partial(_new, empty, into), into)
 
 
 def diagonal_sum_route(step: Step, expression: Expression, dtype: np.dtype, empty: Empty
