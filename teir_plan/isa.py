@@ -207,8 +207,10 @@ class Blocking:
     """Everything the vector kernels and their tile rules know of one vector target and
     dtype, in one record (BLIS' context): the micro-tile shapes, the load and aliasing
     policy, and the cache blocking limits of a tile.  The kernels compile these in as
-    constants and the planner's rules read the same record (:func:`blocking`); a new ISA
-    is a register file in ``_SHAPES`` and a target in :func:`compile_target`'s table.
+    constants, their dispatch is generated from its lists of micro-tiles
+    (:attr:`micro_tiles`, :attr:`transposed_row_steps`), and the planner's rules read
+    the same record (:func:`blocking`); a new ISA is a register file in ``_SHAPES`` and
+    a target in :func:`compile_target`'s table.
     The defaults are the measured values of docs/decisions.md, the same on every target
     measured so far."""
 
@@ -250,9 +252,29 @@ class Blocking:
 
     @property
     def row_steps(self) -> tuple[int, ...]:
-        """The rows of the main micro-tiles a strip takes, largest first (the kernel's
-        ladder: the main rows, then 4, 2 and 1)."""
+        """The rows of the main micro-tiles a strip takes, largest first (the main rows,
+        then 4, 2 and 1)."""
         return tuple(sorted({self.shapes.rows, 4, 2, 1}, reverse=True))
+
+    @property
+    def wide_row_steps(self) -> tuple[int, ...]:
+        """The rows of the wide ((vectors + 1)-register) micro-tiles, largest first."""
+        return tuple(sorted({self.shapes.wide_rows, 4, 2, 1}, reverse=True))
+
+    @property
+    def micro_tiles(self) -> tuple[tuple[int, int], ...]:
+        """Every (rows, vector registers) micro-tile the vector kernel runs: the main
+        rows' steps by 1 to ``vectors`` registers (a strip's last lines), and the wide
+        ones.  The kernel's dispatch is generated from this list (executor/micro_ir.py)."""
+        main = [(r, v) for r in self.row_steps for v in range(self.shapes.vectors, 0, -1)]
+        return (*main, *((r, self.shapes.vectors + 1) for r in self.wide_row_steps))
+
+    @property
+    def transposed_row_steps(self) -> tuple[int, ...]:
+        """The rows of the transposed kernel's micro-tiles, largest first: multiples of
+        4 up to ``transposed_rows`` (rows computed and not stored cost their share of the
+        multiply-adds, so a tile takes the next multiple of 4 above its rows)."""
+        return tuple(range(self.shapes.transposed_rows, 0, -4))
 
     def registers_used(self) -> tuple[int, int, int]:
         """Vector registers the main, the wide and the transposed micro-tiles hold at

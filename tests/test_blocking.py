@@ -24,6 +24,14 @@ def test_each_micro_tile_fits_the_register_file(tgt: VectorTarget, dtype: str) -
     assert b.row_steps[0] == sh.rows and b.row_steps[-1] == 1
     assert b.lanes * b.itemsize == tgt.vector_bytes
     assert b.full_line_loads == (tgt.name != "avx512")
+    # Every micro-tile the kernels dispatch to fits the register file: its accumulators,
+    # the vectors one K step loads and a broadcast (the transposed tile: its rows, V's
+    # vector and a broadcast), and every strip's rows are covered by the steps.
+    assert all(r * v + v + 1 <= tgt.registers for r, v in b.micro_tiles), b.micro_tiles
+    assert all(r + 2 <= tgt.registers and r % 4 == 0 for r in b.transposed_row_steps)
+    assert {v for _, v in b.micro_tiles} == set(range(1, sh.vectors + 2))
+    assert len(set(b.micro_tiles)) == len(b.micro_tiles)
+    assert b.wide_row_steps[-1] == 1 and b.transposed_row_steps[0] == sh.transposed_rows
 
 
 def test_the_register_files_shapes_differ_where_the_registers_do() -> None:
@@ -50,6 +58,13 @@ def test_the_kernels_compile_in_the_record_of_their_target() -> None:
               "rows x k": b.max_rows_times_k, "span": b.max_span_bytes,
               "stream k": b.stream_k, "page": b.page_bytes}
     assert kernels == record
+    # The kernels' dispatch is generated from the record's lists of micro-tiles.
+    from teir_plan.executor import microkernel, transposed_kernel
+
+    assert micro_ir.MICRO_TILES == b.micro_tiles
+    assert (microkernel.ROW_STEPS, microkernel.QUAD_ROW_STEPS) == (b.row_steps,
+                                                                   b.wide_row_steps)
+    assert transposed_kernel.TRANSPOSED_ROWS == b.transposed_row_steps
     # float64's record differs from float32's in its lanes only.
     d = blocking("float64", target())
     assert d.shapes == b.shapes and d.lanes * 2 == b.lanes

@@ -49,17 +49,21 @@ from teir_plan.executor.micro_ir import (
 from teir_plan.isa import LINE_BYTES
 
 # Tile rules' constants the planner also reads (its prefetch and 4K-aliasing rules).
-from teir_plan.tiles import NEXT_TILE_PREFETCH_BYTES, PAGE_BYTES
+from teir_plan.tiles import BLOCKING, NEXT_TILE_PREFETCH_BYTES, PAGE_BYTES
+
+# The row steps of the main and the wide micro-tiles, from the blocking record.
+ROW_STEPS = BLOCKING.row_steps
+QUAD_ROW_STEPS = BLOCKING.wide_row_steps
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _row_step(n):  # type: ignore[no-untyped-def]
-    """The rows of the next main micro-tile when ``n`` rows are left: ROWS, then 4, 2, 1."""
-    if n >= ROWS:
-        return ROWS
-    if n >= 4:
-        return 4
-    return 2 if n >= 2 else 1
+    """The rows of the next main micro-tile when ``n`` rows are left (the blocking
+    record's row steps, largest first: ROWS, then 4, 2, 1)."""
+    for rows in ROW_STEPS:
+        if n >= rows:
+            return rows
+    return 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -79,46 +83,9 @@ def _micro_tile(  # type: ignore[no-untyped-def]
     sf, sfl,
 ):
     """The micro-tile of ``rows`` rows (ROWS, 4, 2 or 1) and ``lines`` vectors (LINES
-    or fewer; LINES is 2 or 3)."""
-    if rows == ROWS:
-        if lines == 3:
-            micro_tile_ir(ROWS, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-                   relu, nf, nfl, sf, sfl)
-        elif lines == 2:
-            micro_tile_ir(ROWS, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-                   relu, nf, nfl, sf, sfl)
-        else:
-            micro_tile_ir(ROWS, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-                   relu, nf, nfl, sf, sfl)
-    elif rows == 4:
-        if lines == 3:
-            micro_tile_ir(4, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl, sf, sfl)
-        elif lines == 2:
-            micro_tile_ir(4, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl, sf, sfl)
-        else:
-            micro_tile_ir(4, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl, sf, sfl)
-    elif rows == 2:
-        if lines == 3:
-            micro_tile_ir(2, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl, sf, sfl)
-        elif lines == 2:
-            micro_tile_ir(2, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl, sf, sfl)
-        else:
-            micro_tile_ir(2, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu,
-                   nf, nfl, sf, sfl)
-    elif lines == 3:
-        micro_tile_ir(1, 3, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
-               nfl, sf, sfl)
-    elif lines == 2:
-        micro_tile_ir(1, 2, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
-               nfl, sf, sfl)
-    else:
-        micro_tile_ir(1, 1, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf,
-               nfl, sf, sfl)
+    or fewer): the intrinsic dispatches over the blocking record's shapes."""
+    micro_tile_ir(rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
+                  relu, nf, nfl, sf, sfl)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -127,30 +94,17 @@ def _quad_tile(  # type: ignore[no-untyped-def]
     sfl,
 ):
     """The QUAD_LINES-vector micro-tile of ``rows`` rows (QUAD_ROWS, 4, 2 or 1)."""
-    if rows == QUAD_ROWS:
-        micro_tile_ir(QUAD_ROWS, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf,
-               tail, nt, relu, nf, nfl, sf, sfl)
-    elif rows == 4:
-        micro_tile_ir(4, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-               relu, nf, nfl, sf, sfl)
-    elif rows == 2:
-        micro_tile_ir(2, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-               relu, nf, nfl, sf, sfl)
-    else:
-        micro_tile_ir(1, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-               relu, nf, nfl, sf, sfl)
+    micro_tile_ir(rows, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail,
+                  nt, relu, nf, nfl, sf, sfl)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _quad_rows(n):  # type: ignore[no-untyped-def]
     """The rows of the next QUAD_LINES-vector micro-tile when ``n`` rows are left."""
-    if n >= QUAD_ROWS:
-        return QUAD_ROWS
-    if n >= 4:
-        return 4
-    return 2 if n >= 2 else 1
-
-
+    for rows in QUAD_ROW_STEPS:
+        if n >= rows:
+            return rows
+    return 1
 
 
 @njit(cache=True, nogil=True)

@@ -32,6 +32,8 @@ reach as for any GEMM tile cover it.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
@@ -48,175 +50,165 @@ from teir_plan.executor.intrinsics import (
     transpose_lines,
     vector_ops,
 )
-from teir_plan.executor.micro_ir import VECTOR_BYTES, reg_vector
+from teir_plan.executor.micro_ir import VECTOR_BYTES, dispatch, reg_vector
 from teir_plan.isa import LINE_BYTES
 
 # The largest micro-tile's rows: the tile rules' constant, so that the cost model prices
 # the tiles this kernel runs without importing it.
 from teir_plan.tilekinds.vec_t import VEC_T_TILE_ROWS as MAX_ROWS
+from teir_plan.tiles import BLOCKING
 
 
-def _micro_t(rmax: int):  # type: ignore[no-untyped-def]
-    """An intrinsic computing, for r < nrows (at most ``rmax``) and v < tail (at most L,
-    the elements of one vector register),
+@intrinsic(prefer_literal=True)
+def micro_t_ir(  # type: ignore[no-untyped-def]
+    typingctx, rows_ty, V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, nrows, relu,
+):
+    """An intrinsic computing, for r < nrows (at most ``rows``: one of the blocking
+    record's TRANSPOSED_ROWS, a constant at the call or not, a switch over those it may
+    be) and v < tail (at most L, the elements of one vector register),
 
         C[co + v*cv + r]  (=, or += unless ``first``)
             sum_{p < K} V[vo + p*vk + v] * S[so + p*sk + r]
 
     then max(., 0) as numpy.maximum does, if ``relu``; prefetching V[vo + p*vk + pf]
-    into L1 in each K step.  S's rows are one element apart, and all ``rmax`` of them are
-    read (the caller pads S when ``nrows`` is fewer); rows nrows..rmax-1 are not stored.
+    into L1 in each K step.  S's rows are one element apart, and all ``rows`` of them are
+    read (the caller pads S when ``nrows`` is fewer); rows nrows..rows-1 are not stored.
     Lanes tail..L-1 of V are not read."""
+    shapes = [r for r in TRANSPOSED_ROWS
+              if not isinstance(rows_ty, types.IntegerLiteral) or rows_ty.literal_value == r]
+    if not shapes or not isinstance(rows_ty, types.Integer):
+        return None
+    sig = types.void(rows_ty, V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, nrows, relu)
 
-    @intrinsic
-    def micro(  # type: ignore[no-untyped-def]
-        typingctx, V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, nrows, relu,
-    ):
-        sig = types.void(V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, nrows, relu)
+    def codegen(context, builder, signature, all_args):  # type: ignore[no-untyped-def]
+        tys, args = signature.args[1:], all_args[1:]
+        rows = as_intp(context, builder, all_args[0], signature.args[0])
+        dispatch(builder, rows, [(r, partial(_emit_t, context, builder, r, tys, args))
+                                 for r in shapes], "vt.tile")
+        return context.get_dummy_value()
 
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            tys = signature.args
-            dt = tys[0].dtype
-            lanes, elem, vty, size = reg_vector(context, dt)
-            v_data, s_data, c_data = (array_data(context, builder, tys[i], args[i])
-                                      for i in (0, 3, 6))
-            vo_, vk_, so_, sk_, co_, cv_, k_, pf_, tail_, nrows_ = (
-                as_intp(context, builder, args[i], tys[i])
-                for i in (1, 2, 4, 5, 7, 8, 9, 11, 12, 13))
-            first_ = context.cast(builder, args[10], tys[10], types.boolean)
-            relu_ = context.cast(builder, args[14], tys[14], types.boolean)
-            intp = vo_.type
-            i32 = ir.IntType(32)
-            i8p = ir.IntType(8).as_pointer()
-            fma, prefetch, masked_load, masked_store, mty = vector_ops(builder, vty, dt.bitwidth)
-            zero = ir.Constant(vty, [ir.Constant(elem, 0.0)] * lanes)
-            undef = ir.Constant(vty, ir.Undefined)
-            ivty = ir.VectorType(intp, lanes)
-            lane_ids = ir.Constant(ivty, list(range(lanes)))
+    return sig, codegen
 
-            def const(v: int) -> ir.Constant:
-                return ir.Constant(intp, v)
 
-            def splat_int(x):  # type: ignore[no-untyped-def]
-                return splat(builder, x, ivty)
+def _emit_t(context, builder, rmax: int, tys, args) -> None:  # type: ignore[no-untyped-def]
+    """The code of one micro-tile of ``rmax`` rows (see :func:`micro_t_ir`) at the
+    builder's block; the builder is left at its last."""
+    dt = tys[0].dtype
+    lanes, elem, vty, size = reg_vector(context, dt)
+    v_data, s_data, c_data = (array_data(context, builder, tys[i], args[i])
+                              for i in (0, 3, 6))
+    vo_, vk_, so_, sk_, co_, cv_, k_, pf_, tail_, nrows_ = (
+        as_intp(context, builder, args[i], tys[i])
+        for i in (1, 2, 4, 5, 7, 8, 9, 11, 12, 13))
+    first_ = context.cast(builder, args[10], tys[10], types.boolean)
+    relu_ = context.cast(builder, args[14], tys[14], types.boolean)
+    intp = vo_.type
+    i32 = ir.IntType(32)
+    i8p = ir.IntType(8).as_pointer()
+    fma, prefetch, masked_load, masked_store, mty = vector_ops(builder, vty, dt.bitwidth)
+    zero = ir.Constant(vty, [ir.Constant(elem, 0.0)] * lanes)
+    undef = ir.Constant(vty, ir.Undefined)
+    ivty = ir.VectorType(intp, lanes)
+    lane_ids = ir.Constant(ivty, list(range(lanes)))
 
-            # V's lanes below ``tail``; each row block's rows below ``nrows``.
-            vmask = builder.icmp_signed("<", lane_ids, splat_int(tail_))
-            align = ir.Constant(i32, size)
-            entry = builder.basic_block
-            loop = builder.append_basic_block("vt.k")
-            done = builder.append_basic_block("vt.done")
-            builder.cbranch(builder.icmp_signed(">", k_, const(0)), loop, done)
+    def const(v: int) -> ir.Constant:
+        return ir.Constant(intp, v)
 
-            builder.position_at_end(loop)
-            p = builder.phi(intp)
-            p.add_incoming(const(0), entry)
-            acc = []
-            for _ in range(rmax):
-                phi = builder.phi(vty)
-                phi.add_incoming(zero, entry)
-                acc.append(phi)
-            vrow = builder.add(vo_, builder.mul(p, vk_))
-            vptr = builder.bitcast(builder.gep(v_data, [vrow]), vty.as_pointer())
-            vec = builder.call(masked_load, [vptr, align, vmask, zero])
-            ptr = builder.gep(v_data, [builder.add(vrow, pf_)])
-            builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                                    ir.Constant(i32, 3), ir.Constant(i32, 1)])
-            # Row r's element is r past the step's first: an addressing mode's displacement
-            # (an offset per row at run time took 20 registers the loop does not have: 125
-            # against 160 GFLOP/s on one core).
-            srow = builder.add(so_, builder.mul(p, sk_))
-            new = []
-            for r in range(rmax):
-                s = builder.load(builder.gep(s_data, [builder.add(srow, const(r))]))
-                sv = splat(builder, s, vty)
-                new.append(builder.call(fma, [vec, sv, acc[r]]))
-            p_next = builder.add(p, const(1))
-            tail_block = builder.basic_block
-            p.add_incoming(p_next, tail_block)
-            for a, b in zip(acc, new):
-                a.add_incoming(b, tail_block)
-            builder.cbranch(builder.icmp_signed("<", p_next, k_), loop, done)
+    def splat_int(x):  # type: ignore[no-untyped-def]
+        return splat(builder, x, ivty)
 
-            builder.position_at_end(done)
-            totals = []
-            for i in range(rmax):  # phis first: LLVM wants them at the block's top
-                total = builder.phi(vty)
-                total.add_incoming(zero, entry)
-                total.add_incoming(new[i], tail_block)
-                totals.append(total)
+    # V's lanes below ``tail``; each row block's rows below ``nrows``.
+    vmask = builder.icmp_signed("<", lane_ids, splat_int(tail_))
+    align = ir.Constant(i32, size)
+    entry = builder.basic_block
+    loop = builder.append_basic_block("vt.k")
+    done = builder.append_basic_block("vt.done")
+    builder.cbranch(builder.icmp_signed(">", k_, const(0)), loop, done)
 
-            def activate(v):  # type: ignore[no-untyped-def]
-                # numpy.maximum(v, 0): v where v > 0 or NaN, else +0.0.
-                keep = builder.fcmp_unordered(">", v, zero)
-                return builder.select(relu_, builder.select(keep, v, zero), v)
+    builder.position_at_end(loop)
+    p = builder.phi(intp)
+    p.add_incoming(const(0), entry)
+    acc = []
+    for _ in range(rmax):
+        phi = builder.phi(vty)
+        phi.add_incoming(zero, entry)
+        acc.append(phi)
+    vrow = builder.add(vo_, builder.mul(p, vk_))
+    vptr = builder.bitcast(builder.gep(v_data, [vrow]), vty.as_pointer())
+    vec = builder.call(masked_load, [vptr, align, vmask, zero])
+    ptr = builder.gep(v_data, [builder.add(vrow, pf_)])
+    builder.call(prefetch, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                            ir.Constant(i32, 3), ir.Constant(i32, 1)])
+    # Row r's element is r past the step's first: an addressing mode's displacement
+    # (an offset per row at run time took 20 registers the loop does not have: 125
+    # against 160 GFLOP/s on one core).
+    srow = builder.add(so_, builder.mul(p, sk_))
+    new = []
+    for r in range(rmax):
+        s = builder.load(builder.gep(s_data, [builder.add(srow, const(r))]))
+        sv = splat(builder, s, vty)
+        new.append(builder.call(fma, [vec, sv, acc[r]]))
+    p_next = builder.add(p, const(1))
+    tail_block = builder.basic_block
+    p.add_incoming(p_next, tail_block)
+    for a, b in zip(acc, new):
+        a.add_incoming(b, tail_block)
+    builder.cbranch(builder.icmp_signed("<", p_next, k_), loop, done)
 
-            # L rows at a time: transpose the block in registers (log2 L rounds of
-            # two-input shuffles, each swapping the off-diagonal blocks of every 2h x 2h
-            # block), so that row i of the result holds element i of every row, then
-            # store each of the first ``tail`` results as a run of out, masked to the
-            # block's real rows.
-            for b0 in range(0, rmax, lanes):
-                in_block = builder.icmp_signed(">", nrows_, const(b0))
-                with builder.if_then(in_block):
-                    rows = transpose_lines(builder, [
-                        totals[b0 + i] if b0 + i < rmax else undef for i in range(lanes)])
-                    rmask = builder.icmp_signed(
-                        "<", builder.add(lane_ids, ir.Constant(ivty, [b0] * lanes)),
-                        splat_int(nrows_))
-                    # Runs past ``tail`` have empty masks and touch nothing (masks, not a
-                    # branch per run: less code to compile).
-                    none = ir.Constant(mty, [ir.Constant(ir.IntType(1), 0)] * lanes)
-                    masks, ptrs = [], []
+    builder.position_at_end(done)
+    totals = []
+    for i in range(rmax):  # phis first: LLVM wants them at the block's top
+        total = builder.phi(vty)
+        total.add_incoming(zero, entry)
+        total.add_incoming(new[i], tail_block)
+        totals.append(total)
+
+    def activate(v):  # type: ignore[no-untyped-def]
+        # numpy.maximum(v, 0): v where v > 0 or NaN, else +0.0.
+        keep = builder.fcmp_unordered(">", v, zero)
+        return builder.select(relu_, builder.select(keep, v, zero), v)
+
+    # L rows at a time: transpose the block in registers (log2 L rounds of
+    # two-input shuffles, each swapping the off-diagonal blocks of every 2h x 2h
+    # block), so that row i of the result holds element i of every row, then
+    # store each of the first ``tail`` results as a run of out, masked to the
+    # block's real rows.
+    for b0 in range(0, rmax, lanes):
+        in_block = builder.icmp_signed(">", nrows_, const(b0))
+        with builder.if_then(in_block):
+            rows = transpose_lines(builder, [
+                totals[b0 + i] if b0 + i < rmax else undef for i in range(lanes)])
+            rmask = builder.icmp_signed(
+                "<", builder.add(lane_ids, ir.Constant(ivty, [b0] * lanes)),
+                splat_int(nrows_))
+            # Runs past ``tail`` have empty masks and touch nothing (masks, not a
+            # branch per run: less code to compile).
+            none = ir.Constant(mty, [ir.Constant(ir.IntType(1), 0)] * lanes)
+            masks, ptrs = [], []
+            for v in range(lanes):
+                masks.append(builder.select(builder.icmp_signed("<", const(v), tail_),
+                                            rmask, none))
+                off = builder.add(builder.add(co_, builder.mul(cv_, const(v))),
+                                  const(b0))
+                ptrs.append(builder.bitcast(builder.gep(c_data, [off]),
+                                            vty.as_pointer()))
+            with builder.if_else(first_) as (over, add):
+                with over:  # written over: the output is not read
                     for v in range(lanes):
-                        masks.append(builder.select(builder.icmp_signed("<", const(v), tail_),
-                                                    rmask, none))
-                        off = builder.add(builder.add(co_, builder.mul(cv_, const(v))),
-                                          const(b0))
-                        ptrs.append(builder.bitcast(builder.gep(c_data, [off]),
-                                                    vty.as_pointer()))
-                    with builder.if_else(first_) as (over, add):
-                        with over:  # written over: the output is not read
-                            for v in range(lanes):
-                                builder.call(masked_store,
-                                             [activate(rows[v]), ptrs[v], align, masks[v]])
-                        with add:
-                            for v in range(lanes):
-                                old = builder.call(masked_load, [ptrs[v], align, masks[v], zero])
-                                builder.call(masked_store,
-                                             [activate(builder.fadd(rows[v], old)), ptrs[v],
-                                              align, masks[v]])
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    return micro
+                        builder.call(masked_store,
+                                     [activate(rows[v]), ptrs[v], align, masks[v]])
+                with add:
+                    for v in range(lanes):
+                        old = builder.call(masked_load, [ptrs[v], align, masks[v], zero])
+                        builder.call(masked_store,
+                                     [activate(builder.fadd(rows[v], old)), ptrs[v],
+                                      align, masks[v]])
 
 
-# Micro-tiles of 4 to 24 rows in steps of 4: the K loop is bound by its multiply-adds,
-# so rows computed and not stored cost their share (20 rows in a 24-row micro-tile ran
-# at 81 GFLOP/s on one core, in a 20-row one at 99).
-_t4, _t8, _t12, _t16, _t20, _t24 = (_micro_t(r) for r in (4, 8, 12, 16, 20, 24))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _micro_tile_t(rows, real, V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, relu):  # type: ignore[no-untyped-def]
-    """The micro-tile of ``rows`` rows (4 to 24, a multiple of 4), of which the first
-    ``real`` are stored."""
-    if rows > 16:
-        if rows > 20:
-            _t24(V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, real, relu)
-        else:
-            _t20(V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, real, relu)
-    elif rows > 8:
-        if rows > 12:
-            _t16(V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, real, relu)
-        else:
-            _t12(V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, real, relu)
-    elif rows > 4:
-        _t8(V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, real, relu)
-    else:
-        _t4(V, vo, vk, S, so, sk, C, co, cv, K, first, pf, tail, real, relu)
+# Micro-tiles of 4 to 24 rows (on 32 registers) in steps of 4: the K loop is bound by its
+# multiply-adds, so rows computed and not stored cost their share (20 rows in a 24-row
+# micro-tile ran at 81 GFLOP/s on one core, in a 20-row one at 99).
+TRANSPOSED_ROWS = BLOCKING.transposed_row_steps
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -227,8 +219,8 @@ def _line_t(V, vo, vk, S, so, sk, C, co, cv, n, K, first, pf, tail, relu):  # ty
     r = 0
     while r < n:
         real = min(MAX_ROWS, n - r)
-        _micro_tile_t((real + 3) // 4 * 4, real, V, vo, vk, S, so + r, sk, C, co + r, cv, K,
-                      first, pf, tail, relu)
+        micro_t_ir((real + 3) // 4 * 4, V, vo, vk, S, so + r, sk, C, co + r, cv, K, first, pf,
+                   tail, real, relu)
         r += real
 
 
