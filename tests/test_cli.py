@@ -88,6 +88,18 @@ def test_run_and_explain_take_complex_dtypes(dtype):
     assert f"data_type = {dtype}" in r.stdout
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_run_and_explain_take_16_bit_dtypes(dtype):
+    """16-bit operands, summed in float32 and rounded once: held to half a unit in the
+    last place of the result's scale against float64 (a wrong sum exits 1)."""
+    r = _cli("run", "abc,cd->abd", "--sizes", "a=30,b=20,c=40,d=50", "--dtype", dtype)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"  {dtype}\n" in r.stdout and "(ok)" in r.stdout and "vs float64 numpy" in r.stdout
+    r = _cli("explain", "ij->i", "--sizes", "i=300,j=200", "--dtype", dtype)
+    assert r.returncode == 0, r.stderr
+    assert f"{dtype} read in place, summed in float32" in r.stdout
+
+
 def test_validate_etops_json(tmp_path):
     prog, *_ = ex.brgemm_contraction("float64")
     f = tmp_path / "program.json"
