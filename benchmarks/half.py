@@ -1,5 +1,6 @@
-"""16-bit reductions (issue 65, item 6: the reductions for now): one-operand sums and
-matrix-vector products on float16 and bfloat16 operands, against teir_plan's own
+"""16-bit contractions (issue 65, item 6): one-operand sums, matrix-vector products and
+products (section ``products``: GEMM-shaped TCCG cases, attention, a batch of dot
+products, a chain of three) on float16 and bfloat16 operands, against teir_plan's own
 float32 on the same shapes and values, numpy's float16, torch's 16-bit tensors and JAX
 (``jax.jit`` of ``jnp.einsum`` with ``preferred_element_type=float32``).
 
@@ -64,7 +65,20 @@ CACHE: list[Case] = [
     ("ij,j->i", [(1024, 512), (512,)], "matvec"),
     ("ji,j->i", [(512, 1024), (512,)], "vecmat"),
 ]
-SECTIONS = {"memory": MEMORY, "cache": CACHE, "all": MEMORY + CACHE}
+# Products (item 6's TCCG, everyday and tree cases): compute-bound GEMM shapes, whose
+# 16-bit time the issue holds to 1.15x of float32, and memory-bound ones (a batch of
+# dot products, attention's second product), held to 0.65x like the reductions.
+PRODUCTS: list[Case] = [
+    ("ij,jk->ik", [(2048, 2048), (2048, 2048)], None),
+    ("efbad,cf->abcde", [(48, 36, 36, 48, 36), (24, 36)], None),  # TCCG 0
+    ("dbea,ec->abcd", [(96, 84, 96, 96), (96, 24)], None),  # TCCG 2
+    ("bhqd,bhkd->bhqk", [(4, 12, 512, 64), (4, 12, 512, 64)], None),  # attention scores
+    ("bhqk,bhkd->bhqd", [(4, 12, 512, 512), (4, 12, 512, 64)], None),  # and values
+    ("ij,ij->i", [(8192, 4096), (8192, 4096)], None),  # a batch of dot products
+    ("ab,bc,cd->ad", [(1024, 1024), (1024, 1024), (1024, 1024)], None),  # a chain (tree)
+]
+SECTIONS = {"memory": MEMORY, "cache": CACHE, "products": PRODUCTS,
+            "all": MEMORY + CACHE + PRODUCTS}
 # Each case's own call in numpy's and torch's terms (x, or x and v).
 OWN: dict[str, Callable] = {
     "sum1": lambda x: x.sum(1), "sum0": lambda x: x.sum(0),

@@ -61,10 +61,12 @@ def test_the_kernels_compile_in_the_record_of_their_target() -> None:
     # The kernels' dispatch is generated from the record's lists of micro-tiles.
     from teir_plan.executor import microkernel, transposed_kernel
 
-    assert micro_ir.MICRO_TILES == b.micro_tiles
-    assert (microkernel.ROW_STEPS, microkernel.QUAD_ROW_STEPS) == (b.row_steps,
-                                                                   b.wide_row_steps)
-    assert transposed_kernel.TRANSPOSED_ROWS == b.transposed_row_steps
+    generated = {"micro-tiles": micro_ir.MICRO_TILES, "rows": microkernel.ROW_STEPS,
+                 "wide rows": microkernel.QUAD_ROW_STEPS,
+                 "transposed rows": transposed_kernel.TRANSPOSED_ROWS}
+    assert generated == {"micro-tiles": b.micro_tiles, "rows": b.row_steps,
+                         "wide rows": b.wide_row_steps,
+                         "transposed rows": b.transposed_row_steps}
     # float64's record differs from float32's in its lanes only.
     d = blocking("float64", target())
     assert d.shapes == b.shapes and d.lanes * 2 == b.lanes
