@@ -8,6 +8,13 @@ with the defaults meanwhile: the first plans are then ranked with this machine's
 again); the outcome does not depend on thread timing; and a measurement that ran beside
 the user's first einsum would compete with it for the cores (two here), reading both the
 machine and the einsum slow.
+
+It runs in two parts, so that the first call compiles only what it runs: what needs no
+vector kernel (BLAS' peaks called directly, memory, the copy rate, the call overhead on
+the BLAS runner of the call's own dtype, the threads) in the first planning call, and the
+vector kernel's rate when the first plan whose float32 tiles run on it is made: that
+plan compiles the kernel anyway, and the caller (api) then plans the call again with the
+rate measured.  Until then the rate is scaled from BLAS' peak, as the reference's is.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ def _real_name(dtype: np.dtype | None) -> str:
                                                                       else 8):
         return "float64"
     return "float32"
+
 
 def owes_vector_measurement(params: MachineParams, plan: Plan) -> bool:
     """Whether ``plan``, made with a first-use estimate that left the vector kernel
