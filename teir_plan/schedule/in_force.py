@@ -19,13 +19,15 @@ rate measured.  Until then the rate is scaled from BLAS' peak, as the reference'
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from teir_plan.machine import store
 from teir_plan.machine.params import MachineParams
-from teir_plan.planner.cost import tile_kind
-from teir_plan.schedule.plan import Plan
-from teir_plan.schedule.steps import TEIRStep
+
+if TYPE_CHECKING:
+    from teir_plan.schedule.plan import Plan
 
 
 def machine_params(dtype: np.dtype | None = None) -> MachineParams:
@@ -69,6 +71,11 @@ def owes_vector_measurement(params: MachineParams, plan: Plan) -> bool:
     again."""
     if params.vector_measured or params.source != "first-use" or params.loaded_from:
         return False
+    # (Imported here: ``import teir_plan`` imports this module, and the steps the
+    # executor.)
+    from teir_plan.planner.cost import tile_kind
+    from teir_plan.schedule.steps import TEIRStep
+
     for step in plan.steps:
         # The kind asked of the cost model's rule, not of the lowered program: lowering
         # compiles the kind it lowers onto, perhaps one the plan made again does not use.
