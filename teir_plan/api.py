@@ -17,6 +17,7 @@ from teir_plan.errors import DTypeError, EinsumError, OperandTypeError
 from teir_plan.executor.threads import get_num_threads
 from teir_plan.forks import renew_after_fork
 from teir_plan.frontend.convention import from_interleaved, normalize_optimize
+from teir_plan.gc_pause import gc_paused
 from teir_plan.machine import store as _machine
 from teir_plan.planner.autotune import autotune, random_operands
 from teir_plan.schedule import trials
@@ -194,15 +195,17 @@ def _get_plan(subscripts: str, specs: Sequence[OperandSpec], out_spec: OperandSp
         plan = plan_cache.get(key)
         if plan is not None:
             return plan
-    plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=opt,
-                      epilogue=epilogue, threads=threads, params=params, order=order,
-                      casting=casting)
-    if owes_vector_measurement(params, plan):  # (a first-use estimate's second part)
-        params = with_vector_measured(params)
-        plan_cache.made_with(params)
+    with gc_paused():
         plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype, optimize=opt,
                           epilogue=epilogue, threads=threads, params=params, order=order,
                           casting=casting)
+    if owes_vector_measurement(params, plan):  # (a first-use estimate's second part)
+        params = with_vector_measured(params)
+        plan_cache.made_with(params)
+        with gc_paused():
+            plan = build_plan(subscripts, specs, out_spec=out_spec, dtype=dtype,
+                              optimize=opt, epilogue=epilogue, threads=threads,
+                              params=params, order=order, casting=casting)
     if normalize_optimize(opt).autotune and plan.main_step is not None:
         if arrays is None:
             arrays = random_operands(specs)
