@@ -22,7 +22,7 @@ from teir_plan.planner.candidates import (
     split_axis,
     split_inner,
 )
-from teir_plan.planner.cost import estimate, floor_bounds
+from teir_plan.planner.cost import Schedules, estimate, floor_bounds, tile_runs
 from teir_plan.planner.search import prim_floors, prim_options, rank, variants
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.tilekinds.blas import out_round_trips, set_aliased
@@ -330,3 +330,43 @@ def _enumerated_prims(c: Contraction) -> list[tuple[int, int, int, int]]:
                        for a in prim):
                     out.append(prim)
     return out
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_lazily_priced_schedules_are_estimates_above_their_bounds(case: list[str],
+                                                                 threads: int) -> None:
+    """Schedules, what the search prices a prim choice's schedules with, gives each
+    schedule exactly its estimate, and a bound at most that when asked with a cutoff at
+    the bound or below (the schedule then unpriced: the search skips it)."""
+    params = MachineParams()
+    for v, packs in variants(_contraction(case[0], case[1], 4), params, threads):
+        pack_seconds = sum(p.seconds for p in packs)
+        for opt in prim_options(v, params, threads):
+            choices = list(choices_for(v, opt.prim, threads, opt.call))
+            runs = tile_runs(v, choices[0].prim_axes)
+            sched = Schedules(v, choices, params, threads, opt.tile, runs, pack_seconds)
+            for i, ch in enumerate(choices):
+                bound = sched.below(i, 0.0)
+                assert isinstance(bound, float)
+                assert sched.below(i, bound) == bound  # (at the cutoff: not priced)
+                full = estimate(v, ch, params, threads, opt.tile, runs, pack_seconds)
+                assert bound <= full.seconds, (opt.prim, ch)
+                assert sched.below(i, math.nextafter(bound, math.inf)) == full
+                assert sched.below(i, 0.0) == full  # priced once, kept
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_a_search_reusing_the_first_searchs_schedules_finds_what_a_fresh_one_does(
+        case: list[str]) -> None:
+    """build.py's second search (more candidates kept) reuses the first's schedules,
+    some of them left unpriced under the first's tighter cutoff: it finds the same
+    candidates at the same costs as a search of its own, with or without a ceiling."""
+    c = _contraction(case[0], case[1], 4)
+    params = MachineParams()
+    fresh = rank(c, params, 2, top=8)
+    for ceiling in (math.inf, fresh[0].predicted_seconds * 1.05):
+        shared: dict = {}
+        rank(c, params, 2, top=1, expansions=shared, ceiling=ceiling)
+        again = rank(c, params, 2, top=8, expansions=shared)
+        assert [(r.teir, r.cost) for r in again] == [(r.teir, r.cost) for r in fresh]

@@ -204,14 +204,20 @@ def compute_bound(c: Contraction, prim: tuple[int, int, int, int], call: Library
     per_call = (2 * flop_factor(c.dtype) / fold_rate if tile.flops == 2 and fold_rate
                 else tile.seconds)  # see estimate's fold
     compute = calls * per_call / max(1, threads)
+    # estimate's total grows with both parts (_traffic never counts fewer bytes, nor
+    # at a faster rate).
+    return total_seconds(compute, _memory_floor(c, tile, params), params.call_seconds)
+
+
+def _memory_floor(c: Contraction, tile: TileCost, params: MachineParams) -> float:
+    """The least memory seconds :func:`estimate` counts for a schedule of this tile: each
+    tensor moved once at the first-read rate (the output twice unless its stores
+    stream)."""
     e = c.elements
     # The output is read and written, or only written when its stores stream (as in
     # _traffic: a bound counting it twice there pruned ebad,ce->abcd's best schedule).
     out_moves = 1 if tile.streams else 2
-    memory = c.dtype.itemsize * (e[0] + e[1] + out_moves * e[2]) / first_read_rate(c, params)
-    # estimate's total grows with both parts (_traffic never counts fewer bytes, nor
-    # at a faster rate).
-    return total_seconds(compute, memory, params.call_seconds)
+    return c.dtype.itemsize * (e[0] + e[1] + out_moves * e[2]) / first_read_rate(c, params)
 
 
 # The kinds' floors (search.rank asks floor_bounds of every distinct tile shape).
@@ -273,16 +279,34 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
     """The predicted cost of ``ch`` on ``threads`` threads (``tile`` and ``runs``: its
     prim choice's :func:`tile_seconds` and :func:`tile_runs`, when the caller has them;
     ``pack_seconds``: whole-operand packs run before it, added to its total)."""
-    ax = c.axes
-    factor = flop_factor(c.dtype)
     tile = tile or tile_seconds(c, ch.m, ch.n, ch.k, ch.br, ch.call, params)
-    per_call, tile_flops, packed = tile.seconds, tile.flops, tile.packed_bytes
+    return _priced(c, ch, params, runs, tile, pack_seconds, _work(c, ch, params, threads, tile))
+
+
+class Work(NamedTuple):
+    """A schedule's compute and overhead, as :func:`estimate` counts them (its price
+    without the memory traffic, which is most of the rest of its cost to compute)."""
+
+    compute: float
+    overhead: float
+    calls: int
+    used: int  # threads
+    efficiency: float
+    par_iters: int
+    rereads: float  # bytes a kind's own threads read again
+    args: ScheduleArgs
+
+
+def _work(c: Contraction, ch: Choice, params: MachineParams, threads: int,
+          tile: TileCost) -> Work:
+    ax = c.axes
+    per_call = tile.seconds
     calls = 1
     for a in ch.loops:
         calls *= ax[a].extent
     kind = tile.tile_kind
     args = ScheduleArgs(c, ch, tile.vector_operand + 1 if kind.vector else 1, params,
-                        threads, tile_flops)
+                        threads, tile.flops)
     fold = kind.fold(args)
     if fold is not None:  # a scalar tile with the innermost loop folded in (one call)
         calls //= fold.calls_divisor
@@ -320,18 +344,27 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
 
     # A parallel K loop's private blocks: zeroed, then summed into the output.
     overhead += partial_sums_seconds(c, ch, params, threads)
-    dram, llc, read_dram = _traffic(c, ch, params, runs, tile, args)
-    if rereads:
-        if fits_llc(c, params) or rereads <= params.llc_bytes:
-            llc += rereads
+    return Work(compute, overhead, calls, used, efficiency, par_iters, rereads, args)
+
+
+def _priced(c: Contraction, ch: Choice, params: MachineParams, runs: Runs | None,
+            tile: TileCost, pack_seconds: float, w: Work) -> Cost:
+    """:func:`estimate` of a schedule whose :func:`_work` is ``w``."""
+    kind = tile.tile_kind
+    compute, overhead, used = w.compute, w.overhead, w.used
+    dram, llc, read_dram = _traffic(c, ch, params, runs, tile, w.args)
+    if w.rereads:
+        if fits_llc(c, params) or w.rereads <= params.llc_bytes:
+            llc += w.rereads
         else:
-            dram += rereads
-            read_dram += rereads
+            dram += w.rereads
+            read_dram += w.rereads
     mem_seconds = memory_seconds(dram, llc, params, used)
     seconds = total_seconds(compute, mem_seconds, overhead)
     if kind.read_overlap_loss:
         seconds += kind.read_overlap_loss * min(
             compute, memory_seconds(read_dram, 0.0, params, used))
+    factor = flop_factor(c.dtype)
     return Cost(
         seconds=seconds + pack_seconds,
         compute_seconds=compute,
@@ -340,15 +373,61 @@ def estimate(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         flops=c.flops * factor,
         dram_bytes=dram,
         llc_bytes=llc,
-        tile_calls=calls,
-        tile_flops=tile_flops * factor,
-        parallel_iterations=par_iters,
-        parallel_efficiency=efficiency,
+        tile_calls=w.calls,
+        tile_flops=tile.flops * factor,
+        parallel_iterations=w.par_iters,
+        parallel_efficiency=w.efficiency,
         threads=used,
-        packed_bytes_per_call=packed,
+        packed_bytes_per_call=tile.packed_bytes,
         pack_seconds=pack_seconds,
         unoverlapped_seconds=seconds - max(compute, mem_seconds) - overhead,
     )
+
+
+class Schedules:
+    """The schedules of one prim choice, priced lazily: each first gets a lower bound on
+    its :func:`estimate` (its compute and overhead exactly, its memory traffic at the
+    least :func:`compute_bound` counts), and is priced in full only when asked with a
+    cutoff above that bound (the traffic is most of a price's cost, and most schedules
+    of a search cannot make its cut).  Kept by the search's memo across the searches of
+    one plan, so a later search with a higher cutoff prices only what it needs."""
+
+    __slots__ = ("c", "choices", "params", "runs", "tile", "pack_seconds", "_prices")
+
+    def __init__(self, c: Contraction, choices: list[Choice], params: MachineParams,
+                 threads: int, tile: TileCost, runs: Runs, pack_seconds: float) -> None:
+        self.c = c
+        self.choices = choices
+        self.params = params
+        self.runs = runs
+        self.tile = tile
+        self.pack_seconds = pack_seconds
+        # (a hair under the floor: a traffic that equals it, summed in another order,
+        # must not round below the bound)
+        floor = _memory_floor(c, tile, params) * (1 - 1e-9) if choices else 0.0
+        # Each entry: the Cost, or (the lower bound, the Work it came from).
+        self._prices: list[Cost | tuple[float, Work]] = []
+        for ch in choices:
+            w = _work(c, ch, params, threads, tile)
+            self._prices.append(
+                (total_seconds(w.compute, floor, w.overhead) + pack_seconds, w))
+
+    def __len__(self) -> int:
+        return len(self.choices)
+
+    def below(self, i: int, cutoff: float) -> Cost | float:
+        """Schedule ``i``'s Cost, or its lower bound when that is ``cutoff`` or more
+        (then the Cost is too, and it is not computed)."""
+        p = self._prices[i]
+        if isinstance(p, Cost):
+            return p
+        bound, w = p
+        if bound >= cutoff:
+            return bound
+        cost = _priced(self.c, self.choices[i], self.params, self.runs, self.tile,
+                       self.pack_seconds, w)
+        self._prices[i] = cost
+        return cost
 
 
 # Bytes a tile row costs beyond its own: the partly used cache line at its end and the

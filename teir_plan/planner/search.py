@@ -15,7 +15,6 @@ comes up: an 8-index contraction costs 74 of its 478 tiles.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from teir_plan.planner.candidates import (
 from teir_plan.planner.copy import ranked_copies
 from teir_plan.planner.cost import (
     Cost,
+    Schedules,
     TileCost,
     compute_bound,
     estimate,
@@ -282,6 +282,11 @@ def rank(
         """What a candidate must cost less than to be kept."""
         return min(-kept[0] if prune and len(kept) >= keep else math.inf, ceiling)
 
+    # Schedules not priced because their lower bound was at the cutoff: (the serial
+    # they would have had, contraction, their Schedules, index, packs).  Each sorts after
+    # at least `keep` priced ones, so they matter only if the first `keep` hold fewer
+    # than `top` distinct programs (then they are priced, below).
+    unpriced: list[tuple[int, Contraction, Schedules, int, tuple[Pack, ...]]] = []
     for v, packs in variants(c, params, threads, allow_pack):
         pack_seconds = sum(p.seconds for p in packs)
         if pack_seconds + params.call_seconds >= cutoff():
@@ -292,24 +297,48 @@ def rank(
         for opt in islice(_best_first(v, params, threads, pack_seconds, cutoff),
                           MAX_PRIM_CHOICES):
             memo_key = (v, opt.prim, threads, pack_seconds)
-            costed = expansions.get(memo_key) if expansions is not None else None
-            if costed is None:
-                costed = _expand(v, opt, params, threads, pack_seconds)
+            sched = expansions.get(memo_key) if expansions is not None else None
+            if sched is None:
+                sched = _expand(v, opt, params, threads, pack_seconds)
                 if expansions is not None:
-                    expansions[memo_key] = costed
-            for ch, cost in costed:
+                    expansions[memo_key] = sched
+            for i in range(len(sched)):
+                cost = sched.below(i, cutoff())
+                if not isinstance(cost, Cost):
+                    if cost < ceiling:
+                        unpriced.append((serial, v, sched, i, packs))
+                        serial += 1
+                    continue
                 if cost.seconds >= ceiling:
                     continue  # (at the ceiling it cannot win either: a tie keeps the other)
-                scored.append((cost.seconds, serial, v, ch, cost, packs))
+                scored.append((cost.seconds, serial, v, sched.choices[i], cost, packs))
                 serial += 1
                 if len(kept) < keep:
                     heapq.heappush(kept, -cost.seconds)
                 elif cost.seconds < -kept[0]:
                     heapq.heapreplace(kept, -cost.seconds)
     scored.sort(key=lambda s: (s[0], s[1]))
+    out, used = _distinct(scored, top, relu_last)
+    if unpriced and (len(out) < top or used > keep):
+        for n, v, sched, i, packs in unpriced:
+            cost = sched.below(i, math.inf)
+            assert isinstance(cost, Cost)
+            if cost.seconds < ceiling:
+                scored.append((cost.seconds, n, v, sched.choices[i], cost, packs))
+        scored.sort(key=lambda s: (s[0], s[1]))
+        out, _ = _distinct(scored, top, relu_last)
+    return out
+
+
+def _distinct(scored: list[tuple[float, int, Contraction, Choice, Cost, tuple[Pack, ...]]],
+              top: int, relu_last: bool) -> tuple[list[Ranked], int]:
+    """The first ``top`` candidates of ``scored`` (sorted) that lower to distinct
+    programs, and how many entries of ``scored`` it took to find them."""
     out: list[Ranked] = []
     seen: set[tuple[TEIR, tuple[int, ...]]] = set()
+    used = 0
     for _, _, v, ch, cost, packs in scored:
+        used += 1
         teir = to_teir(v, ch, relu_last=relu_last)
         key = (teir, tuple(p.tensor for p in packs))
         if key in seen:
@@ -318,20 +347,16 @@ def rank(
         out.append(Ranked(v, ch, cost, teir, axis_names(v, ch), packs))
         if len(out) >= top:
             break
-    return out
+    return out, used
 
 
 def _expand(v: Contraction, opt: PrimOption, params: MachineParams, threads: int,
-            pack_seconds: float) -> list[tuple[Choice, Cost]]:
-    """Every schedule of one prim choice (loop orders, parallel sets), costed."""
-    out = []
-    runs = None
-    for ch in itertools.chain(choices_for(v, opt.prim, threads, opt.call),
-                              k_parallel_choices(v, opt.prim, threads, opt.call)):
-        if runs is None:
-            runs = tile_runs(v, ch.prim_axes)
-        out.append((ch, estimate(v, ch, params, threads, opt.tile, runs, pack_seconds)))
-    return out
+            pack_seconds: float) -> Schedules:
+    """Every schedule of one prim choice (loop orders, parallel sets), to be priced."""
+    choices = [*choices_for(v, opt.prim, threads, opt.call),
+               *k_parallel_choices(v, opt.prim, threads, opt.call)]
+    runs = tile_runs(v, choices[0].prim_axes) if choices else (0, 0, 0)
+    return Schedules(v, choices, params, threads, opt.tile, runs, pack_seconds)
 
 
 def forget_memos() -> None:
