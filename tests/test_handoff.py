@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan.calibration import cores as calibrate
 from teir_plan.machine import set_machine_params
-from teir_plan.planner.handoff import PAGE_BYTES, remote_transfers, run_lines
+from teir_plan.planner.handoff import (
+    HANDOFF_IN_FLIGHT,
+    PAGE_BYTES,
+    handoff_seconds,
+    remote_transfers,
+    run_lines,
+)
 from teir_plan.schedule.in_force import machine_params
 from teir_plan.teir.records import TEIR
 
@@ -85,6 +91,30 @@ def test_remote_transfers_match_a_walk_of_every_iteration(order, npar, writer_th
     got = remote_transfers(WRITER, writer_threads, reader, 0, reader_threads, 4, l2)
     assert got == pytest.approx(_reference(WRITER, writer_threads, reader, 0,
                                            reader_threads, l2))
+
+
+@pytest.mark.parametrize("writer_par", [0, 1])
+@pytest.mark.parametrize("writer_threads", [1, 2])
+def test_handoff_seconds_price_the_walked_transfers(writer_par, writer_threads):
+    """handoff_seconds, which skips the count when one worker writes and reads every
+    line, prices the transfers of the walk of both programs for every split: a serial
+    or parallel writer and reader, on one thread or two."""
+    writer = _program([16, 24, 8, 1, 1],
+                      ["parallel" if writer_par else "seq", "seq", "prim", "prim", "prim"],
+                      [[0, 0, 0, 0, 1], [0, 0, 0, 1, 0], [192, 8, 1, 0, 0]])
+    sizes, strides = [16, 24, 8], [192, 8, 1]
+    for order in itertools.permutations([0, 1, 2]):
+        for npar in range(3):
+            for reader_threads in (1, 2):
+                reader = _program([sizes[a] for a in order] + [1, 1, 1],
+                                  ["parallel"] * npar + ["seq"] * (3 - npar) + ["prim"] * 3,
+                                  [[strides[a] for a in order] + [0, 0, 1],
+                                   [0, 0, 0, 0, 1, 0], [0, 0, 0, 1, 0, 0]])
+                got = handoff_seconds(writer, writer_threads, reader, 0, reader_threads,
+                                      4, 4096, 1e-7)
+                want = _reference(writer, writer_threads, reader, 0, reader_threads,
+                                  4096) * 1e-7 / HANDOFF_IN_FLIGHT
+                assert got == pytest.approx(want, abs=1e-18), (order, npar, reader_threads)
 
 
 def test_reads_that_follow_the_writers_split_cost_nothing():

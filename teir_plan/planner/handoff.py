@@ -178,13 +178,19 @@ def remote_transfers(writer: TEIR, writer_threads: int, reader: TEIR, j: int,
     return float(per_worker.max()) / per
 
 
+def _one_worker(prog: TEIR, threads: int) -> bool:
+    """Whether worker 0 alone runs ``prog`` (:func:`_shares`' split: one chunk)."""
+    return threads == 1 or ExecType.PARALLEL not in prog.schedule.exec_types
+
+
 def handoff_seconds(writer: TEIR, writer_threads: int, reader: TEIR, j: int,
                     reader_threads: int, itemsize: int, l2_bytes: int,
                     latency: float) -> float:
     """Seconds the reader's workers wait for lines of tensor ``j`` that other cores
     wrote (see the module's docstring); 0 when the machine's ``latency`` is."""
-    if latency <= 0:
-        return 0.0
+    if latency <= 0 or (_one_worker(writer, writer_threads)
+                        and _one_worker(reader, reader_threads)):
+        return 0.0  # (one worker writes every line and reads them all: nothing remote)
     transfers = remote_transfers(writer, writer_threads, reader, j, reader_threads,
                                  itemsize, l2_bytes)
     return transfers * latency / HANDOFF_IN_FLIGHT
