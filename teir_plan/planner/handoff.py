@@ -163,7 +163,16 @@ def remote_transfers(writer: TEIR, writer_threads: int, reader: TEIR, j: int,
     worker, lines = shares
     inside = lines < owner.size
     worker, lines = worker[inside], lines[inside]
-    pairs = np.unique(worker * owner.size + lines)
+    keys = worker * owner.size + lines
+    if keys.size and keys.min() >= 0:
+        # np.unique's result (sorted distinct keys) from a table of the keys' range,
+        # which is at most the workers times the lines written: a sort of millions of
+        # keys was a third of a large tree's planning.
+        seen = np.zeros(int(keys.max()) + 1, np.bool_)
+        seen[keys] = True
+        pairs = np.flatnonzero(seen)
+    else:
+        pairs = np.unique(keys)
     who, line = pairs // owner.size, pairs % owner.size
     by = owner[line]
     remote = (by >= 0) & (by != who)
