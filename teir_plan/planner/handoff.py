@@ -50,12 +50,16 @@ HANDOFF_IN_FLIGHT = 4
 MAX_TOUCHES = 1 << 22
 
 
-def _shares(prog: TEIR, j: int, threads: int, lanes: int
-            ) -> tuple[np.ndarray, np.ndarray] | None:
-    """(worker, line) of every line of tensor ``j`` that each parallel iteration of
-    ``prog`` touches (a line repeats where several do), for ``threads`` workers with
-    ``lanes`` elements a line; None when not worked out (negative strides, or more
-    than MAX_TOUCHES)."""
+Shares = tuple[list[tuple[int, int, int]], np.ndarray]
+
+
+def _shares(prog: TEIR, j: int, threads: int, lanes: int) -> Shares | None:
+    """The lines of tensor ``j`` that each parallel iteration of ``prog`` touches, for
+    ``threads`` workers with ``lanes`` elements a line: (each worker's iterations, as
+    (worker, first, end) in iteration order; the lines, a row an iteration, a line
+    repeated where several touch it); None when not worked out (negative strides, or
+    more than MAX_TOUCHES).  Each worker's rows are one block, so that the callers work
+    a worker at a time instead of on a (worker, line) pair per touch."""
     s = prog.schedule
     strides = s.strides[j]
     if any(st < 0 for st in strides):
@@ -76,25 +80,41 @@ def _shares(prog: TEIR, j: int, threads: int, lanes: int
     chunks = min(total, threads) if par else 1
     if j == len(s.strides) - 1 and any(strides[i] == 0 for i in par):
         chunks = 1  # a parallel K split: the caller adds the workers' partial sums
-    # Worker of each iteration: chunk c holds [c * total // chunks, (c + 1) * total // chunks).
-    it = np.arange(total, dtype=np.int64)
-    starts = np.arange(chunks, dtype=np.int64) * total // chunks
-    worker = np.searchsorted(starts, it, side="right") - 1
-    lines = (base[:, None] + tile[None, :]) // lanes
-    return np.broadcast_to(worker[:, None], lines.shape).ravel(), lines.ravel()
+    # Chunk c holds iterations [c * total // chunks, (c + 1) * total // chunks), on worker c.
+    bounds = [c * total // chunks for c in range(chunks)] + [total]
+    ranges = ([(c, bounds[c], bounds[c + 1]) for c in range(chunks)] if chunks > 0
+              else [(-1, 0, total)])  # (no worker: as the executor's split would say)
+    return ranges, (base[:, None] + tile[None, :]) // lanes
 
 
 def _owners(writer: TEIR, threads: int, lanes: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The worker that writes each line of ``writer``'s output (-1: none) and the lines
-    each worker writes, or None (see :func:`_shares`)."""
+    each worker writes, or None (see :func:`_shares`).  A line several workers write is
+    the last one's."""
     shares = _shares(writer, len(writer.schedule.strides) - 1, threads, lanes)
     if shares is None:
         return None
-    worker, lines = shares
+    ranges, lines = shares
     owner = np.full(int(lines.max()) + 1, -1, np.int64)
-    owner[lines] = worker
+    for w, first, end in ranges:
+        owner[lines[first:end].ravel()] = w
     written = np.bincount(owner[owner >= 0], minlength=max(threads, 1))
     return owner, written
+
+
+def _read_pairs(ranges: list[tuple[int, int, int]], lines: np.ndarray, size: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(worker, line) of each distinct line below ``size`` each worker reads, by worker,
+    then line: a table of the lines per worker, not a sort of every touch."""
+    who, line = [], []
+    for w, first, end in ranges:
+        mine = lines[first:end].ravel()
+        seen = np.zeros(max(int(mine.max()) + 1, size), np.bool_)
+        seen[mine] = True
+        read = np.flatnonzero(seen[:size])
+        who.append(np.full(read.size, w, np.int64))
+        line.append(read)
+    return np.concatenate(who), np.concatenate(line)
 
 
 def run_lines(prog: TEIR, j: int, itemsize: int) -> tuple[int, bool]:
@@ -160,20 +180,7 @@ def remote_transfers(writer: TEIR, writer_threads: int, reader: TEIR, j: int,
     if owners is None or shares is None:
         return 0.0
     owner, written = owners
-    worker, lines = shares
-    inside = lines < owner.size
-    worker, lines = worker[inside], lines[inside]
-    keys = worker * owner.size + lines
-    if keys.size and keys.min() >= 0:
-        # np.unique's result (sorted distinct keys) from a table of the keys' range,
-        # which is at most the workers times the lines written: a sort of millions of
-        # keys was a third of a large tree's planning.
-        seen = np.zeros(int(keys.max()) + 1, np.bool_)
-        seen[keys] = True
-        pairs = np.flatnonzero(seen)
-    else:
-        pairs = np.unique(keys)
-    who, line = pairs // owner.size, pairs % owner.size
+    who, line = _read_pairs(*shares, owner.size)
     by = owner[line]
     remote = (by >= 0) & (by != who)
     if not remote.any():
