@@ -19,9 +19,9 @@ from teir_plan.planner import cost
 from teir_plan.planner.candidates import Choice, choices_for, prim_choices, tile_call, to_teir
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.tilekinds import GEMM_KINDS, choose
-from teir_plan.tilekinds.kind import ScheduleArgs
+from teir_plan.tilekinds.kind import PriceArgs, ScheduleArgs
 from teir_plan.tilekinds.vec import vec_overhead_seconds
-from teir_plan.tiles import VEC_BYTES, vector_kernel_dtype
+from teir_plan.tiles import VEC_BYTES, flop_factor, vector_kernel_dtype
 
 REF = MachineParams.reference()
 REL = 1e-12
@@ -445,3 +445,31 @@ def test_an_output_streams_only_when_large_zeroed_and_written_once() -> None:
     assert cost.streamed(big, _axis(big, "j"), NO_AXIS)
     assert not cost.streamed(big, NO_AXIS, NO_AXIS)  # j is a loop
     assert not cost.streamed(small, _axis(small, "j"), NO_AXIS)
+
+
+def test_a_remembered_tile_price_is_its_kinds_price_whatever_contraction_asks() -> None:
+    """tile_seconds remembers prices by tile: each equals its kind's price for the tile
+    (plus the walker's bookkeeping), asked first or again, and from a contraction that
+    has the same tile among other axes (a batch axis added outside it)."""
+    cost.forget_tile_prices()
+    for c, prim, _ in _spread(1):
+        call = tile_call(c, *prim[:3])
+        kind, axis, tile = cost.tile_kind(c, *prim, call)
+        streams = kind.vector and cost.streamed(c, prim[2], prim[3])
+        flops = 2 * tile.m * tile.n * tile.k * tile.br
+        assert kind.price is not None
+        price = kind.price(tile, axis, PriceArgs(REF, c.dtype, flops * flop_factor(c.dtype),
+                                                 streams, call))
+        for _ in range(2):
+            got = cost.tile_seconds(c, *prim, call, REF)
+            assert got.seconds == price.seconds + REF.tile_seconds
+            assert (got.kind, got.flops, got.packed_bytes) == (kind.name, flops,
+                                                               price.packed_bytes)
+    # The same 64 x 80 x 48 tile, from a contraction with a batch loop around it.
+    c = _contraction("ij,jk->ik", {"i": 64, "j": 48, "k": 80})
+    b = _contraction("bij,bjk->bik", {"b": 5, "i": 64, "j": 48, "k": 80})
+    prim, bprim = _prims(c, "i", "k", "j"), _prims(b, "i", "k", "j")
+    assert cost.gemm_tile(c, *prim) == cost.gemm_tile(b, *bprim)
+    cost.forget_tile_prices()
+    first = cost.tile_seconds(b, *bprim, tile_call(b, *bprim[:3]), REF)
+    assert cost.tile_seconds(c, *prim, tile_call(c, *prim[:3]), REF) == first

@@ -136,15 +136,34 @@ def tile_seconds(c: Contraction, m_ax: int, n_ax: int, k_ax: int, br_ax: int,
                  call: LibraryCall | None, params: MachineParams) -> TileCost:
     """The cost of one primitive call on one core: its kind's price (each kind's module
     of teir_plan.tilekinds) plus the walker's bookkeeping per tile."""
-    kind, axis, tile = tile_kind(c, m_ax, n_ax, k_ax, br_ax, call)
+    return _tile_price(gemm_tile(c, m_ax, n_ax, k_ax, br_ax), c.dtype, call,
+                       streamed(c, k_ax, br_ax), params)
+
+
+# Tile prices remembered (least recently used dropped first): a price depends on the
+# tile's extents and strides, not on which contraction it comes from, and a large tree's
+# steps, searched in several layouts, price each distinct tile two to three times (the
+# 100-tensor network: 5510 prices, 2297 distinct tiles).  An entry is a few hundred bytes.
+TILE_PRICES = 4096
+
+
+@lru_cache(maxsize=TILE_PRICES)
+def _tile_price(tile: GemmTile, dtype: np.dtype, call: LibraryCall | None, out_streamed: bool,
+                params: MachineParams) -> TileCost:
+    kind, axis = choose(tile, vector_kernel_dtype(dtype), mapped=call is not None)
     flops = 2 * tile.m * tile.n * tile.k * tile.br
-    streams = kind.vector and streamed(c, k_ax, br_ax)
+    streams = kind.vector and out_streamed
     assert kind.price is not None
     # (the kinds' rates are in real flops: a complex multiply-add is flop_factor of them)
-    price = kind.price(tile, axis, PriceArgs(params, c.dtype, flops * flop_factor(c.dtype),
+    price = kind.price(tile, axis, PriceArgs(params, dtype, flops * flop_factor(dtype),
                                              streams, call))
     return TileCost(price.seconds + params.tile_seconds, flops, price.packed_bytes, kind.name,
                     axis - 1 if kind.vector else -1, price.streams, price.repack_seconds)
+
+
+def forget_tile_prices() -> None:
+    """Drop the remembered tile prices (timing a plan as for a problem never seen)."""
+    _tile_price.cache_clear()
 
 
 # The fraction of the smaller of compute and memory time that does not overlap with

@@ -51,6 +51,7 @@ from teir_plan.planner.cost import (
     estimate,
     fastest_rate,
     floor_bounds,
+    forget_tile_prices,
     tile_runs,
     tile_seconds,
 )
@@ -367,6 +368,7 @@ def forget_memos() -> None:
     ranked_copies.cache_clear()
     forget_tile_rates()
     fastest_rate.cache_clear()
+    forget_tile_prices()
     forget_library_calls()
     variants.cache_clear()
     prim_option.cache_clear()
