@@ -56,6 +56,7 @@ from teir_plan.planner.cost import (
     tile_seconds,
 )
 from teir_plan.planner.gemm_rate import forget_tile_rates
+from teir_plan.planner.handoff import remote_transfers
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
 from teir_plan.teir.axes import NO_AXIS, extent_table
@@ -361,14 +362,16 @@ def _expand(v: Contraction, opt: PrimOption, params: MachineParams, threads: int
 
 
 def forget_memos() -> None:
-    """Drop what the planner remembers across plans (copy schedules, BLAS efficiencies
-    and fastest rates of tile shapes), so that the next plan is made as for a problem
-    never seen; used to time planning.  The memos are keyed by the machine parameters,
+    """Drop what the planner remembers across plans (copy schedules, BLAS efficiencies,
+    tile prices, fastest rates of tile shapes, the cross-core handoffs counted between
+    a tree's programs), so that the next plan is made as for a problem never seen; used
+    to time planning.  The memos are keyed by the machine parameters,
     so they never need clearing for correctness."""
     ranked_copies.cache_clear()
     forget_tile_rates()
     fastest_rate.cache_clear()
     forget_tile_prices()
+    remote_transfers.cache_clear()
     forget_library_calls()
     variants.cache_clear()
     prim_option.cache_clear()
