@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,16 +51,48 @@ HANDOFF_IN_FLIGHT = 4
 MAX_TOUCHES = 1 << 22
 
 
-Shares = tuple[list[tuple[int, int, int]], np.ndarray]
+class Shares(NamedTuple):
+    """Which lines of a tensor each worker of a program touches (:func:`_shares`)."""
+
+    ranges: list[tuple[int, int, int]]  # (worker, first, end iteration), in order
+    base: np.ndarray  # each parallel iteration's first element (offset)
+    tile: np.ndarray  # the offsets the rest of the loops add to it
+    lanes: int  # elements a line
+    from_place: dict[int, np.ndarray]  # the tile's lines from each place, as found
+
+    def lines(self, first: int, end: int) -> list[np.ndarray]:
+        """The lines iterations [first, end) touch, in parts (a line may repeat).  The
+        lines an iteration touches are its first line plus those the tile's offsets
+        reach from its first element's place in its line, one of ``lanes`` places: so
+        the tile's distinct lines are found once per place, not once per iteration (a
+        tile of runs of whole lines touches a lane's worth fewer lines than elements)."""
+        base = self.base[first:end]
+        lanes = self.lanes
+        place = base % lanes
+        out = []
+        for r in np.flatnonzero(np.bincount(place, minlength=lanes)).tolist():
+            from_r = self.from_place.get(r)
+            if from_r is None:
+                from_r = self.from_place[r] = _distinct((r + self.tile) // lanes)
+            starts = base if r == place[0] and (place == r).all() else base[place == r]
+            out.append((starts // lanes)[:, None] + from_r[None, :])
+        return [o.ravel() for o in out]
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of ``values`` (small non-negative integers), ascending:
+    np.unique's, from a table of their range instead of a sort."""
+    seen = np.zeros(int(values.max()) + 1, np.bool_)
+    seen[values] = True
+    return np.flatnonzero(seen)
 
 
 def _shares(prog: TEIR, j: int, threads: int, lanes: int) -> Shares | None:
     """The lines of tensor ``j`` that each parallel iteration of ``prog`` touches, for
-    ``threads`` workers with ``lanes`` elements a line: (each worker's iterations, as
-    (worker, first, end) in iteration order; the lines, a row an iteration, a line
-    repeated where several touch it); None when not worked out (negative strides, or
-    more than MAX_TOUCHES).  Each worker's rows are one block, so that the callers work
-    a worker at a time instead of on a (worker, line) pair per touch."""
+    ``threads`` workers with ``lanes`` elements a line, or None when not worked out
+    (negative strides, or more than MAX_TOUCHES).  Each worker's iterations are one
+    block, so that the callers work a worker at a time instead of on a (worker, line)
+    pair per touch."""
     s = prog.schedule
     strides = s.strides[j]
     if any(st < 0 for st in strides):
@@ -84,9 +117,16 @@ def _shares(prog: TEIR, j: int, threads: int, lanes: int) -> Shares | None:
     bounds = [c * total // chunks for c in range(chunks)] + [total]
     ranges = ([(c, bounds[c], bounds[c + 1]) for c in range(chunks)] if chunks > 0
               else [(-1, 0, total)])  # (no worker: as the executor's split would say)
-    return ranges, (base[:, None] + tile[None, :]) // lanes
+    return Shares(ranges, base, tile, lanes, {})
 
 
+# Writers whose line owners are remembered: a tree step's best program for a layout is
+# the writer every layout of its consumer is priced against.  An entry holds a number a
+# line of the writer's output (at most MAX_TOUCHES / lanes lines: 2 MiB).
+OWNERS = 8
+
+
+@lru_cache(maxsize=OWNERS)
 def _owners(writer: TEIR, threads: int, lanes: int) -> tuple[np.ndarray, np.ndarray] | None:
     """The worker that writes each line of ``writer``'s output (-1: none) and the lines
     each worker writes, or None (see :func:`_shares`).  A line several workers write is
@@ -94,23 +134,25 @@ def _owners(writer: TEIR, threads: int, lanes: int) -> tuple[np.ndarray, np.ndar
     shares = _shares(writer, len(writer.schedule.strides) - 1, threads, lanes)
     if shares is None:
         return None
-    ranges, lines = shares
-    owner = np.full(int(lines.max()) + 1, -1, np.int64)
-    for w, first, end in ranges:
-        owner[lines[first:end].ravel()] = w
+    parts = [(w, shares.lines(first, end)) for w, first, end in shares.ranges]
+    owner = np.full(max(int(p.max()) for _, ps in parts for p in ps) + 1, -1, np.int64)
+    for w, ps in parts:
+        for p in ps:
+            owner[p] = w
     written = np.bincount(owner[owner >= 0], minlength=max(threads, 1))
+    owner.flags.writeable = written.flags.writeable = False  # (shared by the memo)
     return owner, written
 
 
-def _read_pairs(ranges: list[tuple[int, int, int]], lines: np.ndarray, size: int
-                ) -> tuple[np.ndarray, np.ndarray]:
+def _read_pairs(shares: Shares, size: int) -> tuple[np.ndarray, np.ndarray]:
     """(worker, line) of each distinct line below ``size`` each worker reads, by worker,
     then line: a table of the lines per worker, not a sort of every touch."""
     who, line = [], []
-    for w, first, end in ranges:
-        mine = lines[first:end].ravel()
-        seen = np.zeros(max(int(mine.max()) + 1, size), np.bool_)
-        seen[mine] = True
+    for w, first, end in shares.ranges:
+        parts = shares.lines(first, end)
+        seen = np.zeros(max(size, *(int(p.max()) + 1 for p in parts)), np.bool_)
+        for p in parts:
+            seen[p] = True
         read = np.flatnonzero(seen[:size])
         who.append(np.full(read.size, w, np.int64))
         line.append(read)
@@ -180,7 +222,7 @@ def remote_transfers(writer: TEIR, writer_threads: int, reader: TEIR, j: int,
     if owners is None or shares is None:
         return 0.0
     owner, written = owners
-    who, line = _read_pairs(*shares, owner.size)
+    who, line = _read_pairs(shares, owner.size)
     by = owner[line]
     remote = (by >= 0) & (by != who)
     if not remote.any():
@@ -192,6 +234,13 @@ def remote_transfers(writer: TEIR, writer_threads: int, reader: TEIR, j: int,
     run, paged = run_lines(reader, j, itemsize)
     per = run if paged else PAGE_BYTES // LINE_BYTES
     return float(per_worker.max()) / per
+
+
+def forget_handoffs() -> None:
+    """Drop the remembered counts and writers' line owners (timing a plan as for a
+    problem never seen)."""
+    remote_transfers.cache_clear()
+    _owners.cache_clear()
 
 
 def _one_worker(prog: TEIR, threads: int) -> bool:

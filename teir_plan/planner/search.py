@@ -56,7 +56,7 @@ from teir_plan.planner.cost import (
     tile_seconds,
 )
 from teir_plan.planner.gemm_rate import forget_tile_rates
-from teir_plan.planner.handoff import remote_transfers
+from teir_plan.planner.handoff import forget_handoffs
 from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
 from teir_plan.teir.axes import NO_AXIS, extent_table
@@ -371,7 +371,7 @@ def forget_memos() -> None:
     forget_tile_rates()
     fastest_rate.cache_clear()
     forget_tile_prices()
-    remote_transfers.cache_clear()
+    forget_handoffs()
     forget_library_calls()
     variants.cache_clear()
     prim_option.cache_clear()
