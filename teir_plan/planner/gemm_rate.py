@@ -12,6 +12,8 @@ from teir_plan.machine.params import MachineParams
 from teir_plan.machine.tables import GEMM_FORMS, GEMM_GRID
 
 
+# Bounded: a plan's tiles have a few dozen distinct extents.
+@lru_cache(maxsize=1024)
 def _grid_position(x: int) -> tuple[int, float, float]:
     """(segment, weight of its upper end, scale) of extent ``x`` on GEMM_GRID's log
     scale.  Beyond the grid's largest extent BLAS is saturated; below its smallest a
@@ -29,7 +31,13 @@ def _grid_position(x: int) -> tuple[int, float, float]:
 # grew a process by 32 MB over 9,000 distinct problems (tests/test_memory.py).
 @lru_cache(maxsize=4096)
 def _interpolate(params: MachineParams, m: int, n: int, k: int, form: int = 0) -> float:
-    return _interpolate_table(params.gemm_efficiency, m, n, k, form)
+    return _interpolate_table(_log_table(params), m, n, k, form)
+
+
+@lru_cache(maxsize=16)
+def _log_table(params: MachineParams) -> tuple[float, ...]:
+    """The efficiency table's logarithms, as the interpolation weighs them."""
+    return tuple(math.log(max(v, 1e-4)) for v in params.gemm_efficiency)
 
 
 @lru_cache(maxsize=16)
@@ -49,11 +57,18 @@ def best_gemm_efficiency(params: MachineParams, m: int, n: int, k: int) -> float
     """At least :func:`gemm_efficiency` of an m x n x k tile in any form and of an
     n x m x k one (the search's floors: a weighted geometric mean of table entries
     grows with each entry)."""
-    return _interpolate_table(_best_table(params), m, n, k, 0)
+    return _interpolate_table(_best_log_table(params), m, n, k, 0)
 
 
-def _interpolate_table(table: tuple[float, ...], m: int, n: int, k: int, form: int
+@lru_cache(maxsize=16)
+def _best_log_table(params: MachineParams) -> tuple[float, ...]:
+    return tuple(math.log(max(v, 1e-4)) for v in _best_table(params))
+
+
+def _interpolate_table(logs: tuple[float, ...], m: int, n: int, k: int, form: int
                        ) -> float:
+    """The efficiency at (m, n, k) in ``form`` from a table's logarithms (each entry
+    at least 1e-4: :func:`_log_table`)."""
     size = len(GEMM_GRID)
     base = form * size
     (im, wm, sm), (in_, wn, sn), (ik, wk, sk) = map(_grid_position, (m, n, k))
@@ -63,8 +78,7 @@ def _interpolate_table(table: tuple[float, ...], m: int, n: int, k: int, form: i
             for dk, fk in ((0, 1 - wk), (1, wk)):
                 w = fm * fn * fk
                 if w > 0:
-                    v = table[((base + im + dm) * size + in_ + dn) * size + ik + dk]
-                    log_eff += w * math.log(max(v, 1e-4))
+                    log_eff += w * logs[((base + im + dm) * size + in_ + dn) * size + ik + dk]
     return math.exp(log_eff) * sm * sn * sk
 
 
@@ -85,3 +99,4 @@ def forget_tile_rates() -> None:
     """Forget the memoized rates of tile shapes (search.forget_memos); the best-of-forms
     table and the floors' memo are per machine parameters and stay."""
     _interpolate.cache_clear()
+    _grid_position.cache_clear()
