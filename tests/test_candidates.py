@@ -11,6 +11,8 @@ compute.)"""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ import teir_plan as tp
 from teir_plan.frontend.contraction import Contraction, describe, layout_of, with_dtype
 from teir_plan.planner.candidates import (
     Choice,
+    ParallelRanking,
     axis_names,
     choices_for,
     fuse_axes,
@@ -129,6 +132,45 @@ def test_a_split_is_an_outer_loop_over_inner_tiles() -> None:
     assert split_inner(split) == {i: i + 1} and split_inner(c) == {}
     assert [ax.name for ax in split.axes if ax.name not in ("a", "a^")] == [
         ax.name for ax in c.axes if ax.name != "a"]
+
+
+def _parallel_sets_by_sorting(c: Contraction, order: list[int], threads: int
+                              ) -> list[tuple[int, ...]]:
+    """The rule written out: every single axis and pair of non-K loops (extent > 1) with
+    at least ``threads`` iterations, sorted by balance, size, then positions in
+    ``order``; the first two after the empty set."""
+    if threads <= 1:
+        return [()]
+    cands = [a for a in order if c.axes[a].role.value != "k" and c.axes[a].extent > 1]
+    combos = [(a,) for a in cands] + [
+        (a, b) for i, a in enumerate(cands) for b in cands[i + 1:]]
+    scored = []
+    for combo in combos:
+        iters = int(np.prod([c.axes[a].extent for a in combo]))
+        if iters >= threads:
+            balance = iters / (threads * -(-iters // threads))
+            scored.append((-balance, len(combo), [order.index(a) for a in combo], combo))
+    return [()] + [s[3] for s in sorted(scored)[:2]]
+
+
+def test_parallel_sets_ranked_once_match_each_orders_sort() -> None:
+    """ParallelRanking ranks a prim choice's sets once for all its loop orders: in every
+    order of every loop set of these contractions, on 1-8 threads, its sets are those
+    sorting each order's candidates gives (ties in balance and size are common: extents
+    2, 4 and 6 on 2 threads all balance perfectly)."""
+    shapes = [("abk,kcd->abcd", (2, 3, 4), (4, 6, 5)),
+              ("abk,kc->abc", (4, 2, 3), (3, 6)),
+              ("aebk,dk->abde", (6, 2, 4, 3), (8, 3))]
+    for expr, s0, s1 in shapes:
+        c = _contraction(expr, RNG.standard_normal(s0), RNG.standard_normal(s1))
+        for prim in prim_choices(c):
+            loops = [a for a in range(len(c.axes)) if a not in prim]
+            for threads in (1, 2, 3, 4, 8):
+                ranking = ParallelRanking(c, loops, threads)
+                for order in itertools.permutations(loops):
+                    want = _parallel_sets_by_sorting(c, list(order), threads)
+                    assert ranking.sets(order) == want, (expr, prim, order, threads)
+                    assert parallel_sets(c, order, threads) == want
 
 
 def test_parallel_sets_by_balance_then_fewer_axes() -> None:

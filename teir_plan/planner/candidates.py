@@ -445,21 +445,47 @@ def loop_orders(c: Contraction, loops: Sequence[int]) -> list[tuple[int, ...]]:
 def parallel_sets(c: Contraction, order: Sequence[int], threads: int) -> list[tuple[int, ...]]:
     """Subsets of the non-K loop axes to run in parallel (collapsed): none, and the best
     balanced single axes and pairs with at least ``threads`` iterations."""
-    if threads <= 1:
-        return [()]
-    cands = [a for a in order if c.axes[a].role is not DimType.K and c.axes[a].extent > 1]
-    scored = []
-    for r in (1, 2):
-        for combo in itertools.combinations(cands, r):
-            iters = 1
-            for a in combo:
-                iters *= c.axes[a].extent
-            if iters >= threads:
-                balance = iters / (threads * -(-iters // threads))
-                # Prefer balance, then fewer axes, then outer axes (contiguous blocks).
-                scored.append((-balance, r, [order.index(a) for a in combo], combo))
-    scored.sort()
-    return [()] + [s[3] for s in scored[: MAX_PARALLEL_SETS - 1]]
+    return ParallelRanking(c, order, threads).sets(order)
+
+
+class ParallelRanking:
+    """:func:`parallel_sets` of one set of loops in any order: the sets' balance does not
+    depend on the order, only the last tie-break (outer axes first) does, so the sets
+    are ranked once per prim choice and each loop order only orders the ties that can
+    make the cut."""
+
+    __slots__ = ("threads", "groups")
+
+    def __init__(self, c: Contraction, loops: Sequence[int], threads: int) -> None:
+        self.threads = threads
+        ax = c.axes
+        cands = [a for a in loops if ax[a].role is not DimType.K and ax[a].extent > 1
+                 ] if threads > 1 else []
+        by_rank: dict[tuple[float, int], list[tuple[int, ...]]] = {}
+        for r in (1, 2):
+            for combo in itertools.combinations(cands, r):
+                iters = 1
+                for a in combo:
+                    iters *= ax[a].extent
+                if iters >= threads:
+                    balance = iters / (threads * -(-iters // threads))
+                    # Prefer balance, then fewer axes, then outer axes (contiguous blocks).
+                    by_rank.setdefault((-balance, r), []).append(combo)
+        self.groups = [by_rank[k] for k in sorted(by_rank)]
+
+    def sets(self, order: Sequence[int]) -> list[tuple[int, ...]]:
+        """The parallel sets for the loops in ``order`` (outermost first)."""
+        if self.threads <= 1:
+            return [()]
+        want = MAX_PARALLEL_SETS - 1
+        pos = {a: i for i, a in enumerate(order)}
+        picked: list[tuple[int, ...]] = []
+        for group in self.groups:
+            if len(picked) >= want:
+                break
+            ranked = sorted((sorted(pos[a] for a in combo), combo) for combo in group)
+            picked += [tuple(order[i] for i in p) for p, _ in ranked]
+        return [(), *picked[:want]]
 
 
 def choices_for(c: Contraction, prim: tuple[int, int, int, int], threads: int,
@@ -472,8 +498,9 @@ def choices_for(c: Contraction, prim: tuple[int, int, int, int], threads: int,
         call = tile_call(c, m, n, k)
     taken = {a for a in prim if a != NO_AXIS}
     loops = [a for a in range(len(c.axes)) if a not in taken]
+    ranking = ParallelRanking(c, loops, threads)
     for order in loop_orders(c, loops):
-        for par in parallel_sets(c, order, threads):
+        for par in ranking.sets(order):
             rest = tuple(a for a in order if a not in par)
             yield Choice(tuple(par) + rest, len(par), m, n, k, br, call)
 
