@@ -62,14 +62,62 @@ def fuse_axes(c: Contraction) -> Contraction:
     """Merge axes of one role whose strides compose in every tensor (outer stride =
     inner stride x inner extent): one longer axis, fewer loops, bigger tiles.
 
-    The first pair in (outer, inner) order fuses, then the search starts again; each
-    round looks the outer axes up in a table of what every inner axis continues into,
-    instead of trying every pair (a tree step's many small axes made the pairwise
-    search an eighth of planning)."""
+    Fusing an outer axis into its inner one leaves the pair's links to other axes as
+    they were (the fused axis continues what the outer did, and into what the inner
+    did), so where every axis continues into at most one other and at most one
+    continues into it, the links form chains and the result is each chain fused into
+    one axis, at the place of its first member, found in one pass.  Otherwise
+    (:func:`_fuse_pairwise`) pairs fuse one at a time, the first in (outer, inner)
+    order first."""
+    axes = c.axes
+    # outer strides that continue axis j -> the axes j, in order (keyed by strides
+    # alone: hashing the roles, enum members, cost more than comparing them after)
+    inner_of: dict[tuple[int, ...], list[int]] = {}
+    for j, inner in enumerate(axes):
+        s0, s1, s2 = inner.strides
+        e = inner.extent
+        if e <= 1 or not (s0 or s1 or s2):
+            return _fuse_pairwise(c)  # (links that can loop)
+        inner_of.setdefault((s0 * e, s1 * e, s2 * e), []).append(j)
+    into: dict[int, int] = {}  # outer -> the inner it continues into
+    for i, outer in enumerate(axes):
+        js = inner_of.get(outer.strides)
+        if js:
+            found = [j for j in js if j != i and axes[j].role is outer.role]
+            if len(found) > 1:
+                return _fuse_pairwise(c)
+            if found:
+                into[i] = found[0]
+    if not into:
+        return Contraction(tuple(axes), c.dtype)
+    if len(set(into.values())) < len(into):
+        return _fuse_pairwise(c)  # (an axis two others continue into)
+    has_outer = set(into.values())
+    fused: dict[int, Axis] = {}  # the place of each chain's first member -> the chain
+    covered = 0
+    for head in range(len(axes)):
+        if head in has_outer:
+            continue
+        chain = [head]
+        while chain[-1] in into:
+            chain.append(into[chain[-1]])
+        covered += len(chain)
+        extent = 1
+        for i in chain:
+            extent *= axes[i].extent
+        first = axes[head]
+        fused[min(chain)] = first if len(chain) == 1 else Axis(
+            "".join(axes[i].name for i in chain), first.role, extent, axes[chain[-1]].strides)
+    assert covered == len(axes)  # (no loops: strides grow along a chain)
+    return Contraction(tuple(fused[i] for i in sorted(fused)), c.dtype)
+
+
+def _fuse_pairwise(c: Contraction) -> Contraction:
+    """:func:`fuse_axes` one pair at a time: the first pair in (outer, inner) order
+    fuses, then the search starts again; each round looks the outer axes up in a table
+    of what every inner axis continues into, instead of trying every pair."""
     axes = list(c.axes)
     while True:
-        # outer strides that continue axis j -> the axes j, in order (keyed by strides
-        # alone: hashing the roles, enum members, cost more than comparing them after)
         inner_of: dict[tuple[int, ...], list[int]] = {}
         for j, inner in enumerate(axes):
             s0, s1, s2 = inner.strides
