@@ -11,6 +11,7 @@ compute.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -261,3 +262,17 @@ def test_the_program_of_a_choice() -> None:
     assert axis_names(d, br) == ("l", "a", "c", "k")
     assert list(prog.schedule.dim_types) == [tp.DimType.K, tp.DimType.M, tp.DimType.N,
                                             tp.DimType.K]
+
+
+def test_a_choice_derives_its_prim_axes_and_parallel_loops_and_stays_frozen() -> None:
+    """Choice sets its fields in one step (not through the frozen dataclass' own
+    __init__): the derived fields follow the given ones, also through
+    dataclasses.replace, equality and hashing ignore them, and nothing can be set."""
+    ch = Choice((4, 0, 5), 2, 1, NO_AXIS, 2, 3, None)
+    assert (ch.prim_axes, ch.parallel) == ((3, 1, 2), (4, 0))
+    again = dataclasses.replace(ch, npar=1, br=NO_AXIS, n=6)
+    assert (again.prim_axes, again.parallel) == ((1, 6, 2), (4,))
+    assert again == Choice((4, 0, 5), 1, 1, 6, 2, NO_AXIS, None)
+    assert hash(again) == hash(Choice((4, 0, 5), 1, 1, 6, 2, NO_AXIS, None))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ch.npar = 0  # type: ignore[misc]

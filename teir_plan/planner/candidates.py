@@ -35,7 +35,7 @@ MAX_EXHAUSTIVE_LOOPS = 3
 MAX_PARALLEL_SETS = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Choice:
     """One schedule: loop axes outermost first (the first ``npar`` run in parallel) and
     the prim axes (indices into the contraction's axes, NO_AXIS when absent)."""
@@ -52,10 +52,14 @@ class Choice:
     prim_axes: tuple[int, ...] = field(init=False, compare=False, repr=False)
     parallel: tuple[int, ...] = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "prim_axes",
-                           tuple(a for a in (self.br, self.m, self.n, self.k) if a != NO_AXIS))
-        object.__setattr__(self, "parallel", self.loops[: self.npar])
+    def __init__(self, loops: tuple[int, ...], npar: int, m: int, n: int, k: int, br: int,
+                 call: LibraryCall | None) -> None:
+        # (one update of the instance's dict: a frozen dataclass' own __init__ sets each
+        # field through object.__setattr__, a sixth of building the search's schedules)
+        self.__dict__.update(
+            loops=loops, npar=npar, m=m, n=n, k=k, br=br, call=call,
+            prim_axes=tuple([a for a in (br, m, n, k) if a != NO_AXIS]),
+            parallel=loops[:npar])
 
 
 def fuse_axes(c: Contraction) -> Contraction:

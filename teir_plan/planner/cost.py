@@ -54,7 +54,7 @@ from teir_plan.tiles import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Cost:
     """A prediction and its parts."""
 
@@ -76,6 +76,22 @@ class Cost:
     # larger (OVERLAP_LOSS of it, and for BLAS tiles BLAS_READ_OVERLAP_LOSS of their
     # operands' reads): seconds = max(compute, memory) + this + overhead + packing.
     unoverlapped_seconds: float = 0.0
+
+    def __init__(self, seconds: float, compute_seconds: float, memory_seconds: float,
+                 overhead_seconds: float, flops: int, dram_bytes: float, llc_bytes: float,
+                 tile_calls: int, tile_flops: int, parallel_iterations: int,
+                 parallel_efficiency: float, threads: int, packed_bytes_per_call: int,
+                 pack_seconds: float = 0.0, unoverlapped_seconds: float = 0.0) -> None:
+        # (one update of the instance's dict: a frozen dataclass' own __init__ sets each
+        # of the fifteen fields through object.__setattr__; the search prices a hundred
+        # or more schedules a plan)
+        self.__dict__.update(
+            seconds=seconds, compute_seconds=compute_seconds, memory_seconds=memory_seconds,
+            overhead_seconds=overhead_seconds, flops=flops, dram_bytes=dram_bytes,
+            llc_bytes=llc_bytes, tile_calls=tile_calls, tile_flops=tile_flops,
+            parallel_iterations=parallel_iterations, parallel_efficiency=parallel_efficiency,
+            threads=threads, packed_bytes_per_call=packed_bytes_per_call,
+            pack_seconds=pack_seconds, unoverlapped_seconds=unoverlapped_seconds)
 
     @property
     def bound(self) -> str:
