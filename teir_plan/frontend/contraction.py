@@ -124,6 +124,12 @@ class Contraction:
         schedule's ``strides``."""
         return tuple(tuple(ax.strides[j] for ax in self.axes) for j in range(3))
 
+    @cached_property
+    def k_axes(self) -> tuple[int, ...]:
+        """The positions of the K (summed) axes: the cost model asks, for each prim
+        choice, whether one is left out of the tile."""
+        return tuple(i for i, ax in enumerate(self.axes) if ax.role is DimType.K)
+
     def by_role(self, role: DimType) -> list[int]:
         return [i for i, ax in enumerate(self.axes) if ax.role is role]
 

@@ -36,7 +36,6 @@ from teir_plan.isa import LINE_BYTES
 from teir_plan.machine.params import MachineParams
 from teir_plan.planner.candidates import Choice
 from teir_plan.planner.parallel_k import partial_sums_seconds
-from teir_plan.teir.enums import DimType
 from teir_plan.tilekinds import (
     BY_NAME,
     FOLD_RATE,
@@ -128,7 +127,7 @@ def streamed(c: Contraction, k_ax: int, br_ax: int) -> bool:
     """The executor's :func:`teir_plan.tiles.streams_out` for schedules of this prim
     choice: every K axis in the primitive (no K loop), and the search's programs zero
     their output first."""
-    k_loop = any(ax.role is DimType.K and i not in (k_ax, br_ax) for i, ax in enumerate(c.axes))
+    k_loop = any(i != k_ax and i != br_ax for i in c.k_axes)
     return streams_out(c.elements[2] * c.dtype.itemsize, k_loop, True)
 
 
