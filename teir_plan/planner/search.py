@@ -266,8 +266,9 @@ def rank(
     every candidate, for testing that pruning loses nothing).
 
     ``expansions``: a dict shared by the searches of one plan, which keeps each prim
-    choice's costed schedules, so that searching a problem again with more candidates
-    kept (schedule/build.py) costs only what the first search pruned.
+    choice's schedules (cost.Schedules: bounded, and priced as far as a search needed),
+    so that searching a problem again with more candidates kept (schedule/build.py)
+    costs only what the first search pruned.
 
     ``ceiling``: a cost no useful candidate reaches (another result layout's best, when
     schedule/build.py weighs several): prim choices whose lower bound reaches it are not
