@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -114,9 +115,16 @@ def arrays_overlap(a: np.ndarray, b: np.ndarray) -> bool:
 def _element_dims(arr: np.ndarray) -> list[tuple[int, int]]:
     """(extent, element stride) of the dims that move through memory, with dims whose
     strides compose merged, largest stride first."""
-    isz = arr.itemsize
+    return list(_dims_of(tuple(arr.shape), tuple(arr.strides), arr.itemsize))
+
+
+# Layouts whose dims are remembered: a plan proves each of its candidates' reach in the
+# same few buffers (a 100-tensor network: 2658 proofs of tensors in a plan).
+@lru_cache(maxsize=1024)
+def _dims_of(shape: tuple[int, ...], strides: tuple[int, ...], isz: int
+             ) -> tuple[tuple[int, int], ...]:
     dims = sorted(
-        ((n, st // isz) for n, st in zip(arr.shape, arr.strides) if n > 1 and st != 0),
+        ((n, st // isz) for n, st in zip(shape, strides) if n > 1 and st != 0),
         key=lambda d: -abs(d[1]),
     )
     merged: list[tuple[int, int]] = []
@@ -126,7 +134,7 @@ def _element_dims(arr: np.ndarray) -> list[tuple[int, int]]:
             merged.append((inner_n * n, inner_st))
         else:
             merged.append((n, st))
-    return sorted(merged, key=lambda d: -abs(d[1]))
+    return tuple(sorted(merged, key=lambda d: -abs(d[1])))
 
 
 def check_reach(
