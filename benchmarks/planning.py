@@ -40,6 +40,7 @@ import opt_einsum as oe
 
 import teir_plan as tp
 from benchmarks.common import machine, machine_md, md_table, write_results
+from teir_plan.executor.checks import forget_layouts
 from teir_plan.planner.candidates import forget_structures
 from teir_plan.planner.search import forget_memos
 
@@ -127,6 +128,7 @@ def fresh_plan(expr: str, shapes: list[tuple[int, ...]],
     other processes hold the cores)."""
     tp.plan_cache.clear()
     forget_memos()
+    forget_layouts()  # (the proofs' memo: executor-side, which the planner never imports)
     if path is not None:
         # A tree is timed as a structure never seen; the binary plans share theirs (an
         # expression seen before, with new extents: what the structure memos are for).

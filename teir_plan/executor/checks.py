@@ -118,6 +118,11 @@ def _element_dims(arr: np.ndarray) -> list[tuple[int, int]]:
     return list(_dims_of(tuple(arr.shape), tuple(arr.strides), arr.itemsize))
 
 
+def forget_layouts() -> None:
+    """Drop the remembered layouts' dims (timing a plan as for a problem never seen)."""
+    _dims_of.cache_clear()
+
+
 # Layouts whose dims are remembered: a plan proves each of its candidates' reach in the
 # same few buffers (a 100-tensor network: 2658 proofs of tensors in a plan).
 @lru_cache(maxsize=1024)
