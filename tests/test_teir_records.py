@@ -330,3 +330,23 @@ def test_axis_names_are_checked(names, words):
                   tp.Schedule(["c", "c"], ["seq"], [2, 3, 4], [[3, 1], [1, 2]]))
     with pytest.raises(tp.TEIRError, match="exec_types"):
         pseudocode(bad)
+
+
+def test_schedule_fields_take_members_and_ints_and_name_what_they_refuse() -> None:
+    """Schedule takes enum members and ints as they are (numpy ints and names as their
+    values), and names the field of anything else: a bool is not a size, a stride past
+    64 bits overflows, a name no member has is refused."""
+    s = tp.Schedule(["m", tp.DimType.N], [tp.ExecType.SEQ, "prim"], [np.int64(3), 4],
+                    [[4, 1], [0, 1]])
+    assert s.dim_types == (tp.DimType.M, tp.DimType.N)
+    assert s.exec_types == (tp.ExecType.SEQ, tp.ExecType.PRIM)
+    assert s.dim_sizes == (3, 4) and type(s.dim_sizes[0]) is int
+    for args, words in [
+        ((["m"], ["seq"], [True], [[1]]), ["dim_sizes[0]", "True"]),
+        ((["m"], ["seq"], [2], [[1, 2**63]]), ["strides[0][1]", "overflow"]),
+        ((["m", "q"], ["seq"], [2], [[1]]), ["dim_types[1]", "'q'"]),
+        ((["m"], ["seq", 3], [2], [[1]]), ["exec_types[1]", "3"]),
+    ]:
+        with pytest.raises(tp.TEIRError) as err:
+            tp.Schedule(*args)
+        assert all(w in str(err.value) for w in words), str(err.value)

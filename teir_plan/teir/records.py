@@ -108,19 +108,25 @@ class Schedule:
         dim_sizes: Sequence[int],
         strides: Sequence[Sequence[int]],
     ) -> None:
+        # Members and plain ints in range are taken as they are, the field's name for an
+        # error formed only for the others: the planner builds hundreds of schedules a
+        # plan from values it made itself.
         dts = tuple(
-            DimType.coerce(v, f"dim_types[{i}]")
+            v if v.__class__ is DimType else DimType.coerce(v, f"dim_types[{i}]")
             for i, v in enumerate(_as_seq(dim_types, "dim_types"))
         )
         ets = tuple(
-            ExecType.coerce(v, f"exec_types[{i}]")
+            v if v.__class__ is ExecType else ExecType.coerce(v, f"exec_types[{i}]")
             for i, v in enumerate(_as_seq(exec_types, "exec_types"))
         )
         sizes = tuple(
-            _as_int(v, f"dim_sizes[{i}]") for i, v in enumerate(_as_seq(dim_sizes, "dim_sizes"))
+            v if v.__class__ is int and -INT64_MAX <= v <= INT64_MAX
+            else _as_int(v, f"dim_sizes[{i}]")
+            for i, v in enumerate(_as_seq(dim_sizes, "dim_sizes"))
         )
         rows = tuple(
-            tuple(_as_int(v, f"strides[{j}][{i}]")
+            tuple(v if v.__class__ is int and -INT64_MAX <= v <= INT64_MAX
+                  else _as_int(v, f"strides[{j}][{i}]")
                   for i, v in enumerate(_as_seq(row, f"strides[{j}]")))
             for j, row in enumerate(_as_seq(strides, "strides"))
         )
