@@ -64,11 +64,12 @@ PHASES: list[tuple[str, list[tuple[str, str]]]] = [
                                                          ("planner/search.py",
                                                           "_floor_order")]),
     ("  prim choices' tiles and bounds", [("planner/search.py", "prim_option")]),
-    ("  schedules: loop orders, parallel sets, costing", [("planner/search.py", "_expand")]),
     # (cost.estimate is _work then _priced; the search bounds every schedule with
-    # _work and prices those that can make the cut with _priced: cost.Schedules)
-    ("    of which costing (bounds and prices)", [("planner/cost.py", "_work"),
-                                                 ("planner/cost.py", "_priced")]),
+    # _work as it lists them, and prices with _priced only those whose bound is under
+    # its cutoff, when it gets to them: cost.Schedules)
+    ("  schedules: loop orders, parallel sets, bounds", [("planner/search.py", "_expand")]),
+    ("    of which bounds (cost._work)", [("planner/cost.py", "_work")]),
+    ("  schedules' prices (cost._priced)", [("planner/cost.py", "_priced")]),
     ("  to_teir of the kept candidates", [("planner/candidates.py", "to_teir")]),
     ("validation and proofs", [("schedule/contract.py", "_prove")]),
     ("lowering", [("executor/lower.py", "lower")]),
