@@ -25,23 +25,23 @@ import time
 from benchmarks.common import machine, machine_md, md_table, write_results
 
 # (label, the code of the first call: numpy is imported as np, teir_plan as tp).  What each
-# compiles: the 8 x 8 float64 product runs on numpy (a tiny product), the 256 x 256
-# products on plain BLAS tiles, the 64 x 64 float32 one on the vector kernel (a packed
-# tile of the loop walker), the README's example packs in0 and calls BLAS once, the row
-# sum runs the parallel reduction.
+# compiles depends on the plan the machine's parameters choose (explain() says): the
+# 8 x 8 float64 product runs on numpy (a tiny product), the larger products on BLAS tiles
+# or the vector kernel, the README's example packs in0 for one GEMM, the row sum runs
+# the parallel reduction.
 CASES = [
-    ("8 x 8 float64 product (a tiny product, numpy's loop)",
+    ("8 x 8 float64 product (a tiny product)",
      "a = np.ones((8, 8)); tp.einsum('ij,jk->ik', a, a)"),
-    ("256 x 256 float64 product (BLAS tiles)",
+    ("256 x 256 float64 product",
      "a = np.ones((256, 256)); tp.einsum('ij,jk->ik', a, a)"),
-    ("256 x 256 float32 product (BLAS tiles)",
+    ("256 x 256 float32 product",
      "a = np.ones((256, 256), np.float32); tp.einsum('ij,jk->ik', a, a)"),
-    ("64 x 64 float32 product (the vector kernel)",
+    ("64 x 64 float32 product",
      "a = np.ones((64, 64), np.float32); tp.einsum('ij,jk->ik', a, a)"),
-    ("README's trus,pqtu->pqrs, float32 (a packed GEMM)",
+    ("README's trus,pqtu->pqrs, float32",
      "a = np.ones((8, 24, 48, 48), np.float32); b = np.ones((8, 48, 8, 48), np.float32); "
      "tp.einsum('trus,pqtu->pqrs', a, b)"),
-    ("row sum ij->i of 2000 x 3000 float64 (the parallel reduction)",
+    ("row sum ij->i of 2000 x 3000 float64 (a reduction)",
      "a = np.ones((2000, 3000)); tp.einsum('ij->i', a)"),
 ]
 

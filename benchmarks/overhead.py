@@ -159,13 +159,15 @@ def first_call() -> list[list]:
 
 
 def first_use_rows() -> list[list]:
-    """The first-use calibration (calibrate.quick_calibrate) in a fresh process with nothing
-    cached: on a cold numba cache (it compiles the float32 and float64 GEMM kernels it
-    times, which the first einsum would otherwise compile) and on the warm one it left."""
+    """The first-use measurement's first part as a first call runs it
+    (calibration.quick_calibrate without the vector kernel, which the first plan that runs
+    on it measures) in a fresh process with nothing cached: on a cold numba cache (it
+    compiles the float32 BLAS runner it reads the call overhead on, which a float32
+    product would compile anyway) and on the warm one it left."""
     pkg = Path(tp.__file__).parent
     code = ("import time, warnings; import teir_plan as tp; "
             "from teir_plan.calibration import quick_calibrate; warnings.simplefilter('ignore'); "
-            "t=time.perf_counter(); quick_calibrate(save=False); "
+            "t=time.perf_counter(); quick_calibrate(save=False, vector=False); "
             "print(time.perf_counter()-t)")
     rows = []
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as params:
@@ -175,7 +177,7 @@ def first_use_rows() -> list[list]:
             t = time.perf_counter()
             out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                  text=True, check=True, cwd=pkg.parent)
-            rows.append([f"first-use calibration, nothing cached ({label})",
+            rows.append([f"first-use measurement's first part, nothing cached ({label})",
                          float(out.stdout.strip()), time.perf_counter() - t])
     return rows
 
