@@ -240,6 +240,31 @@ def test_a_first_run_far_over_its_estimate_is_a_warm_up() -> None:
     assert 40.0 not in cs[1].times
 
 
+def test_a_warm_up_far_over_its_estimate_waits_for_the_budget_to_run_again() -> None:
+    """numpy estimated at 1.2x the model's choice that takes 6.5x: its first run is taken
+    for a warm-up, and its second waits until the calls' 5 % covers a third of that run
+    beyond the model's time, instead of following at once."""
+    clock = FakeClock()
+    cs, ran = fake_contenders(clock, {"model": [1.0], "numpy": [6.5]},
+                              {"model": 1.0, "numpy": 1.2})
+    t = Trials(cs, clock=clock)
+    for _ in range(20):
+        t.execute([], None)
+    assert ran.count("numpy") == 1 and cs[1].warmup == 6.5 and not cs[1].times
+    assert t.spent <= 6.0  # (the one run's 5.5 beyond the model's, nothing more)
+    for _ in range(200):
+        if t.winner is not None:
+            break
+        t.execute([], None)
+    first_again = [i for i, name in enumerate(ran) if name == "numpy"][1]
+    # By then the calls have paid for the second run's expected 6.5 / 3 - 1 seconds on
+    # top of the first's 5.5: 5 % of the calls' time before it (the model's 1 s a call,
+    # numpy's first run), not one call later as a cold contender's rerun would be.
+    calls_time = (first_again - 1) * 1.0 + 6.5
+    assert 0.05 * (calls_time - 1.0) < 5.5 + (6.5 / 3 - 1.0) <= 0.05 * (calls_time + 1.0)
+    assert t.winner is cs[0] and cs[1].dropped
+
+
 def test_a_contender_whose_kernels_are_not_compiled_is_left_out() -> None:
     clock = FakeClock()
     cs, ran = fake_contenders(clock, {"model": [1.0], "cold": [0.1]},
@@ -253,6 +278,29 @@ def test_a_contender_whose_kernels_are_not_compiled_is_left_out() -> None:
     results = [int(t.execute([], None)) for _ in range(200)]
     assert results == [0] * 200  # every call answered, by the model's choice
     assert cs[1].dropped and cs[1].cold
+    assert t.winner is cs[0]
+
+
+def test_a_contender_whose_build_would_compile_is_left_out() -> None:
+    """Building a runner-up lowers its programs, which compiles the tile kind they run
+    on: that happens under the same guard as its run, so a build that needs the
+    compiler drops the contender and the call answers with the model's choice."""
+    from teir_plan.executor import cache as executor_cache
+
+    clock = FakeClock()
+    cs, ran = fake_contenders(clock, {"model": [1.0], "cold": [0.1]},
+                              {"model": 1.0, "cold": 0.1})
+    guarded = []
+
+    def build() -> None:
+        guarded.append(getattr(executor_cache._guard, "warm_only", False))
+        raise KernelNotCompiledError("kernel vec_t is not compiled on this machine yet")
+
+    cs[1].prepare = build
+    t = Trials(cs, clock=clock)
+    results = [int(t.execute([], None)) for _ in range(50)]
+    assert results == [0] * 50 and guarded == [True]
+    assert cs[1].dropped and cs[1].cold and "cold" not in ran
     assert t.winner is cs[0]
 
 

@@ -121,6 +121,9 @@ class Contender:
         self._fingerprint = fingerprint
         self.times: list[float] = []
         self.warmed = False
+        # Its first run's seconds when that run was taken for a warm-up (see
+        # WARMUP_RATIO), else None: what its next run is estimated from.
+        self.warmup: float | None = None
         self.dropped = False
         self.cold = False  # dropped because its kernels are not compiled yet
 
@@ -200,6 +203,13 @@ class Trials:
         dropped after that one run."""
         if c.times:
             return c.best
+        if c.warmup is not None:
+            # A warm-up as slow as WARMUP_RATIO times what was expected: the next run is
+            # expected at a WARMUP_RATIO-th of it, no less than before, so that the
+            # budget decides when it comes (numpy.einsum estimated at 1.2x the model's
+            # choice and run at 6.5x was run again at once as if it had been cold, and
+            # its two runs were a quarter of a TCCG plan's first 20 calls).
+            return c.warmup / WARMUP_RATIO
         model = self.contenders[0].best
         if c.predicted and self.contenders[0].predicted:
             return model * c.predicted / self.contenders[0].predicted
@@ -267,7 +277,8 @@ class Trials:
             c.warmed = True
             estimate = self._estimate(c)
             if seconds > WARMUP_RATIO * estimate:
-                return  # compiled, loaded or first touched: run it again before judging
+                c.warmup = seconds  # loaded or first touched: run again before judging,
+                return  # when the budget covers what this run suggests it costs
         c.times.append(seconds)
         if len(c.times) > ROUNDS:  # (the model's: only its fastest matter, and a plan
             c.times = sorted(c.times)[:ROUNDS]  # may run many calls before settling)
@@ -304,17 +315,21 @@ class Trials:
         if winner is not None:
             return go(winner)
         model = self.contenders[0]
-        if c.prepare is not None:
-            t = self.clock()
-            c.prepare()
-            c.prepare = None
-            with self._lock:
-                self.spent += self.clock() - t
         t = self.clock()
         try:
             if c is model:
                 return go(c)
             with warm_only():  # no trial waits for the compiler: see below
+                if c.prepare is not None:
+                    # Built outside its timing, at the trials' cost; under warm_only
+                    # too: lowering a program compiles the tile kind it lowers onto,
+                    # which a contender of another kind would have compiled here (1.3 s
+                    # into the first 20 calls of a 24 ms plan, dega,gfbc->abcdef).
+                    c.prepare()
+                    c.prepare = None
+                    with self._lock:
+                        self.spent += self.clock() - t
+                    t = self.clock()
                 return go(c)
         except KernelNotCompiledError:
             # The contender needs kernels this machine has not compiled yet (seconds of
