@@ -78,27 +78,6 @@ def _row_calls(n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _micro_tile(  # type: ignore[no-untyped-def]
-    rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl,
-    sf, sfl,
-):
-    """The micro-tile of ``rows`` rows (ROWS, 4, 2 or 1) and ``lines`` vectors (LINES
-    or fewer): the intrinsic dispatches over the blocking record's shapes."""
-    micro_tile_ir(rows, lines, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt,
-                  relu, nf, nfl, sf, sfl)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _quad_tile(  # type: ignore[no-untyped-def]
-    rows, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail, nt, relu, nf, nfl, sf,
-    sfl,
-):
-    """The QUAD_LINES-vector micro-tile of ``rows`` rows (QUAD_ROWS, 4, 2 or 1)."""
-    micro_tile_ir(rows, QUAD_LINES, V, vo, vk, S, so, sk, sn, C, co, cn, K, first, pf, tail,
-                  nt, relu, nf, nfl, sf, sfl)
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _quad_rows(n):  # type: ignore[no-untyped-def]
     """The rows of the next QUAD_LINES-vector micro-tile when ``n`` rows are left."""
     for rows in QUAD_ROW_STEPS:
@@ -178,9 +157,9 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                 r = 0
                 while r < n:
                     rows = _row_step(n - r)
-                    _micro_tile(rows, 1, V, vo + pre, vk, S, so + r * sn, sk, sn, C,
-                                co + r * cn + pre, cn, K, first, 0, min(lanes, v - pre),
-                                False, relu, 0, 0, 0, 0)
+                    micro_tile_ir(rows, 1, V, vo + pre, vk, S, so + r * sn, sk, sn, C,
+                                  co + r * cn + pre, cn, K, first, 0, min(lanes, v - pre),
+                                  False, relu, 0, 0, 0, 0)
                     r += rows
                 pre += lanes
     # Each micro-tile's first row block prefetches the lines of a later micro-tile
@@ -222,8 +201,8 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
             rows = _quad_rows(n - r)
             nf, nfl, sf, sfl = _next_tile_share(call, calls, nl, nxt, ns, nxs, line, v, r)
             call += 1
-            _quad_tile(rows, V, vo + v, vk, S, so + r * sn, sk, sn, C, co + r * cn + v, cn,
-                       K, first, 0, tail, nt, relu, nf, nfl, sf, sfl)
+            micro_tile_ir(rows, QUAD_LINES, V, vo + v, vk, S, so + r * sn, sk, sn, C,
+                          co + r * cn + v, cn, K, first, 0, tail, nt, relu, nf, nfl, sf, sfl)
             r += rows
         if nt:
             store_fence()
@@ -244,9 +223,9 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                 nf, nfl, sf, sfl = _next_tile_share(call, calls, nl, nxt, ns, nxs, line,
                                                     vv, r)
                 call += 1
-                _micro_tile(rows, LINES, V, vo + vv, vk, S, so + r * sn, sk, sn, C,
-                            co + r * cn + vv, cn, K, first, pf, lanes, nt, relu, nf, nfl,
-                            sf, sfl)
+                micro_tile_ir(rows, LINES, V, vo + vv, vk, S, so + r * sn, sk, sn, C,
+                              co + r * cn + vv, cn, K, first, pf, lanes, nt, relu, nf, nfl,
+                              sf, sfl)
             r += rows
         v += 2 * w
     while v < mv:
@@ -271,8 +250,8 @@ def gemm_vec(V, vo, vk, S, so, sk, sn, C, co, cn, mv, n, K, first, stream=False,
                     pf = far
             nf, nfl, sf, sfl = _next_tile_share(call, calls, nl, nxt, ns, nxs, line, v, r)
             call += 1
-            _micro_tile(rows, lines, V, vo + v, vk, S, so + r * sn, sk, sn, C,
-                        co + r * cn + v, cn, K, first, pf, tail, nt, relu, nf, nfl, sf, sfl)
+            micro_tile_ir(rows, lines, V, vo + v, vk, S, so + r * sn, sk, sn, C,
+                          co + r * cn + v, cn, K, first, pf, tail, nt, relu, nf, nfl, sf, sfl)
             r += rows
         v += lines * lanes
     if nt:
