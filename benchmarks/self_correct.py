@@ -6,21 +6,22 @@ For each case, in one process with a cache folder of its own (so no choice is st
 yet; the machine parameters are whatever the process has in force: out of the box, the
 first-use measurement, taken once at the start):
 
-* ``calls`` (default 20) calls of ``tp.einsum`` as a user makes them, each timed: the
-  self-correcting plan's first calls, trials included;
-* then the model's choice alone (``Plan.execute_planned``), the contender the trials
-  kept (``tp.einsum`` again) and numpy.einsum(optimize=True) timed in turns, best of
-  ``--repeats``, with a pause before each system's round (another runtime's spinning
-  threads would otherwise land on the next system's calls).
+* ``calls`` (default 20) calls of ``tp.einsum`` as a user makes them, each timed, with
+  the self-correction on (a fresh plan, no choice stored) and off (the model's choice
+  alone), in ``--pairs`` pairs of such series taken alike after a pause, in alternating
+  order; the overhead is the median over the pairs of calls 2..``calls`` with the trials
+  over the same calls without (the first call runs the model's choice either way);
+* then, on the last series' plan, the model's choice alone (``Plan.execute_planned``),
+  the contender the trials kept (``tp.einsum`` again) and numpy.einsum(optimize=True)
+  timed in turns, best of ``--repeats``, with a pause before each system's round
+  (another runtime's spinning threads would otherwise land on the next system's calls);
+  the gain is the model's choice over the contender kept.
 
-The overhead is the first ``calls`` calls' time (the first call excluded: it runs the
-model's choice, untimed apart from two clock reads) over the same calls made right after
-with the self-correction off (a fresh plan: the model's choice alone); the gain is the
-model's choice over the contender kept.  Calls under ``BATCH_SECONDS`` are timed in
-turns as the mean of a batch of back-to-back calls.  Every result is
-checked against numpy.einsum in float64.
+Calls under ``BATCH_SECONDS`` are timed in turns as the mean of a batch of back-to-back
+calls.  Every result is checked against numpy.einsum in float64.
 
-Run: .venv/bin/python -m benchmarks.self_correct [--calls 20] [--repeats 5] [--only EXPR]
+Run: .venv/bin/python -m benchmarks.self_correct [--calls 20] [--pairs 3] [--repeats 5]
+     [--only EXPR]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import math
 import os
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -90,13 +92,17 @@ def best_in_turns(fns: dict[str, object], repeats: int) -> dict[str, float]:
     return best
 
 
-def calls_without_trials(expr: str, ops: list[np.ndarray], calls: int) -> list[float]:
-    """The same calls as the trials' (a fresh plan, its first call included), with the
-    self-correction off: what the trials' calls are an overhead over."""
+def first_calls(expr: str, ops: list[np.ndarray], calls: int, trials: bool) -> list[float]:
+    """The seconds of a fresh plan's first ``calls`` calls through tp.einsum, with the
+    self-correction on (no choice stored by an earlier series) or off, after a pause."""
     import teir_plan as tp
+    from teir_plan.schedule import choices
 
-    os.environ["TEIR_PLAN_SELF_CORRECT"] = "0"
+    os.environ["TEIR_PLAN_SELF_CORRECT"] = "1" if trials else "0"
     tp.plan_cache.clear()
+    (Path(os.environ["TEIR_PLAN_CACHE_DIR"]) / "choices.json").unlink(missing_ok=True)
+    choices.forget()
+    time.sleep(PAUSE_SECONDS)
     try:
         out = []
         for _ in range(calls):
@@ -106,13 +112,31 @@ def calls_without_trials(expr: str, ops: list[np.ndarray], calls: int) -> list[f
         return out
     finally:
         os.environ["TEIR_PLAN_SELF_CORRECT"] = "1"
-        tp.plan_cache.clear()
+
+
+def overheads(expr: str, ops: list[np.ndarray], calls: int, pairs: int) -> list[float]:
+    """Calls 2..``calls`` with the trials over the same calls without, in ``pairs``
+    pairs of series taken alike (a fresh plan after a pause), the series with the trials
+    first in every other pair: one pair taken apart reads the first calls' warm-up (a
+    4096^2 matrix-vector product's calls fall from 2.8 to 1.3 ms over its first ten on
+    a Xeon, trials or not) and whatever ran before as the trials' cost.  The last
+    series has the trials, so the plan cached after is the one they ran on."""
+    out = []
+    for i in range(pairs):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        if i == pairs - 1:
+            order = (False, True)
+        times = {t: first_calls(expr, ops, calls, t) for t in order}
+        out.append(sum(times[True][1:]) / sum(times[False][1:]) - 1.0)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=3,
+                    help="series with and without the trials, per case (the median)")
     ap.add_argument("--only", default=None, help="run the cases whose expression is this")
     args = ap.parse_args()
     os.environ["TEIR_PLAN_SELF_CORRECT"] = "1"
@@ -130,12 +154,10 @@ def main() -> None:
         progress(i, len(selected), expr)
         ops = [rng.standard_normal(s).astype(np.float32) for s in shapes]
         ref = np.einsum(expr, *(o.astype(np.float64) for o in ops), optimize=True)
-        plan = tp.plan(expr, *ops)
-        calls = []
-        for _ in range(args.calls):
-            t = time.perf_counter()
-            r = tp.einsum(expr, *ops)
-            calls.append(time.perf_counter() - t)
+        pairs = overheads(expr, ops, args.calls, args.pairs)
+        overhead = float(np.median(pairs))
+        plan = tp.plan(expr, *ops)  # (the last series' plan, with its trials)
+        r = tp.einsum(expr, *ops)
         ok = bool(np.allclose(r, ref, rtol=1e-3, atol=1e-3 * float(np.abs(ref).max())))
         trials = plan.trials
         settled = plan.choice is not None
@@ -144,9 +166,6 @@ def main() -> None:
             "tp": lambda ops=ops, expr=expr: tp.einsum(expr, *ops),
             "numpy": lambda ops=ops, expr=expr: np.einsum(expr, *ops, optimize=True),
         }, args.repeats)
-        time.sleep(PAUSE_SECONDS)
-        alone = calls_without_trials(expr, ops, args.calls)  # (last: it clears the cache)
-        overhead = sum(calls[1:]) / sum(alone[1:]) - 1.0
         kept = plan.choice.kept if plan.choice is not None else "(trials under way)"
         pending = "" if trials is None else ", ".join(
             f"{c.name}: {len(c.times)}{' dropped' if c.dropped else ''}"
@@ -155,8 +174,7 @@ def main() -> None:
                      best["numpy"] / best["tp"], best["model"] / best["tp"],
                      f"{overhead * 100:+.1f}%", kept if settled else f"{kept}: {pending}",
                      "ok" if ok else "WRONG"])
-        records.append({"expr": expr, "shapes": shapes, "calls_seconds": calls,
-                        "calls_without_trials_seconds": alone,
+        records.append({"expr": expr, "shapes": shapes, "overheads": pairs,
                         "model_seconds": best["model"], "tp_seconds": best["tp"],
                         "numpy_seconds": best["numpy"], "overhead": overhead,
                         "settled": settled, "kept": kept, "correct": ok,
@@ -178,7 +196,8 @@ def main() -> None:
         f"tp.einsum, then the model's choice alone, tp.einsum and numpy.einsum "
         f"(optimize=True) in turns, best of {args.repeats} (calls under "
         f"{BATCH_SECONDS * 1e3:g} ms: the mean of a batch of back-to-back calls). Overhead: "
-        f"calls 2..{args.calls} over the same calls with the self-correction off.", "",
+        f"calls 2..{args.calls} over the same calls with the self-correction off, each a "
+        f"fresh plan after a pause, median of {args.pairs} pairs in alternating order.", "",
         md_table(["expression", "model ms", "tp ms", "numpy ms", "numpy/tp", "model/tp",
                   "overhead", "kept", "check"], rows), "",
         summary, ""])

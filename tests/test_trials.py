@@ -265,6 +265,49 @@ def test_a_warm_up_far_over_its_estimate_waits_for_the_budget_to_run_again() -> 
     assert t.winner is cs[0] and cs[1].dropped
 
 
+def test_a_spinning_contenders_aftermath_is_charged_and_waited_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy.einsum leaves its BLAS threads spinning after it returns: the model's calls
+    that start within AFTERMATH_SECONDS of its run take longer, which the trials pay
+    for (their time beyond the model's best) and do not take for the model's time; and
+    numpy's run waits until the budget covers its expected aftermath as well."""
+    monkeypatch.setattr(trials, "AFTERMATH_SECONDS", 4.0)
+    clock = FakeClock()
+    slow_until = [float("-inf")]
+    ran: list[str] = []
+
+    def model_execute(arrays, out):  # type: ignore[no-untyped-def]
+        clock.now += 1.5 if clock.now < slow_until[0] else 1.0
+        ran.append("model")
+        return np.array(0)
+
+    def numpy_execute(arrays, out):  # type: ignore[no-untyped-def]
+        clock.now += 1.0
+        slow_until[0] = clock.now + 4.0  # (its threads spin for 4 s after it)
+        ran.append("numpy")
+        return np.array(1)
+
+    model = Contender("model", model_execute, model_execute, 1.0, "model")
+    numpy = Contender("numpy", numpy_execute, numpy_execute, 1.0, "numpy", spins=True)
+    t = Trials([model, numpy], clock=clock, threads=2)
+    assert t._aftermath(numpy) == 2.0 and t._aftermath(model) == 0.0
+    for _ in range(200):
+        if "numpy" in ran:
+            break
+        t.execute([], None)
+    first = ran.index("numpy")
+    # Estimated at the model's time plus half of 4 s (two threads, one left): run once
+    # 5 % of the calls' time covers 2 s, not at the third call.
+    assert first > 30 and 0.05 * (first + 3.0) >= 2.0
+    spent = t.spent
+    for _ in range(4):
+        t.execute([], None)
+    after = ran[first + 1:]
+    assert after[:3] == ["model"] * 3  # the calls within the 4 s (no timed rerun yet)
+    assert t.spent == pytest.approx(spent + 3 * 0.5)  # each 0.5 s beyond the best
+    assert max(model.times) == 1.0  # none of the slowed calls is a sample
+
+
 def test_a_contender_whose_kernels_are_not_compiled_is_left_out() -> None:
     clock = FakeClock()
     cs, ran = fake_contenders(clock, {"model": [1.0], "cold": [0.1]},
@@ -312,6 +355,8 @@ def self_correcting(monkeypatch: pytest.MonkeyPatch, tmp_path):  # type: ignore[
     # ... and add the contenders at the second call, whatever an earlier addition in
     # this process cost
     monkeypatch.setattr(trials, "expand_seconds", [0.0])
+    # ... and time numpy.einsum whatever its spinning threads cost the calls after it
+    monkeypatch.setattr(trials, "AFTERMATH_SECONDS", 0.0)
     api.plan_cache.clear()
     choices.forget()
     yield tmp_path

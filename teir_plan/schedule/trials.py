@@ -89,6 +89,17 @@ WARMUP_RATIO = 3.0
 # after about 70 calls, not on its second.  The least, not the last: one addition slowed
 # by a busy spell or a first import would otherwise hold back every later plan's trials.
 expand_seconds = [1e-3]
+# numpy.einsum's products run on numpy's OpenBLAS threads, which spin for about 0.1 s
+# after each call (2^28 cycles by default) before they sleep: the executor's threads
+# share the cores with them meanwhile.  On a 2-core Xeon (AVX-512), one call of
+# numpy.einsum on attention's 1 ms product made the next 110 ms of the plan's calls run
+# at half speed, 57-62 ms of extra time in all: four times numpy's call itself, and
+# more than the first 20 calls' whole budget.  So the calls of the model's choice that
+# start within AFTERMATH_SECONDS of such a contender's run are charged to the trials
+# (their time beyond the model's best; they are not samples of the model's time), and
+# such a contender's trial is estimated to cost its run's extra time plus what the spin
+# takes from the plan's threads: AFTERMATH_SECONDS of every core but the caller's.
+AFTERMATH_SECONDS = 0.12
 
 Clock = Callable[[], float]
 
@@ -107,8 +118,11 @@ class Contender:
                  run: Callable[[Sequence[np.ndarray], np.ndarray], None],
                  predicted: float | None, fingerprint: str | Callable[[], str],
                  prepare: Callable[[], None] | None = None,
-                 made: list[Plan] | None = None) -> None:
+                 made: list[Plan] | None = None, spins: bool = False) -> None:
         self.name = name
+        # Runs on threads that keep spinning after it returns (numpy's OpenBLAS): the
+        # calls after it pay for that (AFTERMATH_SECONDS).
+        self.spins = spins
         self.execute = execute
         self.run = run
         # Builds what the contender runs, before its first run and outside its timing
@@ -190,6 +204,10 @@ class Trials:
     outcome: Outcome | None = None
     in_flight: int = 0
     expand_now: bool | None = None
+    # Calls of the model's choice that start before this clock reading follow a
+    # spinning contender's run (AFTERMATH_SECONDS): charged to the trials.
+    aftermath_until: float = float("-inf")
+    threads: int = 1  # the plan's threads (what a spinning contender's aftermath takes)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # ---- what a call runs -------------------------------------------------------
@@ -238,6 +256,10 @@ class Trials:
         pending = [c for c in self.contenders if not c.dropped and len(c.times) < ROUNDS]
         if not pending:
             return model, False
+        if self.clock() < self.aftermath_until:
+            # Another library's threads still spin: a contender timed now would be
+            # timed slow, and the aftermath is not all charged yet.
+            return model, True
         if not model.times:
             return model, True  # the reference every trial's cost is counted against
         fewest = min(len(c.times) for c in pending)
@@ -245,7 +267,7 @@ class Trials:
             return model, True
         # The cheapest trial first: what the budget covers now runs now, and a
         # contender estimated slower waits for the calls that pay for it.
-        extras = sorted((max(0.0, self._estimate(c) - model.best), i)
+        extras = sorted((max(0.0, self._estimate(c) - model.best) + self._aftermath(c), i)
                         for i, c in enumerate(self.contenders)
                         if c in pending and len(c.times) == fewest)
         for extra, i in extras:
@@ -256,11 +278,20 @@ class Trials:
         # a busy spell during the model's few runs does not hand a contender the win).
         return model, True
 
+    def _aftermath(self, c: Contender) -> float:
+        """What a run of ``c`` is expected to cost the calls after it: the share of the
+        plan's threads that another library's spinning threads take for
+        AFTERMATH_SECONDS (0.06 s on 2 threads: 57-62 ms measured, above)."""
+        if not c.spins or self.threads <= 1:
+            return 0.0
+        return AFTERMATH_SECONDS * (1.0 - 1.0 / self.threads)
+
     def _spendable(self) -> float:
         """The calls' time so far that the budget is a share of."""
         return self.total + min(self.first, WARMUP_RATIO * self.contenders[0].best)
 
-    def _record(self, c: Contender, sample: bool, seconds: float) -> None:
+    def _record(self, c: Contender, sample: bool, seconds: float,
+                start: float = float("-inf")) -> None:
         best = self._best_time()
         if not self.first and not sample and c is self.contenders[0]:
             self.first = seconds  # the first call's (a warm-up: see WARMUP_RATIO)
@@ -271,6 +302,13 @@ class Trials:
             # A trial costs what it took beyond the model's choice, which the call would
             # have run otherwise (a faster contender's trials pay back).
             self.spent += seconds - model.best
+        if c.spins:
+            self.aftermath_until = start + seconds + AFTERMATH_SECONDS
+        elif c is model and start < self.aftermath_until and model.times:
+            # Slowed by the spinning threads a contender left behind: the trials' cost,
+            # and no measure of the model's choice.
+            self.spent += max(0.0, seconds - model.best)
+            return
         if not sample:
             return
         if not c.warmed and c is not model:
@@ -347,7 +385,7 @@ class Trials:
             with self._lock:
                 self.in_flight -= 1
                 if self.winner is None:
-                    self._record(c, sample, seconds)
+                    self._record(c, sample, seconds, t)
 
     def execute(self, arrays: Sequence[np.ndarray], out: np.ndarray | None) -> np.ndarray:
         r = self._call(lambda c: c.execute(arrays, out))
@@ -391,7 +429,7 @@ def numpy_contender(plan: Plan, path: list[object] | None = None) -> Contender |
 
     predicted = numpy_seconds(plan.expression, plan.dtype, machine_params(),
                               plan.info.threads or 1)
-    return Contender("numpy.einsum", execute, run, predicted, "numpy.einsum")
+    return Contender("numpy.einsum", execute, run, predicted, "numpy.einsum", spins=True)
 
 
 def plan_fingerprint(plan: Plan, step: int | None = None) -> str:
@@ -499,9 +537,11 @@ def _round(plan: Plan, problem: str, base: Plan, base_name: str, steps: list[int
                 return
 
     trials = Trials([model], expand=expand, on_settled=settled,
-                    has_stored=lambda: choices.stored(key) is not None)
+                    has_stored=lambda: choices.stored(key) is not None,
+                    threads=plan.info.threads or 1)
     if before is not None:  # the budget is a share of all the calls so far
         trials.total, trials.spent = before.total + before.first, before.spent
+        trials.aftermath_until = before.aftermath_until
     plan.trials = trials
 
 
