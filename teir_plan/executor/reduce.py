@@ -82,7 +82,6 @@ from teir_plan.tiles import (
     KEPT_OUT,
     KEPT_PARTIAL,
     KEPT_X,
-    KIND_INNER,
     KIND_ROWS,
     ROW_BLOCK_BYTES,
     ROW_GROUP,
@@ -112,16 +111,17 @@ def units(kind, kept, vec, itemsize):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, fastmath=SUM_MATH)
-def reduce_chunk(kind, x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
+def reduce_chunk(x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # type: ignore[no-untyped-def]
                  dst, do, dcol, dvec, zero, gemv):
     """Units u0 <= u < u1 summed over their summed range [s0, s1), written over
     dst[do + ...] by ``kept[:, dcol]`` and ``dvec`` strides (out's, KEPT_OUT, or a
     partial's, KEPT_PARTIAL).  Sums are in dst's type (``zero``'s): x's and w's own, or
-    float32 for 16-bit operands read as their bits (half_bits.value)."""
+    float32 for 16-bit operands read as their bits (half_bits.value).  ``vec`` is None
+    for KIND_INNER, the vector axis' row for KIND_ROWS (see :func:`kernel_vec`)."""
     nk = kept.shape[0]
     kidx = np.zeros(max(nk, 1), np.int64)
     sidx = np.zeros(max(summed.shape[0], 1), np.int64)
-    if kind == KIND_INNER:
+    if vec is None:  # KIND_INNER
         ns = summed.shape[0]
         run_sx, run_sw = summed[ns - 1, SUMMED_X], summed[ns - 1, SUMMED_W]
         whole = ns == 1  # one run per output: its [s0, s1) summed directly
@@ -265,8 +265,17 @@ def _fetch_add(typingctx, counter, inc):  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
+def kernel_vec(kind: int, vec: np.ndarray) -> np.ndarray | None:
+    """The kernels' ``vec``: None for KIND_INNER.  numba compiles only the branch of
+    :func:`reduce_chunk` a None or an array selects (it prunes ``vec is None`` by the
+    argument's type), so a first reduction compiles one kind's kernel, not both: the
+    first ``ij->i`` of a process compiled run_parallel in 24 s with both, 7.4 s with one
+    (2-core Xeon, beside another job)."""
+    return vec if kind == KIND_ROWS else None
+
+
 @njit(cache=True, nogil=True, parallel=True)
-def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo,  # type: ignore[no-untyped-def]
+def run_parallel(x, xo, w, wo, kept, vec, summed, weighted, total_s, total_u, y, yo,  # type: ignore[no-untyped-def]
                  nchunks, zero, gemv, split, workers):
     """``nchunks`` chunks over ``workers`` threads, each its own share of them first and
     then any another has not claimed (:func:`_fetch_add`).  SPLIT_OUTPUTS: each a
@@ -276,7 +285,8 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
     are then added in chunk order and written into out.  (One parallel loop for both:
     each costs seconds to compile.)"""
     nk = kept.shape[0]
-    vn = vec[KEPT_N] if kind == KIND_ROWS else 1
+    vn = np.int64(1) if vec is None else vec[KEPT_N]
+    dvec = np.int64(0) if vec is None else vec[KEPT_OUT]
     nout = vn
     for a in range(nk):
         nout *= kept[a, KEPT_N]
@@ -289,7 +299,6 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
         step *= kept[a, KEPT_N]
     by_outputs = split == SPLIT_OUTPUTS
     partial = np.empty((1, 1) if by_outputs else (nchunks, nout), y.dtype)
-    total_u = units(kind, kept, vec, y.itemsize)
     # One prange iteration per worker.  Each owns a contiguous run of the chunks and
     # takes them in order, then helps with the others' from their far ends, each chunk
     # claimed by an atomic counter of its own (_fetch_add): a worker another process
@@ -316,11 +325,11 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
             if by_outputs:
                 u0, u1 = _chunk(c, total_u, nchunks)
                 if u0 < u1:
-                    reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, u0, u1, i0,
-                                 total_s, y, yo, c_out, vec[KEPT_OUT], zero, gemv)
+                    reduce_chunk(x, xo, w, wo, tab, vec, summed, weighted, u0, u1, i0,
+                                 total_s, y, yo, c_out, dvec, zero, gemv)
             else:
                 s0, s1 = _chunk(c, total_s, nchunks)
-                reduce_chunk(kind, x, xo, w, wo, tab, vec, summed, weighted, i0, total_u, s0,
+                reduce_chunk(x, xo, w, wo, tab, vec, summed, weighted, i0, total_u, s0,
                              s1, partial[c], i0, c_partial, i1, zero, gemv)
     if by_outputs:
         return
@@ -331,7 +340,7 @@ def run_parallel(kind, x, xo, w, wo, kept, vec, summed, weighted, total_s, y, yo
             acc = partial[0, o * vn + t]
             for c in range(1, nchunks):
                 acc += partial[c, o * vn + t]
-            y[yb + t * vec[KEPT_OUT]] = acc
+            y[yb + t * dvec] = acc
 
 
 _NO_GEMV = np.zeros(GEMV_LEN, np.int64)  # the kernels' ``gemv`` when the rows do not take it
@@ -433,11 +442,12 @@ def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarr
     else:
         nchunks = 1
     narrow = blas_threads(1) if gemv[GEMV_FN] else _NOTHING
+    kvec = kernel_vec(kind, vec)
     if nchunks <= 1:
         with narrow:
-            reduce_chunk(kind, xf, xo, wf, wo, kept, vec, summed, weighted, 0, pre.total_u,
+            reduce_chunk(xf, xo, wf, wo, kept, kvec, summed, weighted, 0, pre.total_u,
                          0, total_s, yf, yo, KEPT_OUT, vec[KEPT_OUT], zero, gemv)
         return
     with narrow, parallel_threads(threads):
-        run_parallel(kind, xf, xo, wf, wo, kept, vec, summed, weighted, total_s, yf, yo,
-                     nchunks, zero, gemv, split, threads)
+        run_parallel(xf, xo, wf, wo, kept, kvec, summed, weighted, total_s, pre.total_u, yf,
+                     yo, nchunks, zero, gemv, split, threads)
