@@ -94,7 +94,10 @@ class Price(NamedTuple):
 
     seconds: float
     packed_bytes: int = 0  # operand bytes gathered into a buffer per call
-    repack_seconds: float = 0.0  # of ``seconds``: a packed vector tile's transpose
+    # Of ``seconds``: the vector operand's block repacked into the worker's buffer, which
+    # the kernel skips when the worker's previous tile read the same block (the packed
+    # vector tile's transpose, gemm_tiles.gemm_vec_packed; cost.py prices that reuse).
+    repack_seconds: float = 0.0
     streams: bool = False  # out's lines stored non-temporally
 
 
