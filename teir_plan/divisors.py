@@ -73,6 +73,16 @@ def smallest_divisor(n: int, least: int, most: int) -> int | None:
     return ds[i] if i < len(ds) and ds[i] <= most else None
 
 
+def divisor_near(n: int, target: int) -> int | None:
+    """The largest divisor of ``n`` in [target / 2, target], if any: an axis split into
+    blocks of about ``target``.
+
+    >>> divisor_near(1000, 48), divisor_near(97, 48)
+    (40, None)
+    """
+    return largest_divisor(n, target // 2, target)
+
+
 def divisors_between(n: int, least: int, most: int) -> tuple[int, ...]:
     """The divisors of ``n`` in [least, most], ascending."""
     ds = divisors(n)

@@ -1,5 +1,5 @@
 """The broadcast operand packed into rows x K blocks for the vector kernel
-(teir_plan/planner/broadcast_pack.py): offered only where the machine's kernel is
+(teir_plan/tilekinds/broadcast_pack.py): offered only where the machine's kernel is
 measured well ahead of BLAS, planned and run correctly wherever it is offered.
 
 The suite plans with the reference parameters (kernel and BLAS at the same rate: never
@@ -19,19 +19,27 @@ from hypothesis import strategies as st
 
 import teir_plan as tp
 from teir_plan.executor.lower import lower
-from teir_plan.frontend.contraction import Layout, describe, with_dtype
+from teir_plan.frontend.contraction import Contraction, Layout, describe, with_dtype
 from teir_plan.machine import set_machine_params
-from teir_plan.planner.broadcast_pack import (
-    BROADCAST_PACK_MIN_ADVANTAGE,
-    broadcast_pack_variants,
-)
+from teir_plan.machine.params import MachineParams
+from teir_plan.planner.pack import Pack
+from teir_plan.planner.search import RESHAPES
 from teir_plan.schedule.in_force import machine_params
+from teir_plan.tilekinds.broadcast_pack import BROADCAST_PACK_MIN_ADVANTAGE
+from teir_plan.tilekinds.broadcast_pack import broadcast_pack_variants as kind_variants
+from teir_plan.tilekinds.kind import VariantArgs
 from teir_plan.tiles import VEC_BYTES
 from tests.strategies import assert_einsum_close, counted, fuzz_settings
 
 MAX_THREADS = min(3, int(numba.config.NUMBA_NUM_THREADS))
 
 pytestmark = pytest.mark.skipif(not VEC_BYTES, reason="no vector kernel on this host")
+
+
+def broadcast_pack_variants(c: Contraction, params: MachineParams,
+                            threads: int) -> list[tuple[Contraction, Pack]]:
+    """The vec kind's packs of ``c``'s broadcast operand, with the planner's reshapes."""
+    return kind_variants(VariantArgs(c, params, threads, RESHAPES))
 
 
 class _KernelAhead:

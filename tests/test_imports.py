@@ -13,6 +13,7 @@ and are left out.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -290,3 +291,76 @@ def test_the_planner_reaches_the_tile_kinds_through_the_registry() -> None:
     reached = {(m, t) for m, targets in graph.items() if subpackage(m) == "planner"
                for t in targets & kinds}
     assert not reached, reached
+
+
+# Words of the planner's own that four kinds are also named after: a schedule's loop
+# axes (Choice.loops), the copies it plans for packs (planner/copy.py), the relu
+# primitive, and a tile's or a reduction's rows (cost.ROW_OVERHEAD_BYTES,
+# reduce.ROW_SECONDS).  Any other kind's name in the planner's code is the planner
+# knowing a kind.
+PLANNER_WORDS = {"loops", "copy", "relu", "row"}
+
+
+def _identifiers(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every name a module's code spells, with its line: names read or bound,
+    attributes, definitions, arguments, keywords and imports (not comments, and not
+    docstrings, which are strings)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute):
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.append((node.lineno, node.name))
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            found.append((node.lineno, node.arg))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found += [(node.lineno, n) for a in node.names for n in (a.name, a.asname) if n]
+    return found
+
+
+def kinds_named(modules: dict[str, ast.Module], kinds: list[str]) -> list[str]:
+    """Where these modules' code names one of ``kinds``: a string that is a kind's name
+    (``kind.name == "vec"``), or a name with a kind's name as one of its words (split at
+    underscores and dots, any case: ``vec_rows_split``, ``VEC_MAX_SPAN``,
+    ``teir_plan.tilekinds.vec_p``), except the PLANNER_WORDS as names."""
+    words = [k for k in kinds if k not in PLANNER_WORDS]
+    spelled = re.compile(r"(?:^|[._])(" + "|".join(map(re.escape, words)) + r")(?:[._]|$)")
+    found = []
+    for module, tree in modules.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in kinds:
+                found.append(f"{module}:{node.lineno}: the string {node.value!r}")
+        for line, name in _identifiers(tree):
+            if (m := spelled.search(name.lower())) is not None:
+                found.append(f"{module}:{line}: {name} (kind {m.group(1)!r})")
+    return sorted(set(found))
+
+
+def test_the_planner_names_no_tile_kind() -> None:
+    """The planner asks the registry (teir_plan.tilekinds: choose, the kinds' hooks for
+    prices, schedule terms and variants), so that a new kind is one module there and
+    the planner's code names none of them, nor their constants."""
+    from teir_plan.tilekinds import KINDS
+
+    planner = {m: t for m, t in _modules().items() if subpackage(m) == "planner"}
+    found = kinds_named(planner, [k.name for k in KINDS])
+    assert not found, "the planner names tile kinds: " + "; ".join(found)
+
+
+def test_the_kind_name_check_sees_strings_and_words() -> None:
+    modules = {"teir_plan.planner.x": ast.parse(
+        "from teir_plan.tiles import VEC_ROWS\n"
+        "import teir_plan.tilekinds.blas\n"
+        "def vec_rows_split(loops, copy, rows):\n"
+        "    return kind.name == 'dot' or row_tile(VEC_ROWS, dot_k=1)\n"
+        "vector = rows = 'loops'\n")}
+    assert kinds_named(modules, ["vec", "dot", "blas", "row", "loops", "copy"]) == [
+        "teir_plan.planner.x:1: VEC_ROWS (kind 'vec')",
+        "teir_plan.planner.x:2: teir_plan.tilekinds.blas (kind 'blas')",
+        "teir_plan.planner.x:3: vec_rows_split (kind 'vec')",
+        "teir_plan.planner.x:4: VEC_ROWS (kind 'vec')",
+        "teir_plan.planner.x:4: dot_k (kind 'dot')",
+        "teir_plan.planner.x:4: the string 'dot'",
+        "teir_plan.planner.x:5: the string 'loops'"]

@@ -271,7 +271,7 @@ def test_vector_k_blocks_only_over_contiguous_k_rows():
     follow one another (rows x K within the kernel's bound), and not where they are
     padded apart; the Gram matrix it serves agrees with numpy."""
     from teir_plan.frontend.contraction import Layout, describe
-    from teir_plan.planner.parallel_k import vec_k_block
+    from teir_plan.tilekinds.vec_variants import vec_k_block
 
     def gram(rows: int, ld: int):  # type: ignore[no-untyped-def]
         return describe(Layout("ki", (60000, rows), (ld, 1)),

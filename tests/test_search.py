@@ -259,7 +259,7 @@ def test_a_row_axis_too_long_for_the_vector_kernel_is_split_to_fit() -> None:
     numpy's answer; 24 rows of K 384 (BLAS measured faster) are not offered."""
     import teir_plan as tp
     from teir_plan.executor.lower import lower
-    from teir_plan.planner.candidates import vec_rows_split
+    from teir_plan.tilekinds.vec_variants import vec_rows_split
     from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K
 
     assert vec_rows_split(128, [128]) == [64]

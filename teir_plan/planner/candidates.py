@@ -15,20 +15,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from teir_plan.divisors import divisors_between, largest_divisor
+from teir_plan.divisors import divisor_near
 from teir_plan.frontend.contraction import Axis, Contraction
-from teir_plan.isa import LINE_BYTES
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType, ExecType, Prim
 from teir_plan.teir.records import TEIR, Primitives, Schedule
-from teir_plan.tilekinds import (
-    PACKED_BLOCK_BYTES,
-    PACKED_MIN_LINES,
-    GemmTile,
-    LibraryCall,
-    library_call,
-)
-from teir_plan.tiles import VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN, VEC_ROWS, VEC_STREAM_K
+from teir_plan.tilekinds import GemmTile, LibraryCall, library_call, wanted_axis_splits
 
 MAX_PRIM_CHOICES = 6
 MAX_EXHAUSTIVE_LOOPS = 3
@@ -165,27 +157,35 @@ CACHE_SPLIT_TARGETS = (512, 4096)
 
 
 def split_variants(c: Contraction, threads: int) -> list[Contraction]:
-    """Contractions with one large M or N axis split: into a few parts, so that the outer
-    part can feed the parallel loops, into cache-sized inner tiles, and into tiles with
-    few enough rows for the vector kernel (:func:`vec_rows_split`)."""
+    """Contractions with one large M or N axis split: into tiles the kinds want
+    (tilekinds.wanted_axis_splits), into a few parts, so that the outer part can feed
+    the parallel loops, and into cache-sized inner tiles."""
     out = []
-    vec = _vector_axes(c)
     for i, ax in enumerate(c.axes):
         if ax.role not in (DimType.M, DimType.N):
             continue
-        inners: list[int] = []
-        if vec and i not in vec:
-            inners += vec_rows_split(ax.extent, [a.extent for a in c.axes
-                                                 if a.role is DimType.K])
+        inners = wanted_axis_splits(c, i)
         part = parallel_part(ax.extent, threads)
         if part is not None:
             inners.append(part)
-        for target in CACHE_SPLIT_TARGETS:
-            if ax.extent >= 4 * target:
-                d = _divisor_near(ax.extent, target)
-                if d is not None:
-                    inners.append(d)
+        inners += cache_parts(ax.extent)
         out += [split_axis(c, i, inner) for inner in dict.fromkeys(inners)]  # no repeats
+    return out
+
+
+def cache_parts(extent: int) -> list[int]:
+    """The inner extents of an M or N axis of ``extent`` split into cache-sized tiles
+    (about each of CACHE_SPLIT_TARGETS, for an axis at least four times as long).
+
+    >>> cache_parts(1000), cache_parts(4096), cache_parts(65536)
+    ([], [512], [512, 4096])
+    """
+    out = []
+    for target in CACHE_SPLIT_TARGETS:
+        if extent >= 4 * target:
+            d = divisor_near(extent, target)
+            if d is not None:
+                out.append(d)
     return out
 
 
@@ -201,180 +201,6 @@ def parallel_part(extent: int, threads: int) -> int | None:
         return None
     parts = next((p for p in (threads, 2 * threads, 4 * threads) if extent % p == 0), None)
     return extent // parts if parts is not None else None
-
-
-def _vector_axes(c: Contraction) -> list[int]:
-    """The M and N axes along which some operand and the output both have unit stride:
-    the axes a vector-kernel tile could run along."""
-    return [i for i, a in enumerate(c.axes) if a.role in (DimType.M, DimType.N)
-            and a.strides[2] == 1 and 1 in a.strides[:2]]
-
-
-# The fewest rows a split for the vector kernel leaves a tile: with a longer K and fewer
-# rows, the kernel re-reads its vector operand's many K rows for few output rows, and
-# BLAS was faster (cad,dcb->ab on one thread, tiles of 24 rows x K 384: 0.64x;
-# adc,bd->abc 0.82-0.95x).
-VEC_SPLIT_MIN_ROWS = 32
-
-
-def vec_rows_split(extent: int, k_extents: Sequence[int]) -> list[int]:
-    """Inner extents for a row axis of ``extent`` too long for a vector-kernel tile with
-    a K axis of any of ``k_extents`` (rows x K over VEC_MAX_ROWS_TIMES_K): the largest
-    divisor that fits, a multiple of the kernel's VEC_ROWS rows where one fits, and not
-    below VEC_SPLIT_MIN_ROWS.  Without it such tiles go to BLAS unless the axis happens
-    to be split for the threads:
-    bhqk,bhkd->bhqd's 128 x 64 x 128 products on one thread ran BLAS tiles at 91-97
-    GFLOP/s, the vector kernel on 64 rows at 115-125.
-
-    >>> vec_rows_split(128, [128]), vec_rows_split(96, [96]), vec_rows_split(384, [384])
-    ([64], [], [])
-    """
-    out = []
-    for k in k_extents:
-        if extent * k <= VEC_MAX_ROWS_TIMES_K:
-            continue
-        rows = row_tile(extent, VEC_SPLIT_MIN_ROWS, VEC_MAX_ROWS_TIMES_K // k)
-        if rows is not None:
-            out.append(rows)
-    return out
-
-
-def row_tile(extent: int, least: int, most: int) -> int | None:
-    """The largest divisor of ``extent`` in [least, most], a multiple of the vector
-    kernel's VEC_ROWS where one is; None if none."""
-    fit = divisors_between(extent, least, most)
-    whole = [d for d in fit if d % VEC_ROWS == 0]
-    return max(whole or fit) if fit else None
-
-
-# The inner extent tried when splitting a K axis whose rows a vector-kernel tile would
-# read as too many streams at once (VEC_STREAM_K): blocks of 48 measured fastest of
-# 16-64 on dca,bd->abc.
-K_SPLIT_TARGET = 48
-
-
-def k_split_variants(c: Contraction) -> list[Contraction]:
-    """Contractions with a K axis longer than VEC_STREAM_K split into blocks of about
-    K_SPLIT_TARGET, for vector-kernel tiles that would otherwise read too many rows at
-    once (see :data:`teir_plan.executor.lower.VEC_STREAM_K`): each K block accumulates
-    into an output tile kept in cache, so a long vector axis is split too, into
-    cache-sized tiles.  Only when some operand shares a unit-stride axis with the output
-    (the vector kernel's condition)."""
-    ax = c.axes
-    vec = _vector_axes(c)
-    if not vec:
-        return []
-    out = []
-    for ki, k in enumerate(ax):
-        if k.role is not DimType.K or k.extent <= VEC_STREAM_K:
-            continue
-        inner = _divisor_near(k.extent, K_SPLIT_TARGET)
-        if inner is None:
-            continue
-        split = split_axis(c, ki, inner)
-        out.append(split)
-        for vi in vec:
-            v = split.axes.index(ax[vi])
-            for target in CACHE_SPLIT_TARGETS:
-                if ax[vi].extent >= 4 * target:
-                    d = _divisor_near(ax[vi].extent, target)
-                    if d is not None:
-                        out.append(split_axis(split, v, d))
-    return out
-
-
-def packed_split_variants(c: Contraction) -> list[Contraction]:
-    """Contractions split for the packed vector kernel (lower.vec_p_axis): where out has
-    unit stride along an M or N axis whose operand has it along a K axis instead, that
-    axis is split so that the operand's K x length block fits PACKED_BLOCK_BYTES, and the
-    other role's axes into row tiles (:func:`packed_rows_split`); a K longer than
-    K_PACKED_TARGET is also offered in blocks of about that, accumulated in out.  A loop
-    over the rows inside one over the blocks reuses each transposed block (the cost
-    model's rule): ij,kj->ik's 256^2 product as 64-wide x 32-row tiles ran 119-126 us
-    against BLAS' 154-155 on both cores, bi,oi->bo's 256x512 by 512x512 in K blocks of
-    128, 64-wide x 32-row tiles, 459-472 against 566."""
-    ax = c.axes
-    out = []
-    for v in ax:
-        if v.role not in (DimType.M, DimType.N) or v.strides[2] != 1:
-            continue
-        op = 0 if v.role is DimType.M else 1
-        if v.strides[op] in (0, 1):
-            continue
-        for ki, k in enumerate(ax):
-            if k.role is not DimType.K or k.strides[op] != 1:
-                continue
-            bases = [c]
-            if k.extent > 2 * K_PACKED_TARGET:
-                inner = _divisor_near(k.extent, K_PACKED_TARGET)
-                if inner is not None:
-                    bases.append(split_axis(c, ki, inner))
-            for base in bases:
-                out += _packed_splits(base, base.axes.index(v), op)
-    return out
-
-
-# The K block offered to packed vector tiles with a long K (packed_split_variants).
-K_PACKED_TARGET = 128
-
-
-def _packed_splits(c: Contraction, vi: int, op: int) -> list[Contraction]:
-    """``c`` with axis ``vi`` (out's unit stride; unit stride along the innermost K in
-    operand ``op``) cut to blocks within PACKED_BLOCK_BYTES, and each axis of the other
-    role cut to row tiles within the kernel's rules (itself included when it needs no
-    cut only if something was cut)."""
-    ax = c.axes
-    v = ax[vi]
-    isz = c.dtype.itemsize
-    lanes = LINE_BYTES // isz  # elements of a line
-    k = next(a for a in ax if a.role is DimType.K and a.strides[op] == 1)
-    most = PACKED_BLOCK_BYTES // (k.extent * isz)
-    lengths = [d for d in divisors_between(v.extent, PACKED_MIN_LINES * lanes, most)
-               if d % lanes == 0]
-    if not lengths:
-        return []
-    split = split_axis(c, vi, lengths[-1]) if lengths[-1] < v.extent else c
-    out = []
-    rows_role = DimType.N if v.role is DimType.M else DimType.M
-    for ri, r in enumerate(split.axes):
-        if r.role is rows_role:
-            inner = packed_rows_split(r.extent, k.extent, abs(r.strides[1 - op]),
-                                      abs(k.strides[1 - op]), isz)
-            if inner is not None and inner < r.extent:
-                out.append(split_axis(split, ri, inner))
-    if split is not c or out:
-        out.append(split)
-    return out
-
-
-def packed_rows_split(extent: int, k: int, s_rows: int, s_k: int, itemsize: int) -> int | None:
-    """The largest divisor of a row axis ``extent`` that a vector-kernel tile with K ``k``
-    takes: rows x K within VEC_MAX_ROWS_TIMES_K and the other operand's rows x K block
-    (rows ``s_rows`` apart, K steps ``s_k``) within VEC_MAX_SPAN bytes; a multiple of
-    VEC_ROWS where one fits, at least VEC_ROWS; None if none.
-
-    >>> packed_rows_split(256, 128, 512, 1, 4), packed_rows_split(256, 256, 256, 1, 4)
-    (32, 32)
-    """
-    span_rows = ((VEC_MAX_SPAN // itemsize - 1 - (k - 1) * s_k) // s_rows + 1
-                 if s_rows else extent)
-    return row_tile(extent, VEC_ROWS, min(VEC_MAX_ROWS_TIMES_K // k, span_rows, extent))
-
-
-def vec_k_most(rows: int, itemsize: int) -> int:
-    """The most K steps a vector-kernel tile of ``rows`` rows reads from a contiguous
-    block of its other operand: at most VEC_STREAM_K (the vector operand's K rows are
-    streams), rows x K within VEC_MAX_ROWS_TIMES_K elements and VEC_MAX_SPAN bytes.
-
-    >>> vec_k_most(64, 4), vec_k_most(64, 8), vec_k_most(32, 4), vec_k_most(96, 4)
-    (128, 128, 128, 96)
-    """
-    return min(VEC_STREAM_K, min(VEC_MAX_ROWS_TIMES_K, VEC_MAX_SPAN // itemsize) // rows)
-
-
-def _divisor_near(n: int, target: int) -> int | None:
-    """The largest divisor of ``n`` in [target / 2, target], if any."""
-    return largest_divisor(n, target // 2, target)
 
 
 def tile_call(c: Contraction, m: int, n: int, k: int) -> LibraryCall | None:

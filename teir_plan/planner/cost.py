@@ -140,7 +140,7 @@ class TileCost(NamedTuple):
     kind: str  # the tile kind's name (teir_plan.tilekinds)
     vector_operand: int  # a vector kernel's vector operand (0: in0, 1: in1), else -1
     streams: bool  # on a vector kernel, with out streamed to memory (streamed)
-    repack_seconds: float = 0.0  # of ``seconds``: a packed vector tile's transpose
+    repack_seconds: float = 0.0  # of ``seconds``: its operand's block repacked (Price)
 
     @property
     def tile_kind(self) -> TileKind:
@@ -347,9 +347,9 @@ def _work(c: Contraction, ch: Choice, params: MachineParams, threads: int,
         per_call = fold.per_call
     compute = calls * per_call
     if tile.repack_seconds:
-        # A packed vector tile whose predecessor on its worker read the same block keeps
-        # the buffer (gemm_tiles.gemm_vec_packed): the innermost loops that do not move
-        # the vector operand repeat each transpose's use.
+        # A tile that repacks its vector operand's block (its kind's Price.repack_seconds)
+        # keeps the buffer when its predecessor on its worker read the same block: the
+        # innermost loops that do not move the vector operand repeat each repack's use.
         op = tile.vector_operand
         reuse = 1
         for a in reversed(ch.loops):

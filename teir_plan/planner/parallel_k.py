@@ -17,19 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from teir_plan.divisors import largest_divisor
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.machine.params import MachineParams
-from teir_plan.planner.candidates import (
-    Choice,
-    loop_orders,
-    split_axis,
-    vec_k_most,
-)
+from teir_plan.planner.candidates import Choice, loop_orders, split_axis
 from teir_plan.teir.axes import NO_AXIS
 from teir_plan.teir.enums import DimType
-from teir_plan.tilekinds import LibraryCall
-from teir_plan.tiles import VEC_MAX_SPAN
+from teir_plan.tilekinds import LibraryCall, wanted_k_blocks
 
 # Outputs up to this many bytes are short enough to be worth a K split: each worker's
 # block then stays in its core's L2 (2 MiB on the machines measured) while its tiles add
@@ -52,8 +45,8 @@ def k_parallel_variants(c: Contraction, threads: int) -> list[Contraction]:
     """``c`` with one long K axis split into (parts, share): the outer axis ``name^``
     for the workers, the inner one the tiles' K.  Parts are a small multiple of the
     threads that divides the extent; only for a short output, on more than one thread.
-    Also the split into the longest K blocks a vector-kernel tile takes
-    (:func:`vec_k_block`), the outer axis then shared among the workers."""
+    Also the splits into the K blocks the kinds' tiles take whole
+    (tilekinds.wanted_k_blocks), the outer axis then shared among the workers."""
     if threads <= 1 or not short_output(c):
         return []
     out = []
@@ -64,59 +57,9 @@ def k_parallel_variants(c: Contraction, threads: int) -> list[Contraction]:
             parts = threads * per
             if ax.extent % parts == 0 and ax.extent // parts >= MIN_SHARE:
                 out.append(split_axis(c, i, ax.extent // parts))
-        block = vec_k_block(c, i)
-        if block is not None and ax.extent // block >= threads:
-            out.append(split_axis(c, i, block))
+        out += [split_axis(c, i, block) for block in wanted_k_blocks(c, i)
+                if ax.extent // block >= threads]
     return out
-
-
-# The shortest K block vec_k_block offers: shorter ones are candidates.K_SPLIT_TARGET's.
-VEC_K_BLOCK_MIN = 64
-
-
-def vec_k_block(c: Contraction, k: int) -> int | None:
-    """The longest K block (a divisor of axis ``k``'s extent, at least VEC_K_BLOCK_MIN)
-    a vector-kernel tile of a short output takes: over the one M/N axis across the
-    vector axis, K within candidates.vec_k_most, the other operand's rows x K block
-    within VEC_MAX_SPAN, and the vector operand's K rows one contiguous run (no streams
-    to outnumber the prefetchers).  None without such a block.
-
-    Each K block loads and stores the tile's outputs once, so the longest block pays
-    that least: ``ki,kj->ij`` with k = 500,000, i = 64, float32, on the 2 threads of an
-    AMD EPYC Zen 5 (AVX-512): the vector kernel on blocks of 40 (K_SPLIT_TARGET's)
-    18.3-18.8 ms, on 125 16.3-16.7; i = 32, k = 2,000,000, in turns in one process:
-    blocks of 40, 125 and 250 23.7, 20.0 and 19.2 ms with 64-byte vectors, 38.7, 33.8
-    and 38.5 with 32-byte ones, hence at most VEC_STREAM_K (128) K steps.
-
-    >>> from teir_plan.frontend.contraction import Layout, describe, with_dtype
-    >>> def gram(rows, dtype):
-    ...     return with_dtype(describe(Layout("ki", (500000, rows), (rows, 1)),
-    ...         Layout("kj", (500000, rows), (rows, 1)), Layout("ij", (rows, rows),
-    ...         (rows, 1))), dtype)
-    >>> [vec_k_block(gram(r, t), 2) for r, t in ((64, "f4"), (64, "f8"), (32, "f4"))]
-    [125, 125, 125]
-    """
-    ax = c.axes
-    isz = c.dtype.itemsize
-    best = None
-    for a in ax:
-        if a.role not in (DimType.M, DimType.N) or a.strides[2] != 1:
-            continue
-        op = 0 if a.role is DimType.M else 1
-        if a.strides[op] != 1 or abs(ax[k].strides[op]) != a.extent:
-            continue
-        across = [b for b in ax if b.role in (DimType.M, DimType.N) and b.role is not a.role]
-        if len(across) != 1:
-            continue
-        rows = across[0]
-        s_rows, s_k = abs(rows.strides[1 - op]), abs(ax[k].strides[1 - op])
-        most = vec_k_most(rows.extent, isz)
-        if s_k:  # the other operand's block: (rows - 1) s_rows + (K - 1) s_k + 1 elements
-            most = min(most, (VEC_MAX_SPAN // isz - 1 - (rows.extent - 1) * s_rows) // s_k + 1)
-        d = largest_divisor(ax[k].extent, VEC_K_BLOCK_MIN, most)
-        if d is not None and (best is None or d > best):
-            best = d
-    return best
 
 
 def k_parallel_choices(c: Contraction, prim: tuple[int, int, int, int], threads: int,

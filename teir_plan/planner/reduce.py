@@ -89,8 +89,8 @@ class Reduction:
 
     kind: int
     dtype: np.dtype
-    kept: tuple[Axis, ...]  # (name, n, stride x, stride out), outer first, vec excluded
-    vec: Axis | None  # KIND_ROWS: the kept axis along x's smallest stride
+    kept: tuple[Axis, ...]  # (name, n, stride x, stride out), outer first, vector excluded
+    vector: Axis | None  # KIND_ROWS: the kept axis along x's smallest stride
     summed: tuple[Axis, ...]  # (name, n, stride x, stride w), outer first
     origins: tuple[int, int, int]  # element offsets into x, w, out (flipped axes)
     weighted: bool
@@ -107,21 +107,21 @@ class Reduction:
 
     @cached_property
     def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The kernels' tables: kept, vec and summed (tiles.KEPT_FIELDS and
+        """The kernels' tables: kept, vector and summed (tiles.KEPT_FIELDS and
         SUMMED_FIELDS)."""
-        return kept_table(self.kept), vec_row(self.vec), summed_table(self.summed)
+        return kept_table(self.kept), vector_row(self.vector), summed_table(self.summed)
 
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or
         out (2), from each array's first element."""
         if j == 0:
             axes = [(a[1], a[2]) for a in (*self.kept, *self.summed)]
-            axes += [(self.vec[1], self.vec[2])] if self.vec else []
+            axes += [(self.vector[1], self.vector[2])] if self.vector else []
         elif j == 1:
             axes = [(a[1], a[3]) for a in self.summed]
         else:
             axes = [(a[1], a[3]) for a in self.kept]
-            axes += [(self.vec[1], self.vec[3])] if self.vec else []
+            axes += [(self.vector[1], self.vector[3])] if self.vector else []
         o = self.origins[j]
         return (o + sum(min(0, (n - 1) * st) for n, st in axes),
                 o + sum(max(0, (n - 1) * st) for n, st in axes))
@@ -134,8 +134,8 @@ class Reduction:
                     if self.summed[-1][2] == 1 else
                     f"sums along x's smallest stride ({self.summed[-1][0]})")
         else:
-            assert self.vec is not None
-            what = f"whole rows along {self.vec[0]} {self.vec[1]} accumulated"
+            assert self.vector is not None
+            what = f"whole rows along {self.vector[0]} {self.vector[1]} accumulated"
         weights = ", weighted by in1" if self.weighted else ""
         read = ("" if self.operand is None else
                 f"; {self.operand} read in place, summed in {self.dtype}")
@@ -148,10 +148,10 @@ def kept_table(kept: Sequence[Sequence]) -> np.ndarray:
     return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so} for _, n, sx, so in kept])
 
 
-def vec_row(vec: Sequence | None) -> np.ndarray:
+def vector_row(vector: Sequence | None) -> np.ndarray:
     """The vector axis ``(name, n, stride x, stride out)`` as the kernels' row of kept's
     fields; without one, an axis of extent 1."""
-    _, n, sx, so = vec if vec is not None else ("", 1, 0, 0)
+    _, n, sx, so = vector if vector is not None else ("", 1, 0, 0)
     return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so}]).reshape(R.KEPT_LEN)
 
 
@@ -214,22 +214,22 @@ def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
     kept_step = min((a[2] for a in kept if a[2] != 0), default=None)
     inner_run = not kept or (run[2] != 0 and (kept_step is None or run[2] < kept_step)
                              and run[1] * isz >= LINE_BYTES)
-    vec = None
+    vector = None
     if inner_run or not kept:
         kind = R.KIND_INNER
     else:
         kind = R.KIND_ROWS
-        vec = min(kept, key=lambda a: (a[2] == 0, a[2]))
-        kept.remove(vec)
+        vector = min(kept, key=lambda a: (a[2] == 0, a[2]))
+        kept.remove(vector)
     # Whether x can be in the caches when the call starts (tiles.uses_gemv).
-    cached = (math.prod(a[1] for a in kept) * (vec[1] if vec else 1)
+    cached = (math.prod(a[1] for a in kept) * (vector[1] if vector else 1)
               * math.prod(a[1] for a in summed) * isz <= params.llc_bytes)
-    cost, split = _cost(kind, kept, vec, summed, w is not None, sizes, params, threads,
+    cost, split = _cost(kind, kept, vector, summed, w is not None, sizes, params, threads,
                         cached)
     serial = (cost if cost.threads == 1 else
-              _cost(kind, kept, vec, summed, w is not None, sizes, params, 1, cached)[0])
+              _cost(kind, kept, vector, summed, w is not None, sizes, params, 1, cached)[0])
     return Reduction(kind, np.dtype(dtype), tuple(map(tuple, kept)),  # type: ignore[arg-type]
-                     tuple(vec) if vec else None,  # type: ignore[arg-type]
+                     tuple(vector) if vector else None,  # type: ignore[arg-type]
                      tuple(map(tuple, summed)), tuple(origins),  # type: ignore[arg-type]
                      w is not None, split, cost, serial.seconds, cached,
                      None if operand is None else np.dtype(operand))
@@ -244,13 +244,13 @@ def called_from_python(red: Reduction, params: MachineParams) -> Reduction:
                    serial_seconds=red.serial_seconds + extra)
 
 
-def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], weighted: bool,
+def _cost(kind: int, kept: list[list], vector: list | None, summed: list[list], weighted: bool,
           sizes: tuple[int, int], params: MachineParams, threads: int,
           cached: bool) -> tuple[Cost, int]:
     """The predicted cost, and the split over the threads it assumes.  ``sizes``: the
     bytes of an element of x and w, and of the sums (the accumulator, partials, out)."""
     isz, acc = sizes
-    nout = math.prod(a[1] for a in kept) * (vec[1] if vec else 1)
+    nout = math.prod(a[1] for a in kept) * (vector[1] if vector else 1)
     nsum = math.prod(a[1] for a in summed)
     read = nout * nsum * isz
     w_bytes = (nsum if weighted else 0) * isz
@@ -258,28 +258,28 @@ def _cost(kind: int, kept: list[list], vec: list | None, summed: list[list], wei
         units = math.prod(a[1] for a in kept)
         starts = units * nsum // summed[-1][1] * RUN_SECONDS
     else:
-        assert vec is not None
+        assert vector is not None
         block = R.row_block(acc)
-        units = math.prod(a[1] for a in kept) * -(-vec[1] // block)
-        tables = (vec_row(vec), summed_table(summed))
+        units = math.prod(a[1] for a in kept) * -(-vector[1] // block)
+        tables = (vector_row(vector), summed_table(summed))
         # (16-bit operands, narrower than their sums, never on ?gemv: it has no 16-bit
         # type; executor/reduce.py's prepare)
         gemv = isz == acc and R.uses_gemv(kind, *tables, weighted, isz, cached)
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
-            starts = units * nsum / max(1, R.FLAT_WINDOW // vec[1]) * ROW_SECONDS
-        elif gemv and vec[2] != 1:
+            starts = units * nsum / max(1, R.FLAT_WINDOW // vector[1]) * ROW_SECONDS
+        elif gemv and vector[2] != 1:
             starts = nout * GEMV_T_OUTPUT_SECONDS  # a short dot product per output
             starts += units * GEMV_CALL_SECONDS
         else:
             one_segment = len(summed) == 1 and nsum <= R.ROW_GROUP
-            if (one_segment and not gemv and vec[1] <= block and kept
-                    and R.sums_into_out(vec[2], vec[3], nsum, weighted)):
+            if (one_segment and not gemv and vector[1] <= block and kept
+                    and R.sums_into_out(vector[2], vector[3], nsum, weighted)):
                 starts = units * nsum * DIRECT_ROW_SECONDS
             else:
                 per_unit = (GEMV_CALL_SECONDS if gemv else
                             ROW_UNIT_SECONDS if one_segment else ROW_LOOP_SECONDS)
                 starts = units * (nsum * ROW_SECONDS + per_unit)
-            if vec[2] != 1:  # strided rows: one element at a time
+            if vector[2] != 1:  # strided rows: one element at a time
                 starts += nout * nsum * STRIDED_ELEMENT_SECONDS
     if threads <= 1 or read < PARALLEL_MIN_BYTES:
         splits = [R.SPLIT_NONE]

@@ -26,17 +26,17 @@ import numpy as np
 
 from teir_plan.frontend.contraction import Contraction
 from teir_plan.machine.params import MachineParams
-from teir_plan.planner.broadcast_pack import broadcast_pack_variants
 from teir_plan.planner.candidates import (
     MAX_PRIM_CHOICES,
     Choice,
     axis_names,
+    cache_parts,
     choices_for,
     fuse_axes,
-    k_split_variants,
-    packed_split_variants,
+    parallel_part,
     prim_choices,
     prim_tuple,
+    split_axis,
     split_inner,
     split_variants,
     tile_call,
@@ -62,7 +62,14 @@ from teir_plan.planner.parallel_k import k_parallel_choices, k_parallel_variants
 from teir_plan.teir.axes import NO_AXIS, extent_table
 from teir_plan.teir.enums import DimType
 from teir_plan.teir.records import TEIR
-from teir_plan.tilekinds import LibraryCall, forget_library_calls
+from teir_plan.tilekinds import (
+    LibraryCall,
+    Reshapes,
+    VariantArgs,
+    forget_library_calls,
+    wanted_packs,
+    wanted_splits,
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,10 @@ class Ranked:
         return self.cost.seconds
 
 
+# The planner's reshapes, with which the tile kinds build the variants they want.
+RESHAPES = Reshapes(split_axis, parallel_part, cache_parts, pack_variant)
+
+
 # Planning a result layout that wins is repeated in full (schedule/build.py: the losing
 # layouts' searches keep fewer candidates); these memos let the repeat reuse the variants
 # and the per-prim-choice tile costs of the first search.  Keyed by the machine
@@ -89,8 +100,11 @@ class Ranked:
 def variants(c: Contraction, params: MachineParams, threads: int,
              allow_pack: bool = True) -> tuple[tuple[Contraction, tuple[Pack, ...]], ...]:
     """The contractions the search schedules: as given (fused), with each input or both
-    packed, and with a large free axis split for parallelism."""
+    packed, and with a large free axis split for parallelism; among them, after the
+    planner's own packs and after its own splits, those the tile kinds want
+    (tilekinds.wanted_packs, wanted_splits)."""
     base = fuse_axes(c)
+    args = VariantArgs(base, params, threads, RESHAPES)
     out: list[tuple[Contraction, tuple[Pack, ...]]] = [(base, ())]
     if allow_pack:
         p0 = pack_variant(base, 0, params, threads)
@@ -103,10 +117,9 @@ def variants(c: Contraction, params: MachineParams, threads: int,
             both = pack_variant(p0[0], 1, params, threads)
             if both:
                 out.append((fuse_axes(both[0]), (p0[1], both[1])))
-        out += [(v, (p,)) for v, p in broadcast_pack_variants(base, params, threads)]
+        out += [(v, (p,)) for v, p in wanted_packs(args)]
     out += [(s, ()) for s in split_variants(base, threads)]
-    out += [(s, ()) for s in k_split_variants(base)]
-    out += [(s, ()) for s in packed_split_variants(base)]
+    out += [(s, ()) for s in wanted_splits(args)]
     out += [(s, ()) for s in k_parallel_variants(base, threads)]
     return tuple(out)
 

@@ -147,7 +147,7 @@ def tree_for(inputs: Sequence[str], output: str, extents: Mapping[str, int],
         _, info = oe.contract_path(subscripts, *shapes, shapes=True, optimize=opt_path)
     nodes = [TreeNode(i, t, shapes[i]) for i, t in enumerate(inputs)]
     left = list(range(len(inputs)))  # node ids of the operands left, in list order
-    for s, (inds, _removed, einsum_str, _rest, _blas) in enumerate(info.contraction_list):
+    for s, (inds, _removed, einsum_str, _rest, _library) in enumerate(info.contraction_list):
         # opt_einsum pops from the back: its einsum_str lists the inputs in pop order.
         picked = [left.pop(i) for i in sorted(inds, reverse=True)]
         term = einsum_str.split("->")[1]

@@ -4,19 +4,28 @@ tile table (named fields, :mod:`teir_plan.tilekinds.table`), and its description
 explain; its jitted entry point is in the executor, found by the kind's name
 (``executor/lower.py``'s entry points).
 
-Lowering (``executor/lower.py``), the cost model (``planner/cost.py``) and the explain
-report (``render/report.py``) are loops over :data:`GEMM_KINDS` / :data:`KINDS`; the
-walker (``executor/walker.py``) dispatches a tile on its kind's ``mode``.  Adding a tile
+Lowering (``executor/lower.py``), the cost model (``planner/cost.py``), the search's
+variants (``planner/search.py``, ``planner/candidates.py``, ``planner/parallel_k.py``:
+:func:`wanted_packs`, :func:`wanted_splits`, :func:`wanted_axis_splits`,
+:func:`wanted_k_blocks`) and the explain report (``render/report.py``) are loops over
+:data:`GEMM_KINDS` / :data:`KINDS`; the walker (``executor/walker.py``) dispatches a tile
+on its kind's ``mode``.  Adding a tile
 kind is adding a module here, its entry point in the executor, and its place in
 :data:`GEMM_KINDS`.  Nothing here imports numba: the planner plans without it.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from teir_plan.tilekinds import blas, copy, dot, loops, row, vec, vec_p, vec_t
-from teir_plan.tilekinds.kind import GemmTile, TileKind
+from teir_plan.tilekinds.kind import GemmTile, Reshapes, TileKind, VariantArgs
+
+if TYPE_CHECKING:
+    from teir_plan.frontend.contraction import Contraction
+    from teir_plan.planner.pack import Pack
 
 # The GEMM tile kinds in the order lowering asks them: the first whose rule takes a
 # tile runs it (loops takes every tile).
@@ -80,11 +89,33 @@ MAPPED_PER_CHOICE = blas.KIND
 LibraryCall = blas.BlasPlan
 library_call = blas.tile_call
 forget_library_calls = blas.blas_plan.cache_clear
-# The packed vector kernel's block limits, which the search's candidate splits meet.
-PACKED_BLOCK_BYTES = vec_p.VEC_P_MAX_BYTES
-PACKED_MIN_LINES = vec_p.VEC_P_MIN_LINES
 
 
-__all__ = ["BY_NAME", "FOLD_RATE", "GEMM_KINDS", "KINDS", "MAPPED_PER_CHOICE",
-           "PACKED_BLOCK_BYTES", "PACKED_MIN_LINES", "GemmTile", "LibraryCall", "TileKind",
-           "choose", "forget_library_calls", "library_call", "lowered_kind"]
+# The reshaped contractions the kinds' tiles want the search to offer (TileKind's
+# pack_variants, split_variants, axis_splits and k_blocks), every GEMM kind's in
+# GEMM_KINDS' order: the search keeps the first of candidates it prices alike, so the
+# order is part of the plans.
+def wanted_packs(args: VariantArgs) -> list[tuple[Contraction, Pack]]:
+    """The contractions with an input packed that the kinds want offered, and the packs."""
+    return [v for kind in GEMM_KINDS for v in kind.pack_variants(args)]
+
+
+def wanted_splits(args: VariantArgs) -> list[Contraction]:
+    """The contractions with axes split that the kinds want offered."""
+    return [v for kind in GEMM_KINDS for v in kind.split_variants(args)]
+
+
+def wanted_axis_splits(c: Contraction, axis: int) -> list[int]:
+    """The inner extents the kinds want M or N axis ``axis`` of ``c`` split at."""
+    return [d for kind in GEMM_KINDS for d in kind.axis_splits(c, axis)]
+
+
+def wanted_k_blocks(c: Contraction, axis: int) -> list[int]:
+    """The K blocks the kinds' tiles of a short output take whole along K axis ``axis``."""
+    return [d for kind in GEMM_KINDS for d in kind.k_blocks(c, axis)]
+
+
+__all__ = ["BY_NAME", "FOLD_RATE", "GEMM_KINDS", "KINDS", "MAPPED_PER_CHOICE", "GemmTile",
+           "LibraryCall", "Reshapes", "TileKind", "VariantArgs", "choose",
+           "forget_library_calls", "library_call", "lowered_kind", "wanted_axis_splits",
+           "wanted_k_blocks", "wanted_packs", "wanted_splits"]

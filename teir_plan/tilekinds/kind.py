@@ -5,9 +5,11 @@ operand's strides along its two axes, as the kernels see them); each kind answer
 whether it runs the tile (``takes``: along which axis), what a call costs (``price``),
 what its tiles cost a schedule beyond their calls (``split``, ``read_factor``,
 ``out_traffic``, ``fold``, ``read_overlap_loss``: the cost model's terms that differ by
-kind, asked through one record, :class:`ScheduleArgs`), how it fills the tile table
-(``encode``), and how the explain report describes it (``describe``).  Nothing here
-imports numba or the executor.
+kind, asked through one record, :class:`ScheduleArgs`), which reshaped contractions its
+tiles want the search to offer (``pack_variants``, ``split_variants``, ``axis_splits``,
+``k_blocks``: built with the planner's reshapes, :class:`Reshapes`), how it fills the
+tile table (``encode``), and how the explain report describes it (``describe``).
+Nothing here imports numba, the executor or the planner.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from teir_plan.frontend.contraction import Contraction
     from teir_plan.machine.params import MachineParams
     from teir_plan.planner.candidates import Choice
+    from teir_plan.planner.pack import Pack
     from teir_plan.tilekinds.blas import BlasPlan
 
 
@@ -91,7 +94,10 @@ class Price(NamedTuple):
 
     seconds: float
     packed_bytes: int = 0  # operand bytes gathered into a buffer per call
-    repack_seconds: float = 0.0  # of ``seconds``: a packed vector tile's transpose
+    # Of ``seconds``: the vector operand's block repacked into the worker's buffer, which
+    # the kernel skips when the worker's previous tile read the same block (the packed
+    # vector tile's transpose, gemm_tiles.gemm_vec_packed; cost.py prices that reuse).
+    repack_seconds: float = 0.0
     streams: bool = False  # out's lines stored non-temporally
 
 
@@ -130,6 +136,44 @@ class Fold(NamedTuple):
 
     calls_divisor: int  # the loop's iterations, now one call
     per_call: float  # seconds of one folded call, bookkeeping included
+
+
+class Reshapes(NamedTuple):
+    """The planner's ways to reshape a contraction, which a kind's variants build on: the
+    planner imports the kinds, so they reach these through this record (planner/search.py's
+    RESHAPES), as an encoder reaches the executor's entry points through Lowering."""
+
+    # (c, axis index, inner extent): the axis split into an outer part ``name^`` and an
+    # inner part (candidates.split_axis), as the planner's splits are.
+    split_axis: Callable[[Contraction, int, int], Contraction]
+    # (extent, threads): the inner extent of an M or N axis in a part per thread, or None
+    # (candidates.parallel_part).
+    parallel_part: Callable[[int, int], int | None]
+    # extent: the inner extents of an M or N axis split into cache-sized tiles
+    # (candidates.cache_parts).
+    cache_parts: Callable[[int], list[int]]
+    # (c, input, params, threads, axis order): ``c`` with that input packed into a buffer
+    # whose axes run in that order, and the pack, or None (pack.pack_variant).
+    pack: Callable[[Contraction, int, MachineParams, int, list[int]],
+                   tuple[Contraction, Pack] | None]
+
+
+class VariantArgs(NamedTuple):
+    """What a kind's variants see (planner/search.py's variants): the contraction (axes
+    fused), the machine, the threads, and the planner's reshapes."""
+
+    c: Contraction
+    params: MachineParams
+    threads: int
+    reshapes: Reshapes
+
+
+def no_variants(args: VariantArgs) -> list:
+    return []
+
+
+def no_splits(c: Contraction, axis: int) -> list[int]:
+    return []
 
 
 def no_split(args: ScheduleArgs) -> Split | None:
@@ -201,3 +245,15 @@ class TileKind:
     # The part of the smaller of compute and the operands' read time that does not
     # overlap the larger, beyond the model's OVERLAP_LOSS.
     read_overlap_loss: float = 0.0
+    # Reshaped contractions this kind's tiles want offered besides the planner's own (the
+    # search asks every GEMM kind in the registry's order, tilekinds.wanted_packs and
+    # wanted_splits): with an input packed (where the search packs, after its own
+    # packs), and with axes split (after its own splits).
+    pack_variants: Callable[[VariantArgs], list[tuple[Contraction, Pack]]] = no_variants
+    split_variants: Callable[[VariantArgs], list[Contraction]] = no_variants
+    # (c, axis index): inner extents this kind's tiles want an M or N axis split at,
+    # ahead of the planner's own splits of that axis (candidates.split_variants).
+    axis_splits: Callable[[Contraction, int], list[int]] = no_splits
+    # (c, K axis index): K blocks this kind's tiles of a short output take whole, offered
+    # with the outer part of the split shared out to the threads (parallel_k).
+    k_blocks: Callable[[Contraction, int], list[int]] = no_splits

@@ -11,6 +11,7 @@ import numpy as np
 
 from teir_plan.isa import LINE_BYTES, target
 from teir_plan.teir.axes import NO_AXIS
+from teir_plan.tilekinds.broadcast_pack import broadcast_pack_variants
 from teir_plan.tilekinds.kind import (
     GemmTile,
     Lowering,
@@ -30,6 +31,7 @@ from teir_plan.tilekinds.table import (
     T_VEC_T,
     set_fields,
 )
+from teir_plan.tilekinds.vec_variants import axis_splits, k_blocks, k_split_variants
 from teir_plan.tiles import (
     NEXT_TILE_PREFETCH_BYTES,
     VEC_BYTES,
@@ -291,4 +293,6 @@ def stream_factor(args: ScheduleArgs, operand: int) -> float:
 
 KIND = TileKind(name="vec", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
                 may_take=_may_take, encode=_encode, price=_price, floor_rate=_floor_rate,
-                vector=True, read_factor=stream_factor)
+                vector=True, read_factor=stream_factor,
+                pack_variants=broadcast_pack_variants, split_variants=k_split_variants,
+                axis_splits=axis_splits, k_blocks=k_blocks)

@@ -1,4 +1,5 @@
-"""Packing the vector kernel's broadcast operand into blocks, for large GEMM-like tiles.
+"""Packing the vector kernel's broadcast operand into blocks, for large GEMM-like tiles
+(the vec kind's ``pack_variants``).
 
 The vector kernel (tilekinds/vec.py) reads its broadcast operand's rows x K block once
 per micro-tile along the vector axis, so that block must sit in L1: at most
@@ -24,26 +25,24 @@ BLAS'.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from teir_plan.divisors import largest_divisor
-from teir_plan.frontend.contraction import Contraction
-from teir_plan.machine.params import MachineParams
-from teir_plan.planner.candidates import (
-    parallel_part,
-    row_tile,
-    split_axis,
-    vec_k_most,
-)
-from teir_plan.planner.pack import Pack, pack_variant
 from teir_plan.teir.enums import DimType
+from teir_plan.tilekinds.vec_variants import row_tile, vec_k_most
 from teir_plan.tiles import VEC_BYTES, vector_kernel_dtype
+
+if TYPE_CHECKING:
+    from teir_plan.frontend.contraction import Contraction
+    from teir_plan.planner.pack import Pack
+    from teir_plan.tilekinds.kind import Reshapes, VariantArgs
 
 BROADCAST_PACK_MIN_ADVANTAGE = 1.4
 # The block's rows: the largest divisor of the row axis in [ROWS_LEAST, ROWS_MOST], a
 # multiple of VEC_ROWS where one is (measured best at 64 of 32-128).
 ROWS_MOST = 64
 ROWS_LEAST = 16
-# The block's K: the largest divisor of the K axis within candidates.vec_k_most for its
+# The block's K: the largest divisor of the K axis within vec_variants.vec_k_most for its
 # rows (64 x 128 float64 is exactly the span), and at least K_LEAST.  (Not a multiple
 # of VEC_ROWS: K = 1000 in blocks of 40 instead of 125 ran 12 % slower.)
 K_LEAST = 16
@@ -55,13 +54,13 @@ VECTOR_PART = 512
 MIN_VECTOR_LENGTH = 256
 
 
-def broadcast_pack_variants(c: Contraction, params: MachineParams,
-                            threads: int) -> list[tuple[Contraction, Pack]]:
-    """``c`` with its broadcast operand packed in rows x K blocks (and the pack), for
+def broadcast_pack_variants(args: VariantArgs) -> list[tuple[Contraction, Pack]]:
+    """The contraction with its broadcast operand packed in rows x K blocks (and the pack), for
     each axis a vector-kernel tile could run along: unit stride in the output and in
     one input (the vector operand), the other input's largest own axis the rows, the
     largest K axis the K.  Empty where the kernel is not well ahead of BLAS here, and
     where the extents have no divisor in range (a prime K keeps BLAS)."""
+    c, params, threads, reshape = args
     if (not VEC_BYTES or not vector_kernel_dtype(c.dtype)
             or params.vec_flops(c.dtype) < BROADCAST_PACK_MIN_ADVANTAGE
             * params.gemm_flops(c.dtype)):
@@ -105,11 +104,11 @@ def broadcast_pack_variants(c: Contraction, params: MachineParams,
         shared = ax[r].extent // rb * math.prod(
             a.extent for i, a in enumerate(ax)
             if a.role in (DimType.M, DimType.N) and i not in (v, r))
-        d = parallel_part(vaxis.extent, threads) if shared < threads else None
+        d = reshape.parallel_part(vaxis.extent, threads) if shared < threads else None
         if d is not None and d not in parts:
             parts.append(d)
         for part in parts:
-            split = _split(c, [(v, part), (r, rb), (k, kb)])
+            split = _split(reshape, c, [(v, part), (r, rb), (k, kb)])
             names = [a.name for a in split.axes]
             # Blocks contiguous, K innermost: the other axes of the operand outside (in
             # its own order), then row blocks, K blocks, rows, K.
@@ -120,13 +119,13 @@ def broadcast_pack_variants(c: Contraction, params: MachineParams,
             present = [i for i, a in enumerate(split.axes)
                        if a.strides[bc] != 0 and i not in inner]
             outer = sorted(present, key=lambda i: -abs(split.axes[i].strides[bc]))
-            packed = pack_variant(split, bc, params, threads, order=outer + inner)
+            packed = reshape.pack(split, bc, params, threads, outer + inner)
             if packed is not None:
                 out.append(packed)
     return out
 
 
-def _split(c: Contraction, splits: list[tuple[int, int]]) -> Contraction:
+def _split(reshape: Reshapes, c: Contraction, splits: list[tuple[int, int]]) -> Contraction:
     """``c`` with each (axis index, inner extent) split (inner 0 or the whole extent:
     not), the later axes first so that every index still names its axis; the outer
     parts are named ``name^``, which must be new."""
@@ -134,5 +133,5 @@ def _split(c: Contraction, splits: list[tuple[int, int]]) -> Contraction:
     for i, inner in sorted(splits, reverse=True):
         if 0 < inner < c.axes[i].extent:
             assert c.axes[i].extent % inner == 0 and c.axes[i].name + "^" not in names
-            c = split_axis(c, i, inner)
+            c = reshape.split_axis(c, i, inner)
     return c
