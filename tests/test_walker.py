@@ -135,3 +135,28 @@ def test_a_program_of_one_tile_without_loops() -> None:
     tp.execute(prog, a, b, out)
     want = np.maximum(a.reshape(7, 5).T @ b.reshape(6, 7).T, 0)  # column-major m x n
     np.testing.assert_allclose(out.reshape(6, 5).T, want, rtol=1e-12, atol=1e-12)
+
+
+# ---- the two walkers -------------------------------------------------------------------
+
+def test_the_kinds_flagged_in_walker_are_the_ones_its_own_code_runs() -> None:
+    """A program runs on the walker compiled with the in-walker kinds only when its kind
+    says so (walker.chunk_address); the walker compiled without them skips their tiles,
+    so a kind whose kernel sits in the walker's in-walker branch and is not flagged
+    would run nothing.  The modes that branch names are exactly the flagged kinds'."""
+    import inspect
+    import re
+
+    from teir_plan.executor import walker
+    from teir_plan.tilekinds import GEMM_KINDS, KINDS
+
+    source = inspect.getsource(walker._run_tile.py_func)
+    branch = source[source.index("elif in_walker:"):source.index("if last and tile[T_LAST_RELU]")]
+    named = {getattr(walker, m) for m in re.findall(r"MODE_[A-Z]+", branch)}
+    flagged = {k.mode for k in KINDS if k.in_walker}
+    # The branch's last case (gemm_loops) runs the one flagged GEMM kind it names no mode
+    # of: the loops kind, which takes every tile the others leave.
+    loops = [k for k in GEMM_KINDS if k.in_walker and k.mode not in named]
+    assert [k.name for k in loops] == ["loops"]
+    assert flagged == named | {loops[0].mode}
+    assert "else:\n            gemm_loops" in branch

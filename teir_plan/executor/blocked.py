@@ -27,6 +27,7 @@ from teir_plan.executor.intrinsics import (
 from teir_plan.executor.intrinsics import store_line_nt as _store_line_nt
 from teir_plan.executor.tables import CB_IN, CB_OUT, COMBO_LEN
 from teir_plan.executor.walker import (
+    WITH_IN_WALKER,
     collapsed_offsets,
     loop_iterations,
     next_offsets,
@@ -341,7 +342,7 @@ def blocked_chunk(x0, x1, y, outer, inner, tile, block, stage_elements, consts, 
     for it in range(start, stop):
         n0, n1, n2 = next_offsets(outer, outer.shape[0], tile, it, stop)
         walk_seq(x0, x1, stage, inner, 0, tile, o0, o1, 0, scratch, iparams, consts,
-                  n0, n1, idx)
+                  n0, n1, idx, WITH_IN_WALKER)
         _copy_block(stage, y, o2, block, buf)
         o0, o1, o2 = n0, n1, n2
     store_fence()

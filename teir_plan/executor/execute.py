@@ -125,7 +125,7 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
                 _runner(run_blas_tiles)(x0, x1, y, low.loops, low.npar, tile, consts,
                                           nchunks)
             else:
-                _runner(run_parallel)(chunk_address(low.dtype), x0, x1, y, low.loops,
+                _runner(run_parallel)(chunk_address(low.dtype, low.kind), x0, x1, y, low.loops,
                                         low.npar, tile, consts, nchunks)
     elif low.calls_blas:
         # Splitting a tile across workers pays off only on large tiles; on small ones
@@ -136,23 +136,23 @@ def run_lowered(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
         workers = min(threads, max(int(t[K.T_M]), int(t[K.T_N])))
         if workers > 1 and tile_flops >= BLAS_THREADED_TILE_FLOPS:
             with blas_threads(1), parallel_threads(threads):
-                _runner(run_split)(chunk_address(low.dtype), x0, x1, y, low.loops, tile,
+                _runner(run_split)(chunk_address(low.dtype, low.kind), x0, x1, y, low.loops, tile,
                                      consts, workers)
         else:
             with _blas_limit(low, serial=True):
                 if low.plain_blas:
                     _runner(blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, consts, 0, 1)
                 else:
-                    _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops,
+                    _runner(run_chunk_at)(chunk_address(low.dtype, low.kind), x0, x1, y, low.loops,
                                             0, tile, consts, 0, 1)
     elif threads > 1 and dot_split(low):
         with parallel_threads(threads):
             _runner(run_dot_split)(x0, x1, y, tile, consts, threads)
     elif low.tile[K.T_ROW_PAR]:  # only parallel loops, walked in runs on this thread
-        _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops, low.npar,
+        _runner(run_chunk_at)(chunk_address(low.dtype, low.kind), x0, x1, y, low.loops, low.npar,
                                 tile, consts, 0, low.parallel_iterations)
     else:
-        _runner(run_chunk_at)(chunk_address(low.dtype), x0, x1, y, low.loops, 0, tile,
+        _runner(run_chunk_at)(chunk_address(low.dtype, low.kind), x0, x1, y, low.loops, 0, tile,
                                 consts, 0, 1)
 
 
@@ -180,7 +180,7 @@ def _run_partials(p: Partials, arrays: tuple[np.ndarray, ...] | list[np.ndarray]
         skip = (-raw.ctypes.data % LINE_BYTES) // dtype.itemsize
         parts = raw[skip:skip + workers * pitch]
         with _blas_limit(low), parallel_threads(threads):
-            _runner(run_partials)(chunk_address(dtype), x0, x1, parts, pitch, low.loops,
+            _runner(run_partials)(chunk_address(dtype, low.kind), x0, x1, parts, pitch, low.loops,
                                   low.npar, tile, _CONSTS[dtype], workers)
         _runner(add_partials)(y, o2, parts, pitch, workers, p.rows, p.layout.zero,
                               p.layout.relu)
@@ -262,13 +262,13 @@ def _run_serial(low: Lowered, arrays: tuple[np.ndarray, ...] | list[np.ndarray])
             _runner(blas_tiles_chunk)(x0, x1, y, low.loops, 0, tile, _CONSTS[dtype], 0, 1)
     elif low.limits_blas:
         with blas_threads(1):
-            _runner(run_chunk_at)(chunk_address(dtype), x0, x1, y, low.loops, 0, tile,
+            _runner(run_chunk_at)(chunk_address(dtype, low.kind), x0, x1, y, low.loops, 0, tile,
                                   _CONSTS[dtype], 0, 1)
     elif low.tile[K.T_ROW_PAR]:
-        _runner(run_chunk_at)(chunk_address(dtype), x0, x1, y, low.loops, low.npar, tile,
+        _runner(run_chunk_at)(chunk_address(dtype, low.kind), x0, x1, y, low.loops, low.npar, tile,
                               _CONSTS[dtype], 0, low.parallel_iterations)
     else:
-        _runner(run_chunk_at)(chunk_address(dtype), x0, x1, y, low.loops, 0, tile,
+        _runner(run_chunk_at)(chunk_address(dtype, low.kind), x0, x1, y, low.loops, 0, tile,
                               _CONSTS[dtype], 0, 1)
 
 

@@ -156,7 +156,7 @@ def steps_program(programs: list[tuple[Lowered, tuple[int, ...], int]], bufmap: 
         if not low.serial or low.dtype != dtype or len(inputs) != low.num_tensors - 1:
             return None
         plain = low.plain_blas
-        fn = blas_chunk_address(dtype) if plain else chunk_address(dtype)
+        fn = blas_chunk_address(dtype) if plain else chunk_address(dtype, low.kind)
         if not plain and low.tile[K.T_ROW_PAR]:  # parallel rows walked in runs
             npar, stop = low.npar, low.parallel_iterations
         else:

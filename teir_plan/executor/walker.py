@@ -58,6 +58,7 @@ from teir_plan.executor.intrinsics import store_fence
 from teir_plan.executor.tables import C_ONE, C_ZERO
 from teir_plan.tilekinds.blas import MODE as MODE_BLAS
 from teir_plan.tilekinds.dot import MODE as MODE_DOT
+from teir_plan.tilekinds.kind import TileKind
 from teir_plan.tilekinds.row import MODE as MODE_ROW
 from teir_plan.tilekinds.table import (
     KIND_COPY,
@@ -104,18 +105,28 @@ from teir_plan.tilekinds.table import (
 )
 from teir_plan.tilekinds.vec import MODE as MODE_VEC
 
-
 # _run_tile and walk_seq are inlined into the runners that call them: numba compiles
 # each function apart and then optimizes it again with all of its callees linked in, so
 # every layer of calls costs its whole subtree once more on a cold cache; inlined, a
 # first call compiles faster and runs as fast (docs/decisions.md).
+# The walker is compiled twice: with the tile kinds whose kernels it contains
+# (TileKind.in_walker: rows, dot products, loops) and without them, for programs whose
+# tiles all run through an address (BLAS, the vector kernels, copies).  ``in_walker``,
+# passed down as one of these two module constants, lets numba prune the other kinds'
+# branches before it types them, so a first vector-kernel product compiles none of
+# them: 7.6-8.0 s against 11.7 for a 256^2 float64 product's first call (2-core Xeon).
+WITH_IN_WALKER = True
+WITHOUT_IN_WALKER = False
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts, n0, n1,  # type: ignore[no-untyped-def]
-              p2):
+              p2, in_walker):
     """Run one tile at offsets o0, o1, o2; ``n0``, ``n1``: the in0 and in1 offsets of
     the tile that runs next on this worker (-1: none), for the vector kernel's prefetch;
     for a Copy tile, its in0 and out offsets, and ``p2`` the out offset of the tile that
-    ran before it (see copy_transposed)."""
+    ran before it (see copy_transposed).  ``in_walker``: WITH_IN_WALKER or
+    WITHOUT_IN_WALKER (above)."""
     kind = tile[T_KIND]
     if kind in (KIND_COPY, KIND_RELU):
         call_tile(tile[T_TILE_FN], x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams,
@@ -154,18 +165,19 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
                        tile[T_M], tile[T_N], tile[T_K], zero_first, stream, relu, scratch, nxt,
                        nxs)
         return
-    elif tile[T_MODE] == MODE_ROW:
-        row_tile_kernel(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,
-                  last and tile[T_LAST_RELU] != 0, consts[C_ZERO])
-        return
-    elif tile[T_MODE] == MODE_DOT:
-        dot_tile_kernel(x0, o0, x1, o1, y, o2, tile, zero_first, consts[C_ZERO])
-    elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
-        # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
-        v = x0[o0] * x1[o1]
-        y[o2] = v if zero_first else y[o2] + v
-    else:
-        gemm_loops(x0, o0, x1, o1, y, o2, tile, zero_first)
+    elif in_walker:
+        if tile[T_MODE] == MODE_ROW:
+            row_tile_kernel(x0, o0, x1, o1, y, o2, tile, tile[T_M], zero_first,
+                            last and tile[T_LAST_RELU] != 0, consts[C_ZERO])
+            return
+        elif tile[T_MODE] == MODE_DOT:
+            dot_tile_kernel(x0, o0, x1, o1, y, o2, tile, zero_first, consts[C_ZERO])
+        elif tile[T_M] == 1 and tile[T_N] == 1 and tile[T_K] == 1 and tile[T_BR] == 1:
+            # Scalar multiply-add: the scalar schedules of spec examples 10.3.3 to 10.3.5.
+            v = x0[o0] * x1[o1]
+            y[o2] = v if zero_first else y[o2] + v
+        else:
+            gemm_loops(x0, o0, x1, o1, y, o2, tile, zero_first)
     if last and tile[T_LAST_RELU] != 0:
         relu_tile(y, o2, tile[T_M], tile[T_N], tile[T_C_M], tile[T_C_N])
 
@@ -173,6 +185,7 @@ def _run_tile(x0, o0, x1, o1, y, o2, tile, first, last, scratch, iparams, consts
 @njit(cache=True, nogil=True, inline="always")
 def walk_seq(  # type: ignore[no-untyped-def]
     x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1, idx,
+    in_walker,
 ):
     """Run the sequential loops (rows npar.. of ``loops``) from base offsets o0, o1, o2.
     ``n0``, ``n1``: the in0 and in1 offsets of the tile that runs after this walk's last
@@ -241,7 +254,7 @@ def walk_seq(  # type: ignore[no-untyped-def]
             # where the one before it wrote (its rows may continue; see copy_transposed).
             nx0, nx1 = (o0, o2) if q >= 0 else (none, none)
         _run_tile(x0, p0, x1, p1, y, p2, tile, first, last, scratch, iparams, consts, nx0, nx1,
-                  prev2)
+                  prev2, in_walker)
         prev2 = p2
         if q < 0:
             return
@@ -372,12 +385,12 @@ def blas_tiles_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type
 
 
 @njit(cache=True, nogil=True, inline="always")  # compiled once, in its entry
-def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignore[no-untyped-def]
+def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop, in_walker):  # type: ignore[no-untyped-def]
     """Run iterations [start, stop) of a program's first ``npar`` loop rows (collapsed
     into one range), each with all of its sequential loops; with ``npar`` 0 and the
     range [0, 1), the whole program with every loop sequential (parallel rows, if any,
-    run in order)."""
-    if tile[T_MODE] == MODE_ROW and tile[T_ROW_PAR] != 0:
+    run in order).  ``in_walker``: see _run_tile."""
+    if in_walker and tile[T_MODE] == MODE_ROW and tile[T_ROW_PAR] != 0:
         _par_rows(x0, x1, y, loops, npar, tile, consts, start, stop)
         return
     scratch = np.empty(max(tile[T_SCRATCH], 1), y.dtype)
@@ -387,7 +400,7 @@ def run_chunk(x0, x1, y, loops, npar, tile, consts, start, stop):  # type: ignor
     for it in range(start, stop):
         n0, n1, n2 = next_offsets(loops, npar, tile, it, stop)
         walk_seq(x0, x1, y, loops, npar, tile, o0, o1, o2, scratch, iparams, consts, n0, n1,
-                  idx)
+                  idx, in_walker)
         o0, o1, o2 = n0, n1, n2
     if tile[T_VEC_T] != 0 and tile[T_STREAM] != 0:
         # The transposed kernel leaves its non-temporal stores unfenced (one fence per
@@ -517,9 +530,19 @@ _TILE_ENTRIES = {"copy": _copy_entry, "blas": _blas_entry, "vec_p": _packed_entr
 
 
 def _chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
-    """run_chunk on arrays given as (pointer, size or rows)."""
+    """run_chunk on arrays given as (pointer, size or rows), with the in-walker kinds."""
     run_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
-              carray(lp, (ln, LOOP_LEN)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start, stop)
+              carray(lp, (ln, LOOP_LEN)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start, stop,
+              WITH_IN_WALKER)
+
+
+def _address_chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start,  # type: ignore[no-untyped-def]
+                         stop):
+    """run_chunk on arrays given as (pointer, size or rows), without the in-walker kinds
+    (every tile through an address)."""
+    run_chunk(carray(x0p, (x0n,)), carray(x1p, (x1n,)), carray(yp, (yn,)),
+              carray(lp, (ln, LOOP_LEN)), npar, carray(tp, (tn,)), carray(cp, (cn,)), start, stop,
+              WITHOUT_IN_WALKER)
 
 
 def _blas_chunk_entry(x0p, x0n, x1p, x1n, yp, yn, lp, ln, npar, tp, tn, cp, cn, start, stop):  # type: ignore[no-untyped-def]
@@ -535,10 +558,13 @@ def blas_chunk_address(dtype: np.dtype) -> int:
     return compiled_address(_blas_chunk_entry, dtype, abi="chunk")
 
 
-def chunk_address(dtype: np.dtype) -> int:
-    """The address of :func:`run_chunk` compiled for arrays of ``dtype`` (the loop
-    walker with its inline tile kinds), for run_parallel, run_split and run_chunk_at."""
-    return compiled_address(_chunk_entry, dtype, abi="chunk")
+def chunk_address(dtype: np.dtype, kind: TileKind) -> int:
+    """The address of :func:`run_chunk` compiled for arrays of ``dtype``, for a program
+    whose tiles run on ``kind``: the loop walker with its in-walker tile kinds
+    (TileKind.in_walker) or without them; for run_parallel, run_split and
+    run_chunk_at."""
+    entry = _chunk_entry if kind.in_walker else _address_chunk_entry
+    return compiled_address(entry, dtype, abi="chunk")
 
 
 def tile_entry_address(kind: str, dtype: np.dtype) -> int:

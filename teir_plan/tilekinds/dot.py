@@ -89,4 +89,4 @@ def _split(args: ScheduleArgs) -> Split | None:
 
 KIND = TileKind(name="dot", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
                 may_take=_may_take, encode=_encode, price=_price, floor_rate=_floor_rate,
-                split=_split)
+                split=_split, in_walker=True)

@@ -231,6 +231,11 @@ class TileKind:
     # (0: none), for the search's floors (cost.floor_bounds).
     floor_rate: Callable[[int, int, int, int, MachineParams, np.dtype], float] = no_floor
     vector: bool = False  # a vector kernel: lower(vector_kernel=False) skips it
+    # Its tiles run in the loop walker's own code (executor/walker.py), not through an
+    # address: a program of them runs on the walker compiled with those kinds, a
+    # program of any other kind on the one compiled without (a first call compiles
+    # only the one it runs).
+    in_walker: bool = False
     # The schedule's terms (see ScheduleArgs).  A program without parallel loops whose
     # tiles this kind splits over the threads, or None.
     split: Callable[[ScheduleArgs], Split | None] = no_split

@@ -91,4 +91,4 @@ def _fold(args: ScheduleArgs) -> Fold | None:
 
 KIND = TileKind(name="loops", mode=MODE, owns=_owns, describe=_describe, takes=_takes,
                 encode=_encode, price=_price, floor_rate=_floor_rate,
-                fold=_fold, fold_rate=ROW_FLOPS)
+                fold=_fold, fold_rate=ROW_FLOPS, in_walker=True)

@@ -76,4 +76,4 @@ def _describe(table: np.ndarray, dtype: np.dtype) -> str:
             f"one vectorized jitted loop that {does}")
 
 
-KIND = TileKind(name="row", mode=MODE, owns=_owns, describe=_describe)
+KIND = TileKind(name="row", mode=MODE, owns=_owns, describe=_describe, in_walker=True)
