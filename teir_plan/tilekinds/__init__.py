@@ -9,7 +9,8 @@ variants (``planner/search.py``, ``planner/candidates.py``, ``planner/parallel_k
 :func:`wanted_packs`, :func:`wanted_splits`, :func:`wanted_axis_splits`,
 :func:`wanted_k_blocks`) and the explain report (``render/report.py``) are loops over
 :data:`GEMM_KINDS` / :data:`KINDS`; the walker (``executor/walker.py``) dispatches a tile
-on its kind's ``mode``.  Adding a tile
+on its kind's ``mode``, and is compiled with the kinds whose kernels it contains
+(``in_walker``) or without them, as a program's kind says.  Adding a tile
 kind is adding a module here, its entry point in the executor, and its place in
 :data:`GEMM_KINDS`.  Nothing here imports numba: the planner plans without it.
 """
