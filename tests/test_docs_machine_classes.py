@@ -81,3 +81,24 @@ def test_the_readme_summary_names_its_machine(gen) -> None:
                        "cost model": "calibrated in this run"}}
     assert gen.params_label(old["machine"], old) == "calibrated"
     assert gen.params_label({"cpu": "x"}, {}) == "not recorded"
+
+
+def test_pages_with_site_directives_say_so_on_top() -> None:
+    """A page with mkdocstrings' ``:::`` or the snippets' ``--8<--`` lines reads as those raw
+    lines on GitHub's file view: it says, before the first of them, that it is built
+    for the site and where to read it there."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "docs"
+    pages = [p for p in root.rglob("*.md") if "scripts" not in p.parts]
+    with_directives = 0
+    for page in pages:
+        text = page.read_text()
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines)
+                      if line.startswith("::: ") or line.startswith("--8<--")), None)
+        if first is None:
+            continue
+        with_directives += 1
+        assert "built for the documentation site" in "\n".join(lines[:first]), page
+    assert with_directives >= 8
