@@ -282,7 +282,7 @@ def test_a_spinning_contenders_aftermath_is_charged_and_waited_for(
         return np.array(0)
 
     def numpy_execute(arrays, out):  # type: ignore[no-untyped-def]
-        clock.now += 1.0
+        clock.now += 0.9  # (faster than the model's choice: it stays a contender)
         slow_until[0] = clock.now + 4.0  # (its threads spin for 4 s after it)
         ran.append("numpy")
         return np.array(1)
@@ -296,8 +296,8 @@ def test_a_spinning_contenders_aftermath_is_charged_and_waited_for(
             break
         t.execute([], None)
     first = ran.index("numpy")
-    # Estimated at the model's time plus half of 4 s (two threads, one left): run once
-    # 5 % of the calls' time covers 2 s, not at the third call.
+    # Estimated at the model's time (predicted alike) plus half of 4 s (two threads, one
+    # left): run once 5 % of the calls' time covers 2 s, not at the third call.
     assert first > 30 and 0.05 * (first + 3.0) >= 2.0
     spent = t.spent
     for _ in range(4):
@@ -306,6 +306,24 @@ def test_a_spinning_contenders_aftermath_is_charged_and_waited_for(
     assert after[:3] == ["model"] * 3  # the calls within the 4 s (no timed rerun yet)
     assert t.spent == pytest.approx(spent + 3 * 0.5)  # each 0.5 s beyond the best
     assert max(model.times) == 1.0  # none of the slowed calls is a sample
+
+
+def test_a_contender_that_could_not_be_kept_is_dropped_after_one_run() -> None:
+    """Kept only if every run beats the model's best by SWITCH_MARGIN (and that best only
+    falls), a contender whose one run does not is out at once: the trials settle on the
+    model's choice without timing it again, and a contender that can be kept is not
+    hidden behind it."""
+    clock = FakeClock()
+    cs, ran = fake_contenders(clock, {"model": [1.0], "a": [0.97], "b": [0.9]},
+                              {"model": 1.0, "a": 1.0, "b": 1.0})
+    t = Trials(cs, clock=clock)
+    for _ in range(200):
+        if t.winner is not None:
+            break
+        t.execute([], None)
+    assert cs[1].dropped and cs[1].times == [pytest.approx(0.97)]  # 3 % faster: noise
+    assert ran.count("a") == 1
+    assert t.winner is cs[2]  # b's runs each beat 0.95 of the model's best
 
 
 def test_a_contender_whose_kernels_are_not_compiled_is_left_out() -> None:

@@ -323,6 +323,11 @@ class Trials:
         if c is not model and best < float("inf") and c.best > (
                 DROP_RATIO if len(c.times) >= 2 else DROP_FIRST_RATIO) * best:
             c.dropped = True
+        if c is not model and model.times and seconds >= SWITCH_MARGIN * model.best:
+            # It could never be kept (every run must beat the model's best by the margin,
+            # and that best only falls): timing it again would spend the budget for
+            # nothing, and as the fastest by its best it would hide one that can be kept.
+            c.dropped = True
         if self.expand is None and all(c.dropped or len(c.times) >= ROUNDS
                                        for c in self.contenders):
             self._settle()
