@@ -135,11 +135,15 @@ CHUNKS_PER_THREAD = 4
 # The reductions' tables (int64; planner/reduce.py's Reduction.tables writes them, the
 # rules below and executor/reduce*.py read them): one row per axis, outer axes first,
 # every stride non-negative in x (the operand).  ``vec``, the kept axis along x's
-# smallest stride (KIND_ROWS; (1, 0, 0) otherwise), is one row of ``kept``'s fields.
+# smallest stride (KIND_ROWS; (1, 0, 0, 0) otherwise), is one row of ``kept``'s fields.
 KEPT_FIELDS: tuple[str, ...] = (
     "n",  # the axis' extent
     "x",  # x's stride along it
     "out",  # out's stride along it
+    # The weights' stride along it (0: one run of weights for every output, ``ij,j->i``;
+    # else each output weighted by a run of its own, ``ij,ij->i``: KIND_INNER only, the
+    # planner offers no other kind such weights; any sign, x's flips it).
+    "w",
 )
 # executor/reduce.py's run_parallel copies ``kept`` with a column more:
 SPLIT_KEPT_FIELDS: tuple[str, ...] = (
@@ -157,6 +161,7 @@ SUMMED_LEN = len(SUMMED_FIELDS)
 KEPT_N = SPLIT_KEPT_FIELDS.index("n")
 KEPT_X = SPLIT_KEPT_FIELDS.index("x")
 KEPT_OUT = SPLIT_KEPT_FIELDS.index("out")
+KEPT_W = SPLIT_KEPT_FIELDS.index("w")
 KEPT_PARTIAL = SPLIT_KEPT_FIELDS.index("partial")
 SUMMED_N = SUMMED_FIELDS.index("n")
 SUMMED_X = SUMMED_FIELDS.index("x")
@@ -259,7 +264,7 @@ def row_block(itemsize: int) -> int:
 
 
 def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
-              itemsize: int, cached: bool = False) -> bool:
+              itemsize: int, cached: bool = False, weights_kept: bool = False) -> bool:
     """Whether a weighted reduction's rows run on BLAS' ?gemv: one summed axis whose
     weights step forward, and either rows of unit stride, short and many (see
     GEMV_MAX_ROW_BYTES and GEMV_MAX_NB; GEMV_CACHED_MAX_ROW_BYTES where ``cached``, the
@@ -268,9 +273,11 @@ def uses_gemv(kind: int, vec: np.ndarray, summed: np.ndarray, weighted: bool,
     run of the summed axis no longer than that stride (``abu,u->ab`` with u short,
     ``?gemv`` transposed: the rows kernel would read each line once per summed element,
     ``u,abefkmu->abefkm`` with u = 8 in 177k rows 480 us against sgemv's 198).
-    The executor calls it transposed when the vector axis is strided."""
+    The executor calls it transposed when the vector axis is strided.  Never weights
+    that vary along a kept axis (``weights_kept``, or a vector axis with a weights'
+    stride): ?gemv weights every row by the one vector."""
     if not (kind == KIND_ROWS and weighted and summed.shape[0] == 1
-            and summed[0, SUMMED_W] > 0):
+            and summed[0, SUMMED_W] > 0 and not weights_kept and vec[KEPT_W] == 0):
         return False
     vn, sn, sx = vec[KEPT_N], summed[0, SUMMED_N], summed[0, SUMMED_X]
     if vec[KEPT_X] == 1:

@@ -23,7 +23,7 @@ from teir_plan.frontend.contraction import Layout
 from teir_plan.frontend.expression import parse
 from teir_plan.machine import MachineParams
 from teir_plan.planner import reduce as reduce_cost
-from teir_plan.planner.reduce import plan_reduction
+from teir_plan.planner.reduce import plan_reduction, summed_table, vector_row
 from teir_plan.schedule.contract import _offset_range, layout_from
 from teir_plan.schedule.operands import OperandSpec, as_operand
 from teir_plan.schedule.reduce_run import RunnableReduction, runnable
@@ -294,10 +294,10 @@ def test_rows_up_to_1_kib_run_on_gemv_when_the_operand_fits_the_cache(rows, widt
 def test_a_run_longer_than_its_stride_stays_off_gemv() -> None:
     """Overlapping runs (a run longer than the vector axis' stride) would give BLAS an
     lda below m: the rows kernel sums them."""
-    vec = np.array([100, 4, 1])
-    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[8, 1, 1]]), True, 4)
-    assert tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), True, 4)
-    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, np.array([[4, 1, 1]]), False, 4)
+    vec = vector_row(("a", 100, 4, 1, 0))
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, summed_table([("u", 8, 1, 1)]), True, 4)
+    assert tiles.uses_gemv(tiles.KIND_ROWS, vec, summed_table([("u", 4, 1, 1)]), True, 4)
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, vec, summed_table([("u", 4, 1, 1)]), False, 4)
 
 
 @pytest.mark.parametrize("split", SPLITS)

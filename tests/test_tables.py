@@ -22,7 +22,8 @@ from teir_plan.executor.walker import collapsed_offsets, loop_iterations
 from teir_plan.frontend.contraction import Layout, describe, with_dtype
 from teir_plan.machine import MachineParams
 from teir_plan.planner.block import blocking_for
-from teir_plan.planner.reduce import plan_reduction
+from teir_plan.planner.reduce import plan_reduction, summed_table, vector_row
+from teir_plan.schedule.reduce_run import runnable
 from teir_plan.tilekinds import table as K
 
 # (module, fields, the prefix of their index constants, the name of their count)
@@ -159,20 +160,56 @@ def test_a_reduction_s_tables_hold_its_axes_by_name() -> None:
     out = Layout("ik", (5, 7), (7, 1))
     w = Layout("j", (6,), (1,))
     red = plan_reduction(x, out, w, np.dtype(np.float32), MachineParams(), 1)
-    assert red is not None and red.kind == tiles.KIND_ROWS and red.vec is not None
+    assert red is not None and red.kind == tiles.KIND_ROWS and red.vector is not None
     kept, vec, summed = red.tables
     assert kept.shape == (len(red.kept), tiles.KEPT_LEN) and vec.shape == (tiles.KEPT_LEN,)
     assert summed.shape == (len(red.summed), tiles.SUMMED_LEN)
-    for col, j in ((tiles.KEPT_N, 1), (tiles.KEPT_X, 2), (tiles.KEPT_OUT, 3)):
+    for col, j in ((tiles.KEPT_N, 1), (tiles.KEPT_X, 2), (tiles.KEPT_OUT, 3),
+                   (tiles.KEPT_W, 4)):
         assert kept[:, col].tolist() == [a[j] for a in red.kept]
-        assert vec[col] == red.vec[j]
+        assert vec[col] == red.vector[j]
     for col, j in ((tiles.SUMMED_N, 1), (tiles.SUMMED_X, 2), (tiles.SUMMED_W, 3)):
         assert summed[:, col].tolist() == [a[j] for a in red.summed]
     assert kept[:, tiles.KEPT_N].tolist() == [5] and vec[tiles.KEPT_N] == 7
     assert summed[:, tiles.SUMMED_W].tolist() == [1]  # the weights' stride along j
+    assert kept[:, tiles.KEPT_W].tolist() == [0] and vec[tiles.KEPT_W] == 0  # one vector
     # The kernels' count of output units, read from the tables by name.
     block = tiles.row_block(4)
     assert units.py_func(red.kind, kept, vec, 4) == 5 * -(-7 // block)
+
+
+def test_weights_along_kept_axes_are_kept_s_w_column_and_the_kernel_reads_them() -> None:
+    # bij,ij->bi read in place: the weights step along kept i (not b) and summed j, x
+    # reversed along b and i (the planner walks x forwards, the weights' i backwards).
+    x = Layout("bij", (3, 5, 40), (-200, -40, 1))
+    w = Layout("ij", (5, 40), (40, 1))
+    out = Layout("bi", (3, 5), (5, 1))
+    f32 = np.dtype(np.float32)
+    assert plan_reduction(x, out, w, f32, MachineParams(), 1) is None  # not offered
+    red = plan_reduction(x, out, w, f32, MachineParams(), 1, kept_weights=True)
+    assert red is not None and red.kind == tiles.KIND_INNER and red.weights_kept
+    kept = red.tables[0]
+    assert kept.shape == (2, tiles.KEPT_LEN)  # b and i do not fuse: the weights' do not
+    for col, j in ((tiles.KEPT_N, 1), (tiles.KEPT_X, 2), (tiles.KEPT_OUT, 3),
+                   (tiles.KEPT_W, 4)):
+        assert kept[:, col].tolist() == [a[j] for a in red.kept]
+    assert kept[:, tiles.KEPT_W].tolist() == [0, -40]
+    assert red.origins[:2] == (-2 * 200 - 4 * 40, 4 * 40)
+    assert red.reach(1) == (0, 4 * 40 + 39)  # every element of the weights, once
+    # The kernel reads the column by name: each output its own run of weights.
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((3, 5, 40)).astype(np.float32)
+    ws = rng.standard_normal((5, 40)).astype(np.float32)
+    xv = xs[::-1, ::-1]  # the layout above
+    y = np.zeros((3, 5), np.float32)
+    runnable(red).run(xv, ws, y)
+    np.testing.assert_allclose(y, np.einsum("bij,ij->bi", xv, ws), rtol=1e-5, atol=1e-5)
+    # Never on ?gemv: rows that run there weighted by one vector (ki,k->i, rows of 24)
+    # do not with weights of their own, told or read from the vector axis' w.
+    rows, ks = vector_row(("i", 24, 1, 1, 0)), summed_table([("k", 3000, 24, 1)])
+    assert tiles.uses_gemv(tiles.KIND_ROWS, rows, ks, True, 4)
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, rows, ks, True, 4, weights_kept=True)
+    assert not tiles.uses_gemv(tiles.KIND_ROWS, vector_row(("i", 24, 1, 1, 24)), ks, True, 4)
 
 
 def test_constants_hold_one_and_zero_in_the_program_s_type() -> None:

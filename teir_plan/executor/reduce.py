@@ -1,6 +1,7 @@
 """Reductions: one pass over an operand, summing some of its axes (``ij->j``, ``ij->i``,
 ``ijk->ik``, ``ij->``), optionally weighted by a vector along the summed axes
-(``ki,k->i``, ``ik,k->i``).
+(``ki,k->i``, ``ik,k->i``) or, on the inner kernel, by weights that vary along kept
+axes too (``ij,ij->i``: each output's run times a run of weights of its own).
 
 Memory-bound work: the kernels read each element once, in memory order, with the loop
 along the operand's unit stride vectorized.  Two kernels, by where that unit stride is:
@@ -20,7 +21,8 @@ which chunk.
 
 Tables (int64, built by :mod:`teir_plan.planner.reduce`; every stride non-negative in
 the operand, outer axes first): ``kept`` rows of :data:`teir_plan.tiles.KEPT_FIELDS`
-(extent, x's stride, out's), ``vec`` one row of them (``KIND_ROWS`` only), ``summed``
+(extent, x's stride, out's, the weights'), ``vec`` one row of them (``KIND_ROWS``
+only), ``summed``
 rows of :data:`teir_plan.tiles.SUMMED_FIELDS` (extent, x's stride, the weights'), the
 innermost summed axis last.  Every address is ``origin + sum(index *
 stride)`` into a flat 1-D view; the planner proves those sums stay on elements.
@@ -81,6 +83,7 @@ from teir_plan.tiles import (
     KEPT_N,
     KEPT_OUT,
     KEPT_PARTIAL,
+    KEPT_W,
     KEPT_X,
     KIND_ROWS,
     ROW_BLOCK_BYTES,
@@ -131,18 +134,23 @@ def reduce_chunk(x, xo, w, wo, kept, vec, summed, weighted, u0, u1, s0, s1,  # t
         n_last = kept[nk - 1, KEPT_N] if nk else 1
         sx_last = kept[nk - 1, KEPT_X] if nk else 0
         sd_last = kept[nk - 1, dcol] if nk else 0
+        # The weights move with the kept index as x does where they vary along it
+        # (tiles.KEPT_FIELDS' w; 0 for one run of weights for every output).
+        sw_last = kept[nk - 1, KEPT_W] if nk else 0
         u = u0
         while u < u1:
             db = do + table_offset(kept, dcol, u, kidx)
+            wb = wo + table_offset(kept, KEPT_W, u, kidx)
             xb = xo + table_offset(kept, KEPT_X, u, kidx)
             cnt = min(n_last - (kidx[nk - 1] if nk else 0), u1 - u)
             if whole:
-                whole_runs(x, xb, sx_last, cnt, w, wo, s0, s1, run_sx, run_sw, weighted,
-                            dst, db, sd_last, zero)
+                whole_runs(x, xb, sx_last, cnt, w, wb, sw_last, s0, s1, run_sx, run_sw,
+                            weighted, dst, db, sd_last, zero)
             else:
                 for t in range(cnt):
-                    dst[db + t * sd_last] = span_sum(x, xb + t * sx_last, w, wo, summed,
-                                                      weighted, s0, s1, sidx, zero)
+                    dst[db + t * sd_last] = span_sum(x, xb + t * sx_last, w,
+                                                      wb + t * sw_last, summed, weighted,
+                                                      s0, s1, sidx, zero)
             u += cnt
         return
     rb = ROW_BLOCK_BYTES // dst.itemsize  # (blocks of the accumulator: units)
@@ -294,8 +302,9 @@ def run_parallel(x, xo, w, wo, kept, vec, summed, weighted, total_s, total_u, y,
     tab = np.empty((nk, SPLIT_KEPT_LEN), np.int64)
     step = vn
     for a in range(nk - 1, -1, -1):
-        tab[a, KEPT_N], tab[a, KEPT_X], tab[a, KEPT_OUT], tab[a, KEPT_PARTIAL] = (
-            kept[a, KEPT_N], kept[a, KEPT_X], kept[a, KEPT_OUT], step)
+        tab[a, KEPT_N], tab[a, KEPT_X], tab[a, KEPT_OUT], tab[a, KEPT_W] = (
+            kept[a, KEPT_N], kept[a, KEPT_X], kept[a, KEPT_OUT], kept[a, KEPT_W])
+        tab[a, KEPT_PARTIAL] = step
         step *= kept[a, KEPT_N]
     by_outputs = split == SPLIT_OUTPUTS
     partial = np.empty((1, 1) if by_outputs else (nchunks, nout), y.dtype)
@@ -398,9 +407,14 @@ def prepare(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,
     the operands' dtype when not ``dtype`` (16-bit, read in place: never on ?gemv)."""
     isz = np.dtype(dtype).itemsize
     half = operand is not None and is_half(np.dtype(operand))
+    own = weighted and bool(kept[:, KEPT_W].any() or vec[KEPT_W])
+    # Weights of each output's own are read by the inner kernel alone (reduce_chunk's
+    # first branch); the planner plans no rows of them (planner/reduce.py).
+    assert not (own and kind == KIND_ROWS), "weights along a kept axis: KIND_INNER only"
     return Prepared(total_s=math.prod(int(n) for n in summed[:, SUMMED_N]),
                     total_u=int(units(kind, kept, vec, isz)),
-                    gemv=not half and uses_gemv(kind, vec, summed, weighted, isz, cached))
+                    gemv=not half and uses_gemv(kind, vec, summed, weighted, isz, cached,
+                                                own))
 
 
 def run_reduction(kind: int, kept: np.ndarray, vec: np.ndarray, summed: np.ndarray,

@@ -1,5 +1,6 @@
 """The reductions' kernels along a summed unit stride (KIND_INNER, see reduce.py): runs
 summed in blocks of RUN_BLOCK elements, short runs one loop each, whole runs four a pass,
+runs each weighted by a run of weights of its own (``ij,ij->i``: :func:`paired_runs`),
 and the index walk over the summed axes."""
 
 from __future__ import annotations
@@ -127,11 +128,81 @@ def _short_dots(x, xb, sx, cnt, n, w, wb, dst, db, sd, zero):  # type: ignore[no
         dst[db + t * sd] = acc
 
 
+@njit(cache=True, nogil=True, fastmath=SUM_MATH, inline="always")
+def _four_pairs(x, p, sx, m, w, pw, sw, zero):  # type: ignore[no-untyped-def]
+    """The sums of m products of four runs from x[p], x[p + sx], ... with the four runs
+    of weights from w[pw], w[pw + sw], ..."""
+    r0 = x[p:p + m]
+    r1 = x[p + sx:p + sx + m]
+    r2 = x[p + 2 * sx:p + 2 * sx + m]
+    r3 = x[p + 3 * sx:p + 3 * sx + m]
+    v0 = w[pw:pw + m]
+    v1 = w[pw + sw:pw + sw + m]
+    v2 = w[pw + 2 * sw:pw + 2 * sw + m]
+    v3 = w[pw + 3 * sw:pw + 3 * sw + m]
+    b0 = zero
+    b1 = zero
+    b2 = zero
+    b3 = zero
+    for e in range(m):
+        b0 += value(r0[e]) * value(v0[e])
+        b1 += value(r1[e]) * value(v1[e])
+        b2 += value(r2[e]) * value(v2[e])
+        b3 += value(r3[e]) * value(v3[e])
+    return b0, b1, b2, b3
+
+
 @njit(cache=True, nogil=True, fastmath=SUM_MATH)
-def whole_runs(x, xb, sx, cnt, w, wb, q0, q1, run_sx, run_sw, weighted, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+def paired_runs(x, xb, sx, cnt, w, wb, sw, q0, q1, dst, db, sd, zero):  # type: ignore[no-untyped-def]
+    """dst[db + t*sd] = the sum over q0 <= q < q1 of x[xb + t*sx + q] * w[wb + t*sw + q]
+    for t < cnt: unit-stride runs, each weighted by a run of its own (``ij,ij->i``).
+    Four outputs a pass where :func:`whole_runs` takes four weighted runs a pass (runs
+    of at least DOT_FOUR_MIN_BYTES of x), their sums independent chains; one at a time
+    otherwise."""
+    n = q1 - q0
+    four = cnt - cnt % 4 if n * x.itemsize >= DOT_FOUR_MIN_BYTES else 0
+    t = 0
+    while t < four:
+        a0 = zero
+        a1 = zero
+        a2 = zero
+        a3 = zero
+        q = q0
+        while q < q1:
+            m = min(q1 - q, RUN_BLOCK)
+            b0, b1, b2, b3 = _four_pairs(x, xb + t * sx + q, sx, m, w, wb + t * sw + q, sw,
+                                         zero)
+            a0 += b0
+            a1 += b1
+            a2 += b2
+            a3 += b3
+            q += m
+        dst[db + t * sd] = a0
+        dst[db + (t + 1) * sd] = a1
+        dst[db + (t + 2) * sd] = a2
+        dst[db + (t + 3) * sd] = a3
+        t += 4
+    for u in range(t, cnt):
+        dst[db + u * sd] = _whole_run(x, xb + u * sx + q0, w, wb + u * sw + q0, n,
+                                      1, 1, True, zero)
+
+
+@njit(cache=True, nogil=True, fastmath=SUM_MATH)
+def whole_runs(x, xb, sx, cnt, w, wb, sw, q0, q1, run_sx, run_sw, weighted, dst, db, sd,  # type: ignore[no-untyped-def]
+               zero):
     """dst[db + t*sd] = the sum of elements q0 <= q < q1 of the run from x[xb + t*sx],
-    for t < cnt.  A function of its own: inside reduce_chunk's loop LLVM left the sums
+    for t < cnt (weighted: times the run from w[wb + t*sw], sw 0 for one run of weights
+    for all).  A function of its own: inside reduce_chunk's loop LLVM left the sums
     4-6x slower."""
+    if weighted and sw != 0:
+        if run_sx == 1 and run_sw == 1:
+            paired_runs(x, xb, sx, cnt, w, wb, sw, q0, q1, dst, db, sd, zero)
+            return
+        for u in range(cnt):  # (runs of other strides: the planner plans none)
+            dst[db + u * sd] = _whole_run(x, xb + u * sx + q0 * run_sx, w,
+                                          wb + u * sw + q0 * run_sw, q1 - q0, run_sx,
+                                          run_sw, weighted, zero)
+        return
     # Unit strides: four outputs per pass, their sums independent chains (one output's
     # horizontal sum waits on its last loads: docs/decisions.md).  Weighted, the block
     # of weights is the outer loop and every four runs read it from L1: a weight vector

@@ -5,7 +5,11 @@ and the split over the threads chosen, and the cost predicted.
 The expressions it covers: one operand with summed indices (``ij->j``, ``ijk->ik``,
 ``ij->``, any layout), and an operand times a vector whose indices are all summed and
 all in that operand (``ki,k->i``, ``ik,k->i``, ``i,i->``): the vector weights each
-summed element.
+summed element.  Where the caller asks (``kept_weights``: 16-bit operands read in
+place, schedule/half.py), also weights that vary along kept indices too, all of them
+in the operand (``ij,ij->i``, ``bij,bij->bi``, ``bij,ij->bi``): each output's run of
+the operand times a run of the weights of its own, on the inner kernel only (x's and
+the weights' unit stride both along the innermost summed axis; no other layout).
 
 16-bit operands (float16, bfloat16) may be read in place (``operand``): the kernels
 widen each element to float32 in registers and sum in float32 (``dtype``), so the reads
@@ -29,7 +33,9 @@ from teir_plan.machine.params import MachineParams
 from teir_plan.planner.cost import Cost, memory_seconds
 from teir_plan.tilekinds.table import named_rows
 
-Axis = tuple[str, int, int, int]  # (name, extent, stride in x, stride in out or in w)
+Axis = tuple[str, int, int, int]  # summed: (name, extent, stride in x, stride in w)
+# kept (and the vector axis): (name, extent, stride in x, stride in out, stride in w)
+KeptAxis = tuple[str, int, int, int, int]
 
 # Below this many bytes read, one thread: a parallel region costs more than it saves.
 PARALLEL_MIN_BYTES = 1 << 18
@@ -89,8 +95,8 @@ class Reduction:
 
     kind: int
     dtype: np.dtype
-    kept: tuple[Axis, ...]  # (name, n, stride x, stride out), outer first, vector excluded
-    vector: Axis | None  # KIND_ROWS: the kept axis along x's smallest stride
+    kept: tuple[KeptAxis, ...]  # (name, n, stride x, out, w), outer first, vector excluded
+    vector: KeptAxis | None  # KIND_ROWS: the kept axis along x's smallest stride
     summed: tuple[Axis, ...]  # (name, n, stride x, stride w), outer first
     origins: tuple[int, int, int]  # element offsets into x, w, out (flipped axes)
     weighted: bool
@@ -111,14 +117,22 @@ class Reduction:
         SUMMED_FIELDS)."""
         return kept_table(self.kept), vector_row(self.vector), summed_table(self.summed)
 
+    @property
+    def weights_kept(self) -> bool:
+        """Whether the weights vary along a kept axis: each output its own run of them."""
+        return self.weighted and any(a[4] != 0 for a in self.kept)
+
     def reach(self, j: int) -> tuple[int, int]:
         """The lowest and highest offsets the tables form into x (``j`` 0), w (1) or
         out (2), from each array's first element."""
+        axes: list[tuple[int, int]]  # (extent, stride)
         if j == 0:
-            axes = [(a[1], a[2]) for a in (*self.kept, *self.summed)]
+            axes = [(a[1], a[2]) for a in self.kept] + [(a[1], a[2]) for a in self.summed]
             axes += [(self.vector[1], self.vector[2])] if self.vector else []
         elif j == 1:
             axes = [(a[1], a[3]) for a in self.summed]
+            axes += [(a[1], a[4]) for a in self.kept]
+            axes += [(self.vector[1], self.vector[4])] if self.vector else []
         else:
             axes = [(a[1], a[3]) for a in self.kept]
             axes += [(self.vector[1], self.vector[3])] if self.vector else []
@@ -136,7 +150,8 @@ class Reduction:
         else:
             assert self.vector is not None
             what = f"whole rows along {self.vector[0]} {self.vector[1]} accumulated"
-        weights = ", weighted by in1" if self.weighted else ""
+        weights = (", weighted by in1, a run of its own for each output" if self.weights_kept
+                   else ", weighted by in1" if self.weighted else "")
         read = ("" if self.operand is None else
                 f"; {self.operand} read in place, summed in {self.dtype}")
         return (f"{KINDS[self.kind]} kernel: {what}{weights}; summed {summed}; "
@@ -144,15 +159,17 @@ class Reduction:
 
 
 def kept_table(kept: Sequence[Sequence]) -> np.ndarray:
-    """Kept axes ``(name, n, stride x, stride out)`` as the kernels' table."""
-    return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so} for _, n, sx, so in kept])
+    """Kept axes ``(name, n, stride x, stride out, stride w)`` as the kernels' table."""
+    return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so, "w": sw}
+                                      for _, n, sx, so, sw in kept])
 
 
 def vector_row(vector: Sequence | None) -> np.ndarray:
-    """The vector axis ``(name, n, stride x, stride out)`` as the kernels' row of kept's
-    fields; without one, an axis of extent 1."""
-    _, n, sx, so = vector if vector is not None else ("", 1, 0, 0)
-    return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so}]).reshape(R.KEPT_LEN)
+    """The vector axis ``(name, n, stride x, stride out, stride w)`` as the kernels' row
+    of kept's fields; without one, an axis of extent 1."""
+    _, n, sx, so, sw = vector if vector is not None else ("", 1, 0, 0, 0)
+    return named_rows(R.KEPT_FIELDS, [{"n": n, "x": sx, "out": so, "w": sw}]
+                      ).reshape(R.KEPT_LEN)
 
 
 def summed_table(summed: Sequence[Sequence]) -> np.ndarray:
@@ -160,14 +177,15 @@ def summed_table(summed: Sequence[Sequence]) -> np.ndarray:
     return named_rows(R.SUMMED_FIELDS, [{"n": n, "x": sx, "w": sw} for _, n, sx, sw in summed])
 
 
-def _fuse(axes: list[list], col: int) -> list[list]:
-    """Merge neighbours (outer first) whose strides compose in x and in column ``col``."""
+def _fuse(axes: list[list], cols: tuple[int, ...]) -> list[list]:
+    """Merge neighbours (outer first) whose strides compose in x and in columns
+    ``cols`` (out's and w's)."""
     out: list[list] = []
     for a in axes:
         if out:
             o = out[-1]
-            if o[2] == a[1] * a[2] and o[col] == a[1] * a[col]:
-                out[-1] = [o[0] + a[0], o[1] * a[1], a[2], a[col]]
+            if o[2] == a[1] * a[2] and all(o[c] == a[1] * a[c] for c in cols):
+                out[-1] = [o[0] + a[0], o[1] * a[1], *a[2:]]
                 continue
         out.append(a)
     return out
@@ -175,45 +193,64 @@ def _fuse(axes: list[list], col: int) -> list[list]:
 
 def plan_reduction(x: Layout, out: Layout, w: Layout | None, dtype: np.dtype,
                    params: MachineParams, threads: int,
-                   operand: np.dtype | None = None) -> Reduction | None:
+                   operand: np.dtype | None = None,
+                   kept_weights: bool = False) -> Reduction | None:
     """The reduction computing ``out`` from ``x`` (times ``w``, whose indices are all
-    summed), or None when the expression is not one (nothing summed, an index of out
-    or w missing from x).  ``operand``: the dtype x and w are stored in when not
-    ``dtype`` (a 16-bit type, summed in float32: see the module's text)."""
+    summed, or, with ``kept_weights``, all in x), or None when the expression is not
+    one (nothing summed, an index of out or w missing from x) or its weights vary along
+    a kept index in a layout the kernels do not read so (see the module's text).
+    ``operand``: the dtype x and w are stored in when not ``dtype`` (a 16-bit type,
+    summed in float32: see the module's text)."""
     keep = set(out.indices)
     if not keep <= set(x.indices):
         return None
-    if w is not None and not {c for c, n in zip(w.indices, w.extents) if n > 1} <= (
-            set(x.indices) - keep):
-        return None
+    if w is not None:
+        varies = {c for c, n in zip(w.indices, w.extents) if n > 1}
+        if not varies <= set(x.indices) or (varies & keep and not kept_weights):
+            return None
     origins = [0, 0, 0]
     kept: list[list] = []
     summed: list[list] = []
     for c, n, sx in zip(x.indices, x.extents, x.strides):
         if n <= 1:
             continue
-        other = out.stride(c) if c in keep else (w.stride(c) if w is not None else 0)
-        if sx < 0:  # walk it backwards: every x stride positive, the others follow
+        sw = w.stride(c) if w is not None else 0
+        if c in keep:
+            so = out.stride(c)
+            if sx < 0:  # walk it backwards: every x stride positive, the others follow
+                origins[0] += (n - 1) * sx
+                origins[2] += (n - 1) * so
+                origins[1] += (n - 1) * sw
+                sx, so, sw = -sx, -so, -sw
+            kept.append([c, n, sx, so, sw])
+            continue
+        if sx < 0:
             origins[0] += (n - 1) * sx
-            origins[2 if c in keep else 1] += (n - 1) * other
-            sx, other = -sx, -other
-        (kept if c in keep else summed).append([c, n, sx, other])
+            origins[1] += (n - 1) * sw
+            sx, sw = -sx, -sw
+        summed.append([c, n, sx, sw])
     if not summed:
         return None
 
     def outer_first(a: list) -> tuple[bool, int]:  # broadcast (stride-0) axes outermost
         return (a[2] != 0, -a[2])
 
-    kept = _fuse(sorted(kept, key=outer_first), 3)
-    summed = _fuse(sorted(summed, key=outer_first), 3)
+    kept = _fuse(sorted(kept, key=outer_first), (3, 4))
+    summed = _fuse(sorted(summed, key=outer_first), (3,))
     isz = np.dtype(operand if operand is not None else dtype).itemsize  # (x's and w's)
     sizes = (isz, np.dtype(dtype).itemsize)
     # Sum along x's smallest stride when it is a summed axis long enough to vectorize;
     # else accumulate rows along the kept axis of the smallest stride.
     run = summed[-1]
     kept_step = min((a[2] for a in kept if a[2] != 0), default=None)
+    own_weights = any(a[4] != 0 for a in kept)
     inner_run = not kept or (run[2] != 0 and (kept_step is None or run[2] < kept_step)
-                             and run[1] * isz >= LINE_BYTES)
+                             and (run[1] * isz >= LINE_BYTES or own_weights))
+    if own_weights and not (inner_run and run[2] == 1 and run[3] == 1):
+        # Weights of each output's own: read along the inner kernel's unit-stride runs
+        # only, x's and w's alike (executor/reduce_runs.py: paired_runs); the rows
+        # kernel weights a row by one element of w.
+        return None
     vector = None
     if inner_run or not kept:
         kind = R.KIND_INNER
@@ -254,6 +291,9 @@ def _cost(kind: int, kept: list[list], vector: list | None, summed: list[list], 
     nsum = math.prod(a[1] for a in summed)
     read = nout * nsum * isz
     w_bytes = (nsum if weighted else 0) * isz
+    own = weighted and any(a[4] != 0 for a in kept)  # each output its own weights
+    if own:  # the weights' elements, each read once, beside x's: a second stream
+        w_bytes = math.prod(a[1] for a in (*kept, *summed) if a[-1] != 0) * isz
     if kind == R.KIND_INNER:
         units = math.prod(a[1] for a in kept)
         starts = units * nsum // summed[-1][1] * RUN_SECONDS
@@ -264,7 +304,7 @@ def _cost(kind: int, kept: list[list], vector: list | None, summed: list[list], 
         tables = (vector_row(vector), summed_table(summed))
         # (16-bit operands, narrower than their sums, never on ?gemv: it has no 16-bit
         # type; executor/reduce.py's prepare)
-        gemv = isz == acc and R.uses_gemv(kind, *tables, weighted, isz, cached)
+        gemv = isz == acc and R.uses_gemv(kind, *tables, weighted, isz, cached, own)
         if R.uses_flat_rows(kind, *tables, weighted):  # rows summed in windows of g
             starts = units * nsum / max(1, R.FLAT_WINDOW // vector[1]) * ROW_SECONDS
         elif gemv and vector[2] != 1:
@@ -281,7 +321,7 @@ def _cost(kind: int, kept: list[list], vector: list | None, summed: list[list], 
                 starts = units * (nsum * ROW_SECONDS + per_unit)
             if vector[2] != 1:  # strided rows: one element at a time
                 starts += nout * nsum * STRIDED_ELEMENT_SECONDS
-    if threads <= 1 or read < PARALLEL_MIN_BYTES:
+    if threads <= 1 or read + (w_bytes if own else 0) < PARALLEL_MIN_BYTES:
         splits = [R.SPLIT_NONE]
     elif units >= 4 * threads or (units >= threads and nsum < 2 * threads):
         splits = [R.SPLIT_OUTPUTS]
@@ -300,15 +340,15 @@ def _cost(kind: int, kept: list[list], vector: list | None, summed: list[list], 
         splits.append(R.SPLIT_NONE)
     flops = nout * nsum * (2 if weighted else 1)
     costs = [(_split_cost(split, kind, units, starts, read, w_bytes, nout, flops, sizes,
-                          params, threads), split) for split in splits]
+                          params, threads, own), split) for split in splits]
     return min(costs, key=lambda c: c[0].seconds)
 
 
 def _split_cost(split: int, kind: int, units: int, starts: float, read: int, w_bytes: int,
                 nout: int, flops: int, sizes: tuple[int, int], params: MachineParams,
-                threads: int) -> Cost:
+                threads: int, own: bool = False) -> Cost:
     """The predicted cost of one split of a reduction over the threads (``sizes`` as
-    :func:`_cost`'s)."""
+    :func:`_cost`'s; ``own``: each output weighted by its own run of ``w_bytes``)."""
     xsz, isz = sizes
     if split == R.SPLIT_NONE:
         workers = 1
@@ -319,12 +359,14 @@ def _split_cost(split: int, kind: int, units: int, starts: float, read: int, w_b
     balance = units / (workers * -(-units // workers)) if split == R.SPLIT_OUTPUTS else 1.0
     # The sums run at SUM_BYTES_PER_SECOND of their own type: a 16-bit element, widened
     # to float32 in registers, is summed as a float32 is (half its bytes read).
-    compute = (read * isz / xsz / SUM_BYTES_PER_SECOND + starts) / (workers * balance)
+    streamed = read + (w_bytes if own else 0)  # (one vector of weights: read from L1)
+    compute = (streamed * isz / xsz / SUM_BYTES_PER_SECOND + starts) / (workers * balance)
     if split == R.SPLIT_SUMMED:
         compute += nout * workers * isz / SUM_BYTES_PER_SECOND  # the partials, added
     # The inner kernel's chunks of outputs each read all the weights: from memory again
     # when they do not stay in L2 beside the stream; once a call otherwise.
-    if split == R.SPLIT_OUTPUTS and kind == R.KIND_INNER and 2 * w_bytes > params.l2_bytes:
+    if (split == R.SPLIT_OUTPUTS and kind == R.KIND_INNER and not own
+            and 2 * w_bytes > params.l2_bytes):
         w_bytes *= R.output_chunks(units, threads)
     moved = read + w_bytes + 2 * nout * isz  # out's lines read for ownership, written
     dram = moved if moved > params.llc_bytes else 0.0
