@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 import teir_plan as tp
 from teir_plan.machine.params import MachineParams
 from teir_plan.schedule.half import RoundStep, WidenStep, convert_seconds
-from teir_plan.schedule.steps import ReduceStep, TEIRStep
+from teir_plan.schedule.steps import CastStep, ReduceStep, TEIRStep
 from teir_plan.teir.enums import is_half
 from tests.strategies import counted, fuzz_settings
 
@@ -118,8 +118,9 @@ def test_binary_contractions_within_the_bound(dtype, subscripts, shapes) -> None
     assert_within_bound(got, subscripts, ops)
     plan = tp.plan(subscripts, *ops)
     kinds = [s.kind for s in plan.steps]
-    if subscripts in ("ij,j->i", "i,i->"):
-        # A vector weighting a sum: the reduction kernel reads both operands in place.
+    if subscripts in ("ij,j->i", "i,i->", "ij,ij->i"):
+        # A vector weighting a sum, or a dot product per output: the reduction kernel
+        # reads both operands in place.
         assert kinds == ["reduce", "round"], kinds
     else:
         # Each operand converted once, the float32 plan, one rounding at the end.
@@ -193,8 +194,9 @@ def _laid_out(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype,
 
 def _in_place_step(plan: tp.Plan, dtype: np.dtype) -> ReduceStep:
     """The plan's one reduction step, which reads its 16-bit operands in place: no
-    operand converted first."""
+    operand converted first (no cast step but the result's rounding)."""
     assert not any(isinstance(s, WidenStep) for s in plan.steps), plan.steps
+    assert all(isinstance(s, RoundStep) for s in plan.steps if isinstance(s, CastStep))
     (step,) = [s for s in plan.steps if isinstance(s, ReduceStep)]
     assert step.reduction.operand == dtype and step.reduction.dtype == F32
     assert all(plan.operands[i].dtype == dtype for i in step.inputs)
@@ -310,12 +312,108 @@ def test_the_cost_model_counts_two_bytes_an_element_read_in_place(dtype) -> None
     assert red16w.cost.dram_bytes + red16w.cost.llc_bytes < m * n * 4
 
 
+# ---- two operands read in place: each output a dot product of a run of each -------------
+
+# (subscripts, shapes): both operands' unit stride along the innermost summed index.
+# Runs of 300 (one output at a time), of 3000 (four a pass: at least 4 KiB), longer than
+# RUN_BLOCK, a few long ones (split over the summed axis on 2 threads), the weights
+# without a kept index (b), two summed axes (with gaps between rows: not fused), and
+# attention's shape.
+KEPT_WEIGHTS = [
+    ("ij,ij->i", [(37, 300), (37, 300)]),
+    ("ij,ij->i", [(64, 3000), (64, 3000)]),
+    ("ij,ij->i", [(8, 9000), (8, 9000)]),
+    ("ij,ij->i", [(3, 100_000), (3, 100_000)]),
+    ("bij,bij->bi", [(3, 7, 300), (3, 7, 300)]),
+    ("bij,ij->bi", [(4, 9, 200), (9, 200)]),
+    ("ijk,ijk->i", [(5, 7, 40), (5, 7, 40)]),
+    ("bhqd,bhqd->bhq", [(2, 3, 16, 64), (2, 3, 16, 64)]),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("hows", [("contiguous", "contiguous"), ("reversed", "reversed"),
+                                  ("reversed", "contiguous")], ids="-".join)
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+@pytest.mark.parametrize("subscripts,shapes", KEPT_WEIGHTS,
+                         ids=[f"{s}-{'x'.join(map(str, sh[0]))}" for s, sh in KEPT_WEIGHTS])
+def test_dot_products_per_output_read_both_operands_in_place(subscripts, shapes, dtype,
+                                                             hows, threads) -> None:
+    """Views inside NaN-filled parents (rows apart; the first index reversed, in one
+    operand or both): a read outside either view brings a NaN into the result."""
+    rng = np.random.default_rng(23)
+    ops = [_laid_out(rng, shape, dtype, how) for shape, how in zip(shapes, hows)]
+    old = tp.get_num_threads()
+    tp.set_num_threads(threads)
+    try:
+        got = tp.einsum(subscripts, *ops)
+        assert got.dtype == dtype
+        assert_within_bound(got, subscripts, ops)
+        plan = tp.plan(subscripts, *ops)
+        assert [s.kind for s in plan.steps] == ["reduce", "round"]
+        red = _in_place_step(plan, dtype).reduction
+        assert red.weights_kept and red.kind == 0  # (tiles.KIND_INNER)
+        assert "a run of its own for each output" in str(plan.explain())
+        # A float32 out: the accumulator itself, the same kernel; a 16-bit out with
+        # gaps: that accumulator rounded once.
+        out_shape = got.shape
+        wide = np.full(out_shape, np.nan, F32)
+        assert tp.einsum(subscripts, *ops, out=wide) is wide
+        assert_within_bound(wide, subscripts, ops)
+        _in_place_step(tp.plan(subscripts, *ops, out=wide), dtype)
+        np.testing.assert_array_equal(wide.astype(dtype), got)
+        narrow = np.full((*out_shape[:-1], 2 * out_shape[-1]), np.nan, dtype)[..., ::2]
+        assert tp.einsum(subscripts, *ops, out=narrow) is narrow
+        np.testing.assert_array_equal(narrow, got)
+    finally:
+        tp.set_num_threads(old)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+@pytest.mark.parametrize("hows", [("contiguous", "transposed"), ("transposed", "transposed"),
+                                  ("gaps", "gaps")], ids="-".join)
+def test_dot_products_per_output_in_other_layouts_are_converted(dtype, hows) -> None:
+    """Layouts the route refuses (a transposed operand, whose unit stride is along the
+    kept index: ``ji,ji->i`` for both; every other element): converted first, right."""
+    rng = np.random.default_rng(24)
+    ops = [_laid_out(rng, (40, 300), dtype, how) for how in hows]
+    got = tp.einsum("ij,ij->i", *ops)
+    assert got.dtype == dtype
+    assert_within_bound(got, "ij,ij->i", ops)
+    plan = tp.plan("ij,ij->i", *ops)
+    assert sum(isinstance(s, WidenStep) for s in plan.steps) == 2
+    assert not any(isinstance(s, ReduceStep) and s.reduction.operand is not None
+                   for s in plan.steps)
+
+
+def test_float32_dot_products_per_output_keep_their_plan() -> None:
+    """float32 and float64 ``ij,ij->i`` are not offered the route (their plans stay as
+    the snapshot has them): a TEIR program, or a reduction weighted by a vector only."""
+    for dtype in (F32, F64):
+        plan = tp.plan("ij,ij->i", np.ones((600, 3000), dtype), np.ones((600, 3000), dtype))
+        assert not any(isinstance(s, ReduceStep) and s.reduction.weights_kept
+                       for s in plan.steps)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=_ids)
+def test_the_cost_model_counts_both_operands_of_a_dot_product_per_output(dtype) -> None:
+    m, n = 3000, 2000
+    ops = [np.ones((m, n), dtype), np.ones((m, n), dtype)]
+    red = _in_place_step(tp.plan("ij,ij->i", *ops), dtype).reduction
+    # Both operands at 2 bytes an element, and out's lines read for ownership and
+    # written (float32 sums).
+    assert red.cost.dram_bytes + red.cost.llc_bytes == 2 * m * n * 2 + 2 * m * 4
+    assert red.cost.flops == 2 * m * n
+
+
 @pytest.mark.parametrize("ops", [
     [np.ones((30, 40), BF16), np.ones(40, F16)],  # two 16-bit types: float32 result
     [np.ones((30, 40), F16), np.ones(40, F32)],  # a float32 vector
     [np.ones((30, 40), np.dtype(">f2"))],  # not in native byte order
-    [np.ones((30, 40), F16), np.ones((30, 40), F16)],  # ij,ij->i: a TEIR product
-], ids=["bfloat16-float16", "float16-float32", "big-endian", "product"])
+    # ij,ij->i with the second operand's unit stride along i: its runs are not the
+    # first's (the reduction kernels read no such weights in place).
+    [np.ones((30, 40), F16), np.ones((40, 30), F16).T],
+], ids=["bfloat16-float16", "float16-float32", "big-endian", "transposed-weights"])
 def test_other_operands_are_converted_first(ops) -> None:
     subscripts = ("ij->i" if len(ops) == 1 else
                   "ij,ij->i" if ops[1].ndim == 2 else "ij,j->i")

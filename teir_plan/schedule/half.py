@@ -7,10 +7,14 @@ decides whether the plan reads it in place or converts it first
 (:func:`plan_operands`):
 
 * **In place**, where the expression is a reduction the reduction kernels run
-  (``ij->i``, ``ij->j``, ``ijk->k``, ``ij->``, and an operand weighted by a vector along
-  summed indices: ``ij,j->i``, ``ji,j->i``, ``i,i->``) on operands of one 16-bit type:
+  (``ij->i``, ``ij->j``, ``ijk->k``, ``ij->``, an operand weighted by a vector along
+  summed indices: ``ij,j->i``, ``ji,j->i``, ``i,i->``, and two operands whose indices
+  are all the first's, summed over the same indices: ``ij,ij->i``, ``bij,bij->bi``,
+  ``bij,ij->bi``, each output a dot product of a run of each, read along both
+  operands' unit stride, which must be along the innermost summed index: ``ji,ji->i``
+  or a transposed second operand is converted) on operands of one 16-bit type:
   the kernels load the 16-bit elements and widen them to float32 in registers
-  (executor/half_bits.py), summing in float32, so the pass over the operand moves half
+  (executor/half_bits.py), summing in float32, so the pass over the operands moves half
   the bytes of float32 (the cost model counts 2 bytes an element: planner/reduce.py),
   when predicted cheaper than converting the operands and running the float32 plan.
 * **Converted** otherwise: each 16-bit operand once per call (:class:`WidenStep`:
@@ -224,9 +228,13 @@ def in_place_reduction(b: ProgramBuilder, expr: Expression, target: int, dtype: 
     order it takes them in (the operand summed, then the weights) and their layouts, or
     None unless the expression is one the reduction kernels run on 16-bit operands:
     one or two operands of one 16-bit type in native byte order; one summed over some
-    of its indices, or one weighted by the other, a vector along summed indices (as
-    ``contract_step`` plans them: an index summed in one of two operands only is first
-    summed out by a step of its own, which is not read in place here)."""
+    of its indices, or one weighted by the other, a vector along summed indices or
+    weights along kept ones too where the planner reads them so (planner/reduce.py's
+    ``kept_weights``: the inner kernel, both operands' unit stride along the innermost
+    summed index; as ``contract_step`` plans them: an index summed in one of two
+    operands only is first summed out by a step of its own, which is not read in place
+    here).  (float32 and float64 operands keep the plans of schedule/contract.py, whose
+    ``ij,ij->i`` is a dot-product program: not offered this route.)"""
     specs = [b.specs[i] for i in range(b.n)]
     first = specs[0].dtype
     if (dtype != ACCUMULATOR or not 1 <= len(specs) <= 2 or not is_half(first)
@@ -245,7 +253,8 @@ def in_place_reduction(b: ProgramBuilder, expr: Expression, target: int, dtype: 
     out = layout_from(out_term, b.specs[target], extents)
     for j in range(len(lays)):
         w = lays[1 - j] if len(lays) == 2 else None
-        red = plan_reduction(lays[j], out, w, dtype, params, threads, operand=first)
+        red = plan_reduction(lays[j], out, w, dtype, params, threads, operand=first,
+                             kept_weights=True)
         if red is not None:
             order = (j, 1 - j)[:len(lays)]
             return red, order, [*(lays[k] for k in order), out]
