@@ -75,6 +75,7 @@ PRODUCTS: list[Case] = [
     ("bhqd,bhkd->bhqk", [(4, 12, 512, 64), (4, 12, 512, 64)], None),  # attention scores
     ("bhqk,bhkd->bhqd", [(4, 12, 512, 512), (4, 12, 512, 64)], None),  # and values
     ("ij,ij->i", [(8192, 4096), (8192, 4096)], None),  # a batch of dot products
+    ("bij,bij->bi", [(16, 512, 4096), (16, 512, 4096)], None),  # ... batched again
     ("ab,bc,cd->ad", [(1024, 1024), (1024, 1024), (1024, 1024)], None),  # a chain (tree)
 ]
 SECTIONS = {"memory": MEMORY, "cache": CACHE, "products": PRODUCTS,
