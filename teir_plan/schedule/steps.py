@@ -259,8 +259,9 @@ class TEIRStep(Step):
 
 @dataclass(frozen=True)
 class ReduceStep(Step):
-    """Sum axes of an operand in one pass over it, weighted by a vector along them when
-    there is a second input (see :mod:`teir_plan.planner.reduce`): a kernel of its own,
+    """Sum axes of an operand in one pass over it, weighted by a second input when there
+    is one, a vector along them (or, 16-bit operands read in place, weights along kept
+    axes too: ``ij,ij->i``; see :mod:`teir_plan.planner.reduce`): a kernel of its own,
     not a TEIR program."""
 
     subscripts: str
