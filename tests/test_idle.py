@@ -283,7 +283,8 @@ numba.set_num_threads(2)
 users_region(x)
 print(len(_pool_thread_ids()), numba.threading_layer())
 seen = []
-for _ in range(5):  # (a read the scheduler delays past the workers' spin sees none)
+for _ in range(50):  # (a read the scheduler delays past the workers' spin sees none:
+    # with the suite's three workers on two cores, all of five reads once did)
     users_region(x)
     seen.append(_running_pool_threads())
 print(max(seen))
