@@ -25,6 +25,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 
 import numpy as np
 
@@ -157,8 +158,11 @@ def main() -> None:
         md_table(["expression", "dtype", "first-use ms", "calibrated", "fitted"], rows), "",
         summary, ""])
     info["threads"] = tp.get_num_threads()
-    path = write_results("calibration-effect", {"machine": info, "cases": records,
-                                                "summary": summary}, md)
+    # The parameter sets themselves (the cache file's form: machine.validate reads them
+    # back), so that a plan that moved can be planned again as this run planned it.
+    path = write_results(f"calibration-effect-{info.get('isa', 'unknown')}", {
+        "machine": info, "cases": records, "summary": summary,
+        "params": {name: asdict(p) for name, p in sets.items()}}, md)
     print(md)
     print(f"written {path}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -11,16 +12,15 @@ from teir_plan.calibration.timing import best_seconds, calibration_program
 from teir_plan.executor.execute import run_lowered
 from teir_plan.executor.lower import lower
 from teir_plan.isa import target
-from teir_plan.tilekinds.vec import vec_efficiency, vec_overhead_seconds, vec_strips
+from teir_plan.tilekinds.vec import vec_overhead_seconds, vec_strips
 from teir_plan.tiles import VEC_ROWS
 
 # The vector kernel's calibration tile: one of efbad,cf->abcde's blocks (432 long along
-# the vector axis, 24 rows, K 36), its operands in cache; and the same with K 192, whose
-# rate against it gives the K steps its outputs' loads and stores cost (VEC_LONG_K_TILE:
-# its vector operand, 324 KiB, within every L2 the kernels run on, its 24 x 192 block
-# within L1).
+# the vector axis, 24 rows, K 36), its operands in cache; read at other K too
+# (VEC_K_POINTS, up to 192: its vector operand, 324 KiB, within every L2 the kernels run
+# on, its 24 x 192 block within L1), whose rates give the K steps its outputs' loads and
+# stores cost.
 VEC_TILE = (432, 24, 36)
-VEC_LONG_K_TILE = (432, 24, 192)
 MAX_K_STEPS = 16.0  # (a fit beyond is noise: 0-2.7 on the machines measured)
 
 
@@ -40,32 +40,40 @@ def vector_tile_seconds(rng: np.random.Generator, repeats: int = 5,
 
 
 def vec_tile_overhead(tile_seconds: float, strip_seconds: float) -> float:
-    """The set-up of a VEC_TILE tile (and a VEC_LONG_K_TILE one: the same length)."""
+    """The set-up of a VEC_TILE tile (at any of VEC_K_POINTS: the same length)."""
     return vec_overhead_seconds(VEC_TILE[0], 4, tile_seconds, strip_seconds)
 
 
-def vector_k_steps(spent: float, long_spent: float, tile_seconds: float) -> float:
-    """MachineParams.vec_k_steps from the seconds per VEC_TILE and per VEC_LONG_K_TILE:
-    the ``s`` for which K / (K + s) rates the two as measured, within [0, MAX_K_STEPS].
+# The K of the tiles the rate and the K steps are read from (VEC_TILE's length and
+# rows).  A tile's time is linear in K, its set-up plus c (K + steps) (vec_efficiency),
+# so the K steps are the intercept over the slope, less the set-up: read from two tiles
+# of K 36 and 192, the intercept was extrapolated from afar, and a 3 % drift of one
+# reading moved the K steps by 1.4 (first-use and calibrated readings of one Xeon: 0.9
+# and 9.2, where eight in a row read 1.8-4.0).  A least-squares line through five K,
+# two of them short, and the median of three such fits.
+VEC_K_POINTS = (12, 24, 36, 96, 192)
+FITS = 3
 
-    >>> k1, k2 = VEC_TILE[2], VEC_LONG_K_TILE[2]
-    >>> round(vector_k_steps(k1 * (k1 + 2.5) / k1, k2 * (k2 + 2.5) / k2, 0), 6)
-    2.5
+
+def vector_fit(seconds: Mapping[int, float], fixed: float) -> tuple[float, float]:
+    """(MachineParams.vec_flops_f32, vec_k_steps) from the seconds per VEC_TILE-shaped
+    tile at each K of ``seconds``: the least-squares line ``fixed + c (K + steps)``, the
+    rate the tile's flops per K step over ``c``, the K steps within [0, MAX_K_STEPS].
+
+    >>> m, n, _ = VEC_TILE
+    >>> c = 2 * m * n / 200e9
+    >>> rate, steps = vector_fit({k: 15e-9 + c * (k + 2.5) for k in VEC_K_POINTS}, 15e-9)
+    >>> round(rate / 1e9, 6), round(steps, 6)
+    (200.0, 2.5)
     """
-    k1, k2 = VEC_TILE[2], VEC_LONG_K_TILE[2]
-    q = (k1 / max(spent - tile_seconds, 1e-12)) / (k2 / max(long_spent - tile_seconds, 1e-12))
-    if q >= 1 or q * k2 <= k1:
-        return 0.0 if q >= 1 else MAX_K_STEPS
-    return min(MAX_K_STEPS, k1 * k2 * (1 - q) / (q * k2 - k1))
-
-
-def vector_rate(spent: float, tile_seconds: float, k_steps: float) -> float:
-    """The vector kernel's float32 rate at full efficiency (MachineParams.vec_flops_f32)
-    from ``spent`` seconds per VEC_TILE tile: the tile's rate, its bookkeeping
-    (``tile_seconds``) taken off, over the tile's modelled efficiency with ``k_steps``."""
-    m, n, k = VEC_TILE
-    return (2 * m * n * k / max(spent - tile_seconds, 1e-9)
-            / vec_efficiency(m, n, k, 4, k_steps))
+    ks = sorted(seconds)
+    m, n, _ = VEC_TILE
+    slope, intercept = np.polyfit(np.array(ks, float), np.array([seconds[k] for k in ks]), 1)
+    if not slope > 0:  # (readings no longer with K: noise; the longest tile's rate)
+        k = ks[-1]
+        return 2 * m * n * k / max(seconds[k] - fixed, 1e-12), MAX_K_STEPS
+    steps = min(MAX_K_STEPS, max(0.0, float((intercept - fixed) / slope)))
+    return float(2 * m * n / slope), steps
 
 
 class VectorKernel(NamedTuple):
@@ -78,22 +86,23 @@ class VectorKernel(NamedTuple):
 
 
 def measure_vector_kernel(rng: np.random.Generator, tile_seconds: float, spent: float = math.inf
-                   ) -> VectorKernel:
-    """The vector kernel's set-up (measure_vector_overheads), then its rate and K steps: both
-    calibration tiles in turns, three rounds of best of 3 each (about 10 ms), the best of
-    all kept (VEC_TILE's with ``spent``, an earlier reading), the set-up and the walker's
-    ``tile_seconds`` taken off each tile.  Read once each, back to back, the K steps came
-    out anywhere in 0.2-2.8 on one machine: a 3% drift between the two readings moves the
-    fit by 1.4.  (Without vector kernels no set-up is read: no tile pays it.)"""
+                          ) -> VectorKernel:
+    """The vector kernel's set-up (measure_vector_overheads), then its rate and K steps
+    (vector_fit): VEC_TILE's length and rows at each of VEC_K_POINTS, in turns, best of 3
+    each; FITS such fits, the median one's K steps and rate kept (about 0.1 s in all).
+    ``spent``, an earlier reading of VEC_TILE, is one more reading of its K.  (Without
+    vector kernels no set-up is read: no tile pays it.)"""
     per_tile, per_strip = (measure_vector_overheads(rng, tile_seconds) if target().vector_bytes
                            else (0.0, 0.0))
     fixed = tile_seconds + vec_tile_overhead(per_tile, per_strip)
-    long_spent = math.inf
-    for _ in range(3):
-        spent = min(spent, vector_tile_seconds(rng, 3))
-        long_spent = min(long_spent, vector_tile_seconds(rng, 3, VEC_LONG_K_TILE))
-    steps = vector_k_steps(spent, long_spent, fixed)
-    return VectorKernel(vector_rate(spent, fixed, steps), steps, per_tile, per_strip)
+    m, n, k0 = VEC_TILE
+    fits = []
+    for _ in range(FITS):
+        seconds = {k: vector_tile_seconds(rng, 3, (m, n, k)) for k in VEC_K_POINTS}
+        seconds[k0] = min(seconds.get(k0, math.inf), spent)
+        fits.append(vector_fit(seconds, fixed))
+    rate, steps = sorted(fits, key=lambda f: f[1])[FITS // 2]
+    return VectorKernel(rate, steps, per_tile, per_strip)
 
 
 # The tiles the vector kernel's set-up is read from: (length, K, rows as a multiple of
