@@ -326,6 +326,26 @@ def test_a_contender_that_could_not_be_kept_is_dropped_after_one_run() -> None:
     assert t.winner is cs[2]  # b's runs each beat 0.95 of the model's best
 
 
+def test_runners_up_that_overrun_their_estimate_slow_the_others_estimates() -> None:
+    """Three runners-up predicted as fast as the model's choice that each take twice as
+    long: the first one's run shows the estimate 2x low, so the next waits until the
+    budget covers a run of twice the model's time, instead of running at the next call."""
+    clock = FakeClock()
+    cs, ran = fake_contenders(clock, {"model": [1.0], "a": [2.0], "b": [2.0], "c": [2.0]},
+                              {"model": 1.0, "a": 1.0, "b": 1.0, "c": 1.0})
+    for c in cs[1:]:
+        c.made = []  # (runners-up: the model's own candidates)
+    t = Trials(cs, clock=clock)
+    for _ in range(15):
+        t.execute([], None)
+    assert [n for n in ran if n != "model"] == ["a"]  # a's 1.0 over, then b waits
+    assert t.overrun == pytest.approx(2.0)
+    for _ in range(200):
+        t.execute([], None)
+        assert t.spent <= trials.TRIAL_BUDGET * t._spendable() + 1.0 + 1e-9
+    assert "b" in ran and ran.index("b") > 30
+
+
 def test_a_contender_whose_kernels_are_not_compiled_is_left_out() -> None:
     clock = FakeClock()
     cs, ran = fake_contenders(clock, {"model": [1.0], "cold": [0.1]},

@@ -204,6 +204,14 @@ class Trials:
     outcome: Outcome | None = None
     in_flight: int = 0
     expand_now: bool | None = None
+    # The most a runner-up's first run took over its estimate (its prediction over the
+    # model's, times the model's best), at least 1: the other runners-up are estimated
+    # that much slower until timed.  The model predicts its runners-up from the same
+    # terms as its choice, so where it misjudged one it tends to misjudge them all: on
+    # the Xeon, acd,dbc->ab's three runners-up, predicted within a few % of its 200 ms
+    # choice, each ran far slower, back to back in calls 2-4, and the first 20 calls took
+    # 47 % longer than the model's choice alone.
+    overrun: float = 1.0
     # Calls of the model's choice that start before this clock reading follow a
     # spinning contender's run (AFTERMATH_SECONDS): charged to the trials.
     aftermath_until: float = float("-inf")
@@ -230,8 +238,18 @@ class Trials:
             return c.warmup / WARMUP_RATIO
         model = self.contenders[0].best
         if c.predicted and self.contenders[0].predicted:
-            return model * c.predicted / self.contenders[0].predicted
+            scaled = model * c.predicted / self.contenders[0].predicted
+            return scaled * self.overrun if c.made is not None else scaled
         return 2.0 * model
+
+    def _learn_overrun(self, c: Contender, seconds: float) -> None:
+        """After a runner-up's first timed run: how far it ran over its estimate, the most
+        so far, applied to the runners-up not timed yet (see ``overrun``)."""
+        model = self.contenders[0]
+        if c.made is None or not (c.predicted and model.predicted and model.times):
+            return
+        scaled = model.best * c.predicted / model.predicted
+        self.overrun = max(self.overrun, seconds / scaled)
 
     def _pick(self) -> tuple[Contender, bool]:
         """The contender this call runs, and whether its time is a sample."""
@@ -317,6 +335,8 @@ class Trials:
             if seconds > WARMUP_RATIO * estimate:
                 c.warmup = seconds  # loaded or first touched: run again before judging,
                 return  # when the budget covers what this run suggests it costs
+        if c is not model and not c.times:
+            self._learn_overrun(c, seconds)
         c.times.append(seconds)
         if len(c.times) > ROUNDS:  # (the model's: only its fastest matter, and a plan
             c.times = sorted(c.times)[:ROUNDS]  # may run many calls before settling)
