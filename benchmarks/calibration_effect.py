@@ -24,13 +24,11 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import asdict
 
 import numpy as np
 
 from benchmarks.common import (
-    PAUSE_SECONDS,
     machine,
     machine_md,
     md_table,
@@ -38,27 +36,8 @@ from benchmarks.common import (
     write_results,
 )
 from benchmarks.everyday import CASES
-from benchmarks.self_correct import BATCH_SECONDS
+from benchmarks.self_correct import best_in_turns
 from benchmarks.tccg import load_cases
-
-
-def best_in_turns(fns: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    best = {k: math.inf for k in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            time.sleep(PAUSE_SECONDS)
-            fn()  # (one untimed call: the threads awake)
-            t = time.perf_counter()
-            fn()
-            once = time.perf_counter() - t
-            if once < BATCH_SECONDS:
-                n = max(2, int(BATCH_SECONDS / max(once, 1e-6)))
-                t = time.perf_counter()
-                for _ in range(n):
-                    fn()
-                once = (time.perf_counter() - t) / n
-            best[name] = min(best[name], once)
-    return best
 
 
 def program_of(plan: object) -> str:
@@ -125,7 +104,7 @@ def main() -> None:
                 for name, p in plans.items()}
         timed = {name: (lambda p=p, ops=ops: p(*ops)) for name, p in plans.items()
                  if name == "first-use" or not same[name]}
-        best = best_in_turns(timed, args.repeats) if len(timed) > 1 else {}
+        best = best_in_turns(timed, args.repeats, warm=True) if len(timed) > 1 else {}
         t0 = best.get("first-use", math.nan)
         ratios = {name: 1.0 if same[name] else t0 / best[name]
                   for name in ("calibrated", "fitted")}

@@ -31,6 +31,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -74,19 +75,25 @@ def cases() -> list[tuple[str, list[tuple[int, ...]]]]:
 BATCH_SECONDS = 5e-3
 
 
-def best_in_turns(fns: dict[str, object], repeats: int) -> dict[str, float]:
+def best_in_turns(fns: Mapping[str, Callable[[], object]], repeats: int,
+                  warm: bool = False) -> dict[str, float]:
+    """Each of ``fns`` timed in turns after a pause, best of ``repeats`` (a call under
+    BATCH_SECONDS as the mean of a batch); ``warm``: one untimed call after each pause
+    first, so that the threads are awake."""
     best = {k: math.inf for k in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
             time.sleep(PAUSE_SECONDS)
+            if warm:
+                fn()
             t = time.perf_counter()
-            fn()  # type: ignore[operator]
+            fn()
             once = time.perf_counter() - t
             if once < BATCH_SECONDS:
                 n = max(2, int(BATCH_SECONDS / max(once, 1e-6)))
                 t = time.perf_counter()
                 for _ in range(n):
-                    fn()  # type: ignore[operator]
+                    fn()
                 once = (time.perf_counter() - t) / n
             best[name] = min(best[name], once)
     return best
